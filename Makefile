@@ -1,0 +1,27 @@
+# `make run` and `make test` work on a fresh machine: both create .venv and install first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install java bench docs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[embedded,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+java: install
+	@$(BIN)/python -m kstool.engine.java
+
+run: java
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+test: java
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .kstool-demo

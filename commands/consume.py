@@ -1,0 +1,5 @@
+import click
+
+@click.command()
+def consume():
+    """Consume records."""

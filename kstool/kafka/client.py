@@ -1,0 +1,124 @@
+"""Builds confluent-kafka clients from a ClientConfig and turns their errors into kstool errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
+
+from kstool.config import ClientConfig
+from kstool.errors import BrokerUnreachableError
+from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
+
+_log = logging.getLogger("kstool.kafka")
+
+_UNREACHABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError._RESOLVE,
+}
+
+
+def _with_logging(conf: dict[str, Any]) -> dict[str, Any]:
+    # librdkafka prints connection noise to stderr by default; route it to logging,
+    # which only shows it with --debug.
+    return {**conf, "logger": _log, "error_cb": _on_client_error}
+
+
+def _on_client_error(err: KafkaError) -> None:
+    _log.debug("client error: %s", err)
+
+
+def readonly_group_id() -> str:
+    # librdkafka insists on a group.id even for assign()-only consumers; this one never commits.
+    return f"kstool-readonly-{os.getpid()}"
+
+
+@dataclass
+class KafkaClients:
+    """The Kafka clients of one command; collaborators get this rather than raw configs."""
+
+    config: ClientConfig
+    _admin: AdminClient | None = None
+
+    @property
+    def timeout(self) -> float:
+        return self.config.timeout_s
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(_with_logging(self.config.base()))
+        return self._admin
+
+    def producer(self, **extra: Any) -> Producer:
+        return Producer(_with_logging(self.config.producer_conf(**extra)))
+
+    def consumer(self, group_id: str | None = None, **extra: Any) -> Consumer:
+        conf = self.config.consumer_conf(
+            **{
+                "group.id": group_id or readonly_group_id(),
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+                **extra,
+            }
+        )
+        return Consumer(_with_logging(conf))
+
+    def metadata(self, topic: str | None = None) -> ClusterMetadata:
+        try:
+            return self.admin().list_topics(topic=topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise self.translate(exc) from None
+
+    def topic_partitions(self, topic: str) -> list[int]:
+        meta = self.metadata(topic)
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or (tmeta.error is not None and
+                             tmeta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise TopicNotFoundError(topic)
+        if tmeta.error is not None:
+            raise KafkaOperationError(f"topic {topic!r}: {tmeta.error.str()}")
+        return sorted(tmeta.partitions)
+
+    def require_topics(self, topics: list[str]) -> dict[str, list[int]]:
+        meta = self.metadata()
+        missing = [t for t in topics if t not in meta.topics]
+        if missing:
+            raise TopicNotFoundError(missing[0])
+        return {t: sorted(meta.topics[t].partitions) for t in topics}
+
+    def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(low, high) offsets per (topic, partition), two ListOffsets round trips in all."""
+        if not tps:
+            return {}
+        low = self._list_offsets(tps, OffsetSpec.earliest())
+        high = self._list_offsets(tps, OffsetSpec.latest())
+        return {tp: (low[tp], high[tp]) for tp in tps}
+
+    def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        futures = self.admin().list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout)
+        out = {}
+        for tp, future in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as exc:
+                raise self.translate(exc) from None
+        return out
+
+    def translate(self, exc: KafkaException) -> Exception:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if err is not None and err.code() in _UNREACHABLE:
+            return BrokerUnreachableError(
+                f"cannot reach Kafka at {self.config.bootstrap_servers} within "
+                f"{self.timeout:g}s ({err.str()})"
+            )
+        if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return KafkaOperationError("unknown topic or partition")
+        return KafkaOperationError(str(err.str() if err is not None else exc))

@@ -1,0 +1,126 @@
+"""All rendering lives here: operations return data, commands hand it to `emit`.
+
+Formats: `table` (rich on a TTY, plain tabulate when piped), `json` (one stable document),
+`jsonl` (one object per row), `csv` (header + rows). JSON keys are snake_case and stable.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+FORMATS = ("table", "json", "jsonl", "csv")
+
+
+@dataclass
+class Column:
+    key: str
+    header: str | None = None
+    justify: str = "left"
+
+    @property
+    def title(self) -> str:
+        return self.header or self.key.upper().replace("_", " ")
+
+
+@dataclass
+class Listing:
+    """Rows for table/jsonl/csv, and the JSON document (defaults to the rows)."""
+
+    rows: list[dict[str, Any]]
+    columns: list[Column]
+    document: Any = None
+    title: str | None = None
+    footer: list[str] = field(default_factory=list)
+    extra_tables: list["Listing"] = field(default_factory=list)
+
+    def json_document(self) -> Any:
+        return self.rows if self.document is None else self.document
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def stderr_is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (dict, list)):
+        return dumps(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def emit(listing: Listing, fmt: str = "table", out=None) -> None:
+    out = out or sys.stdout
+    if fmt == "json":
+        out.write(json.dumps(listing.json_document(), indent=2, ensure_ascii=False) + "\n")
+    elif fmt == "jsonl":
+        for row in listing.rows:
+            out.write(dumps(row) + "\n")
+    elif fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow([c.key for c in listing.columns])
+        for row in listing.rows:
+            writer.writerow(["" if row.get(c.key) is None else _csv_cell(row.get(c.key))
+                             for c in listing.columns])
+    else:
+        _emit_table(listing, out)
+        for extra in listing.extra_tables:
+            out.write("\n")
+            _emit_table(extra, out)
+        for line in listing.footer:
+            out.write(line + "\n")
+
+
+def _csv_cell(value: Any) -> str:
+    return dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _emit_table(listing: Listing, out) -> None:
+    if out is sys.stdout and stdout_is_tty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=listing.title, title_justify="left", box=None, header_style="bold")
+        for col in listing.columns:
+            table.add_column(col.title, justify=col.justify)
+        for row in listing.rows:
+            table.add_row(*(_cell(row.get(c.key)) for c in listing.columns))
+        Console().print(table)
+        return
+    from tabulate import tabulate
+
+    if listing.title:
+        out.write(listing.title + "\n")
+    rows = [[_cell(row.get(c.key)) for c in listing.columns] for row in listing.rows]
+    out.write(tabulate(rows, headers=[c.title for c in listing.columns], tablefmt="plain",
+                       disable_numparse=True) + "\n")
+
+
+def emit_jsonl(objects: Iterable[dict], out=None) -> None:
+    out = out or sys.stdout
+    for obj in objects:
+        out.write(dumps(obj) + "\n")
+
+
+def info(message: str) -> None:
+    """A human note on stderr (never mixed into data on stdout)."""
+    sys.stderr.write(message + "\n")
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"kstool: warning: {message}\n")
