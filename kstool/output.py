@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -124,3 +125,48 @@ def info(message: str) -> None:
 
 def warn(message: str) -> None:
     sys.stderr.write(f"kstool: warning: {message}\n")
+
+
+_FORMAT_TOKEN = re.compile(r"%[kstpoThKS%]|\\[nt\\]")
+
+
+def compile_record_format(fmt: str):
+    """kcat-style record format: %k key, %s value, %t topic, %p partition, %o offset,
+    %T timestamp (ms), %h headers (k=v,...), %K / %S key / value length, %% a percent sign,
+    and the escapes \\n \\t \\\\. Returns a function (envelope) -> str."""
+    parts: list = []
+    pos = 0
+    for match in _FORMAT_TOKEN.finditer(fmt):
+        parts.append(fmt[pos:match.start()])
+        parts.append(_TOKENS[match.group(0)])
+        pos = match.end()
+    parts.append(fmt[pos:])
+
+    def render(env: dict) -> str:
+        return "".join(p if isinstance(p, str) else p(env) for p in parts)
+    return render
+
+
+def as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return dumps(value)
+
+
+_TOKENS = {
+    "%k": lambda e: as_text(e["key"]),
+    "%s": lambda e: as_text(e["value"]),
+    "%t": lambda e: str(e["topic"]),
+    "%p": lambda e: str(e["partition"]),
+    "%o": lambda e: str(e["offset"]),
+    "%T": lambda e: "" if e["timestamp"] is None else str(e["timestamp"]),
+    "%h": lambda e: ",".join(f"{k}={as_text(v)}" for k, v in e["headers"]),
+    "%K": lambda e: str(len(as_text(e["key"]))) if e["key"] is not None else "-1",
+    "%S": lambda e: str(len(as_text(e["value"]))) if e["value"] is not None else "-1",
+    "%%": lambda e: "%",
+    "\\n": lambda e: "\n",
+    "\\t": lambda e: "\t",
+    "\\\\": lambda e: "\\",
+}

@@ -52,11 +52,13 @@ class KafkaClients:
 
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(_with_logging(self.config.base()))
+            self._admin = self._build(AdminClient, self.config.base())
         return self._admin
 
     def producer(self, **extra: Any) -> Producer:
-        return Producer(_with_logging(self.config.producer_conf(**extra)))
+        # murmur2 is the Java client's partitioner: keys land where Kafka Streams apps expect them
+        conf = {"partitioner": "murmur2_random", **self.config.producer_conf(**extra)}
+        return self._build(Producer, conf)
 
     def consumer(self, group_id: str | None = None, **extra: Any) -> Consumer:
         conf = self.config.consumer_conf(
@@ -68,17 +70,26 @@ class KafkaClients:
                 **extra,
             }
         )
-        return Consumer(_with_logging(conf))
+        return self._build(Consumer, conf)
 
-    def metadata(self, topic: str | None = None) -> ClusterMetadata:
+    def _build(self, kind, conf: dict[str, Any]):
         try:
-            return self.admin().list_topics(topic=topic, timeout=self.timeout)
+            return kind(_with_logging(conf))
+        except KafkaException as exc:
+            err = exc.args[0]
+            reason = err.str() if isinstance(err, KafkaError) else str(exc)
+            raise KafkaOperationError(f"invalid client configuration: {reason}") from None
+
+    def metadata(self) -> ClusterMetadata:
+        # Always the full metadata: asking for one topic by name makes brokers with
+        # auto.create.topics.enable create it, and a typo must not create topics.
+        try:
+            return self.admin().list_topics(timeout=self.timeout)
         except KafkaException as exc:
             raise self.translate(exc) from None
 
     def topic_partitions(self, topic: str) -> list[int]:
-        meta = self.metadata(topic)
-        tmeta = meta.topics.get(topic)
+        tmeta = self.metadata().topics.get(topic)
         if tmeta is None or (tmeta.error is not None and
                              tmeta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             raise TopicNotFoundError(topic)

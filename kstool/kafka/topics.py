@@ -34,8 +34,7 @@ def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[d
 
 
 def describe_topic(clients: KafkaClients, topic: str) -> dict:
-    meta = clients.metadata(topic)
-    tmeta = meta.topics.get(topic)
+    tmeta = clients.metadata().topics.get(topic)
     if tmeta is None or tmeta.error is not None or not tmeta.partitions:
         raise TopicNotFoundError(topic)
     partitions = sorted(tmeta.partitions.values(), key=lambda p: p.id)

@@ -1,0 +1,190 @@
+"""Kafka one-liners against the real broker: topics, produce/consume round trips, time
+bounds, groups and lag, and the errors users hit."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.conftest import cli
+
+
+def _create(kafka, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=10)
+
+
+def _produce_raw(kafka, topic: str, records: list[dict]) -> None:
+    producer = Producer(kafka.producer_conf())
+    for r in records:
+        producer.produce(topic, key=r["key"], value=r["value"], partition=r["partition"],
+                         timestamp=r["timestamp"], headers=r.get("headers") or None)
+    assert producer.flush(10) == 0
+
+
+def _jsonl(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _bytes(field):
+    if field is None:
+        return None
+    if isinstance(field, dict):
+        return base64.b64decode(field["base64"])
+    return field.encode("utf-8")
+
+
+def test_consume_jsonl_is_byte_identical_with_partitions_and_offsets(kafka, topic_name):
+    _create(kafka, topic_name, 2)
+    records = [
+        {"key": b"k1", "value": b"plain", "partition": 0, "timestamp": 1_700_000_000_000},
+        {"key": None, "value": b"\xff\xfe not utf8", "partition": 0, "timestamp": 1_700_000_000_001},
+        {"key": "ünï".encode(), "value": None, "partition": 1, "timestamp": 1_700_000_000_002,
+         "headers": [("h1", b"v1"), ("bin", b"\x00\x80")]},
+        {"key": b"", "value": b"", "partition": 1, "timestamp": 1_700_000_000_003},
+    ]
+    _produce_raw(kafka, topic_name, records)
+    result = cli("consume", topic_name, "-e", "-o", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    got = sorted(_jsonl(result.stdout), key=lambda e: (e["partition"], e["offset"]))
+    assert [(e["partition"], e["offset"]) for e in got] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for env, rec in zip(got, records):
+        assert _bytes(env["key"]) == rec["key"]
+        assert _bytes(env["value"]) == rec["value"]
+        assert env["timestamp"] == rec["timestamp"]
+        assert [(h, _bytes(v)) for h, v in env["headers"]] == (rec.get("headers") or [])
+        assert env["topic"] == topic_name
+
+
+def test_produce_jsonl_round_trip_is_identical(kafka, topic_name):
+    source, copy = topic_name, topic_name + "-copy"
+    _create(kafka, source, 2)
+    _create(kafka, copy, 2)
+    _produce_raw(kafka, source, [
+        {"key": bytes([i]), "value": bytes(range(i, i + 5)) if i % 3 else None,
+         "partition": i % 2, "timestamp": 1_600_000_000_000 + i,
+         "headers": [("n", str(i).encode())]} for i in range(20)])
+    dump = cli("consume", source, "-e", "-o", "jsonl").stdout
+    produced = cli("produce", copy, "--format", "jsonl", input=dump)
+    assert produced.exit_code == 0, produced.stderr
+    assert "wrote 20 record(s)" in produced.stderr
+    again = cli("consume", copy, "-e", "-o", "jsonl").stdout
+
+    def strip(lines):
+        return sorted((e["partition"], e["offset"], json.dumps([e["key"], e["value"], e["headers"],
+                                                                 e["timestamp"]])) for e in lines)
+    assert [s[2] for s in strip(_jsonl(dump))] == [s[2] for s in strip(_jsonl(again))]
+
+
+def test_produce_text_with_key_delimiter_and_number_formats(kafka, topic_name):
+    _create(kafka, topic_name, 1)
+    result = cli("produce", topic_name, "-K", ":", "--value-format", "long",
+                 "--timestamp", "2024-01-01T00:00:00", input="a:1\nb:-2\n")
+    assert result.exit_code == 0, result.stderr
+    consumer = Consumer(kafka.consumer_conf())
+    consumer.assign([TopicPartition(topic_name, 0, 0)])
+    msgs = [consumer.poll(10) for _ in range(2)]
+    consumer.close()
+    assert [(m.key(), m.value()) for m in msgs] == [
+        (b"a", (1).to_bytes(8, "big", signed=True)), (b"b", (-2).to_bytes(8, "big", signed=True))]
+    assert all(m.timestamp()[1] == 1_704_067_200_000 for m in msgs)
+    decoded = _jsonl(cli("consume", topic_name, "-e", "-o", "jsonl", "--value-format", "long").stdout)
+    assert [e["value"] for e in decoded] == [1, -2]
+
+
+def test_consume_from_time_returns_exactly_the_later_records(kafka, topic_name):
+    _create(kafka, topic_name, 2)
+    rng = random.Random(7)
+    base = 1_710_000_000_000
+    records = []
+    for p in range(2):
+        ts = base
+        for i in range(60):
+            ts += rng.randint(0, 3) * 1000  # non-decreasing, with equal neighbours
+            records.append({"key": f"{p}-{i}".encode(), "value": b"v", "partition": p, "timestamp": ts})
+    _produce_raw(kafka, topic_name, records)
+    for cut in (base - 1, base + 40_000, base + 75_000, base + 10**9):
+        result = cli("consume", topic_name, "--from-time", str(cut), "-e", "-o", "jsonl")
+        assert result.exit_code == 0, result.stderr
+        got = sorted(e["key"] for e in _jsonl(result.stdout))
+        expected = sorted(r["key"].decode() for r in records if r["timestamp"] >= cut)
+        assert got == expected, cut
+
+
+def test_consume_time_range_and_last_n(kafka, topic_name):
+    _create(kafka, topic_name, 1)
+    base = 1_720_000_000_000
+    _produce_raw(kafka, topic_name, [{"key": str(i).encode(), "value": b"x", "partition": 0,
+                                      "timestamp": base + i * 1000} for i in range(30)])
+    ranged = _jsonl(cli("consume", topic_name, "--from-time", str(base + 5000),
+                        "--to-time", str(base + 9000), "-o", "jsonl").stdout)
+    assert [e["key"] for e in ranged] == ["5", "6", "7", "8", "9"]
+    last = _jsonl(cli("consume", topic_name, "--from", "-3", "-e", "-o", "jsonl").stdout)
+    assert [e["offset"] for e in last] == [27, 28, 29]
+    limited = _jsonl(cli("consume", topic_name, "--from", "10", "-n", "2", "-o", "jsonl").stdout)
+    assert [e["offset"] for e in limited] == [10, 11]
+
+
+def test_groups_describe_shows_lag_of_committed_offsets(kafka, topic_name):
+    _create(kafka, topic_name, 2)
+    _produce_raw(kafka, topic_name, [{"key": None, "value": b"x", "partition": i % 2,
+                                      "timestamp": 1_000 + i} for i in range(10)])
+    group = topic_name + "-g"
+    consumer = Consumer({**kafka.consumer_conf(), "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 2), TopicPartition(topic_name, 1, 5)],
+                    asynchronous=False)
+    consumer.close()
+    result = cli("groups", "describe", group, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    parts = {p["partition"]: p for p in doc["partitions"]}
+    assert (parts[0]["committed"], parts[0]["end_offset"], parts[0]["lag"]) == (2, 5, 3)
+    assert (parts[1]["committed"], parts[1]["end_offset"], parts[1]["lag"]) == (5, 5, 0)
+    assert doc["total_lag"] == 3
+    listed = json.loads(cli("groups", "list", "-o", "json").stdout)
+    assert group in [g["group"] for g in listed]
+
+
+def test_consume_with_group_commits_progress(kafka, topic_name):
+    _create(kafka, topic_name, 1)
+    _produce_raw(kafka, topic_name, [{"key": None, "value": b"x", "partition": 0,
+                                      "timestamp": 1_000 + i} for i in range(4)])
+    group = topic_name + "-reader"
+    assert cli("consume", topic_name, "-e", "--group", group).exit_code == 0
+    doc = json.loads(cli("groups", "describe", group, "-o", "json").stdout)
+    assert [(p["committed"], p["lag"]) for p in doc["partitions"]] == [(4, 0)]
+
+
+def test_topics_describe_counts_records_and_configs(kafka, topic_name):
+    assert cli("topics", "create", topic_name, "-p", "2", "--config", "cleanup.policy=compact").exit_code == 0
+    cli("produce", topic_name, "--partition", "1", input="a\nb\nc\n")
+    doc = json.loads(cli("topics", "describe", topic_name, "-o", "json").stdout)
+    assert [p["records"] for p in doc["partitions"]] == [0, 3]
+    assert doc["total_records"] == 3
+    assert doc["configs"].get("cleanup.policy") == "compact"
+
+
+def test_errors_are_one_line(kafka, topic_name):
+    unknown = cli("consume", "no-such-topic-" + topic_name, "-e")
+    assert unknown.exit_code == 1 and "does not exist" in unknown.stderr
+    assert unknown.stderr.count("\n") == 1
+    _create(kafka, topic_name, 1)
+    bad = cli("produce", topic_name, "--format", "jsonl", input='{"value": "ok"}\n{oops\n{"value": "never"}\n')
+    assert bad.exit_code == 1 and "line 2" in bad.stderr and "1 record(s) before it" in bad.stderr
+    written = _jsonl(cli("consume", topic_name, "-e", "-o", "jsonl").stdout)
+    assert [e["value"] for e in written] == ["ok"]
+    bad_time = cli("consume", topic_name, "--from-time", "yesterday-ish", "-e")
+    assert bad_time.exit_code == 2 and "invalid time" in bad_time.stderr
+    assert "Traceback" not in bad.stderr + bad_time.stderr + unknown.stderr
+
+
+def test_produce_skip_reports_bad_lines(kafka, topic_name):
+    _create(kafka, topic_name, 1)
+    result = cli("produce", topic_name, "--format", "jsonl", "--on-error", "skip",
+                 input='{"value": "a"}\n[1]\n{"value": "b"}\n')
+    assert result.exit_code == 0
+    assert "skipped line 2" in result.stderr and "wrote 2 record(s)" in result.stderr

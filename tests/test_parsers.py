@@ -1,0 +1,98 @@
+"""Parsers of user input: times, durations, serdes, record formats."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, strategies as st
+
+from kstool.errors import UsageError
+from kstool.output import compile_record_format
+from kstool.serdes import decoder, encoder
+from kstool.timeutil import parse_duration, parse_time
+
+NOW = 1_750_000_000_000
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("500ms", 500), ("10s", 10_000), ("5m", 300_000), ("1h", 3_600_000), ("2d", 172_800_000),
+    ("1h30m", 5_400_000), ("PT5M", 300_000), ("P1DT2H", 93_600_000), ("PT0.5S", 500),
+])
+def test_durations(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "5", "5x", "P", "PT", "h", "1h 2m", "-5m", "P1Y"])
+def test_bad_durations_are_usage_errors(text):
+    with pytest.raises(UsageError):
+        parse_duration(text)
+
+
+def _ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("2024-05-01T12:00:00", _ms(datetime(2024, 5, 1, 12, tzinfo=timezone.utc))),
+    ("2024-05-01T12:00:00.250Z", _ms(datetime(2024, 5, 1, 12, 0, 0, 250_000, tzinfo=timezone.utc))),
+    ("2024-05-01T12:00:00+0200", _ms(datetime(2024, 5, 1, 10, tzinfo=timezone.utc))),
+    ("2024-05-01T12:00:00+02:00", _ms(datetime(2024, 5, 1, 10, tzinfo=timezone.utc))),
+    ("1714564800000", 1_714_564_800_000),
+    ("-1h", NOW - 3_600_000),
+    ("PT30M", NOW - 1_800_000),
+    ("now", NOW),
+])
+def test_times(text, expected):
+    assert parse_time(text, now=NOW) == expected
+
+
+@given(st.text(max_size=30))
+def test_time_parser_never_crashes(text):
+    try:
+        value = parse_time(text, now=NOW)
+    except UsageError:
+        return
+    assert isinstance(value, int)
+
+
+@given(st.text(max_size=20))
+def test_duration_parser_never_crashes(text):
+    try:
+        assert parse_duration(text) >= 0
+    except UsageError:
+        pass
+
+
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)))
+def test_iso_times_round_trip(dt):
+    dt = dt.replace(microsecond=(dt.microsecond // 1000) * 1000, tzinfo=timezone.utc)
+    assert parse_time(dt.isoformat()) == round(dt.timestamp() * 1000)
+
+
+@pytest.mark.parametrize("fmt,value,raw", [
+    ("long", 1, b"\x00" * 7 + b"\x01"), ("long", -1, b"\xff" * 8), ("int", 258, b"\x00\x00\x01\x02"),
+    ("double", 1.5, bytes.fromhex("3ff8000000000000")), ("string", "ü", "ü".encode()),
+    ("hex", "00ff", b"\x00\xff"), ("base64", "AP8=", b"\x00\xff"), ("json", {"a": 1}, b'{"a":1}'),
+])
+def test_serdes_match_kafka_encodings(fmt, value, raw):
+    assert encoder(fmt)(value) == raw
+    assert decoder(fmt)(raw) == value
+
+
+def test_undecodable_bytes_become_base64():
+    assert decoder("string")(b"\xff") == {"base64": "/w=="}
+    assert decoder("long")(b"\x01") == {"base64": "AQ=="}
+    assert decoder("json")(b"{nope") == {"base64": "e25vcGU="}
+
+
+@given(st.binary(max_size=64))
+def test_string_serde_round_trips_any_bytes(data):
+    assert encoder("string")(decoder("string")(data)) == data
+
+
+def test_record_format_tokens():
+    render = compile_record_format("%t/%p@%o %k=%s ts=%T [%h] %K %S 100%%\\n")
+    env = {"topic": "t", "partition": 1, "offset": 7, "timestamp": 99, "key": "k", "value": {"a": 1},
+           "headers": [["h", "v"]]}
+    assert render(env) == 't/1@7 k={"a":1} ts=99 [h=v] 1 7 100%\n'
