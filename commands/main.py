@@ -44,9 +44,10 @@ def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, deb
 
 
 def _register() -> None:
-    from kstool.commands import broker, consume, groups, produce, topics
+    from kstool.commands import broker, consume, groups, produce, run, topics
 
-    for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume):
+    for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
+                  run.run):
         cli.add_command(group)
 
 

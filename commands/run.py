@@ -1,0 +1,92 @@
+"""kstool run TOPOLOGY: run a Kafka-Streams-style application on Spark."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+from kstool.config import parse_key_values
+from kstool.names import validate_name
+from kstool.output import dumps, info
+from kstool.timeutil import parse_duration
+
+from kstool.commands.context import Globals, pass_globals
+
+
+def engine_options(func):
+    """The options every topology shares: app model, run mode, errors, Spark."""
+    decorators = [
+        click.option("--app-id", help="Application id: consumer group and internal topic prefix "
+                                      "[default: the topology name]."),
+        click.option("--once", is_flag=True, help="Process what is available now, then exit (cron)."),
+        click.option("--trigger", default="1s", show_default=True, metavar="DURATION",
+                     help="Micro-batch interval when running continuously."),
+        click.option("--from", "starting", type=click.Choice(["earliest", "latest"]), default="earliest",
+                     show_default=True, help="Where a new app starts when its group has no offsets."),
+        click.option("--max-records-per-batch", type=click.IntRange(min=1), default=1_000_000,
+                     show_default=True, help="Admission control: records per micro-batch."),
+        click.option("--on-error", default="fail", show_default=True, metavar="fail|skip|dlq:TOPIC",
+                     help="What to do with input records that cannot be processed."),
+        click.option("--on-data-loss", type=click.Choice(["fail", "earliest"]), default="fail",
+                     show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
+        click.option("--state-dir", type=click.Path(file_okay=False), help="Where app state lives "
+                     "[default: $KSTOOL_HOME/apps]."),
+        click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+        click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Spark config (repeatable)."),
+        click.option("--spark-ui", is_flag=True, help="Enable the Spark UI."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+        click.option("--report", type=click.Choice(["text", "json"]), default="text",
+                     show_default=True, help="Final summary: a line on stderr, or JSON on stdout."),
+    ]
+    return functools.reduce(lambda f, d: d(f), reversed(decorators), func)
+
+
+def build_run_options(g: Globals, app_id: str, kw: dict):
+    from kstool.engine.app import default_state_dir
+    from kstool.engine.errors_policy import ErrorPolicy
+    from kstool.engine.runtime import RunOptions
+    from kstool.engine.session import SparkOptions
+
+    return RunOptions(
+        app_id=validate_name(app_id),
+        state_dir=Path(kw["state_dir"]).expanduser() if kw["state_dir"] else default_state_dir(),
+        once=kw["once"], trigger_ms=parse_duration(kw["trigger"]), starting=kw["starting"],
+        max_records_per_batch=kw["max_records_per_batch"],
+        on_error=ErrorPolicy.parse(kw["on_error"]), on_data_loss=kw["on_data_loss"], quiet=kw["quiet"],
+        spark=SparkOptions(master=kw["master"], conf=parse_key_values(kw["spark_conf"], "--conf"),
+                           ui=kw["spark_ui"], debug=g.debug))
+
+
+def execute(g: Globals, topology, app_id: str | None, kw: dict) -> None:
+    from kstool.engine.runtime import run_app
+
+    options = build_run_options(g, app_id or topology.name, kw)
+    summary = run_app(g.clients(), topology, options)
+    if kw["report"] == "json":
+        click.echo(dumps(summary.to_dict()))
+    elif not kw["quiet"]:
+        out = ", ".join(f"{t}: {n}" for t, n in summary.written.items()) or "nothing"
+        bad = f", {summary.bad_records} bad record(s)" if summary.bad_records else ""
+        info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
+             f"in {summary.processing_seconds:.1f}s, written {out}{bad}")
+
+
+@click.group()
+def run():
+    """Run a topology (wordcount, ...) on Spark, reading and writing Kafka topics."""
+
+
+@run.command()
+@click.option("--input", "input_topic", required=True, metavar="TOPIC", help="Topic of text lines.")
+@click.option("--output", "output_topic", required=True, metavar="TOPIC", help="Topic of word counts.")
+@click.option("--value-format", type=click.Choice(["long", "string", "json"]), default="long",
+              show_default=True, help="Count encoding in the output topic (long = Kafka's LongSerializer).")
+@engine_options
+@pass_globals
+def wordcount(g: Globals, input_topic, output_topic, value_format, app_id, **kw):
+    """Count words of UTF-8 lines; emit each changed count (KTable updates)."""
+    from kstool.topologies.wordcount import WordCount
+
+    execute(g, WordCount(input_topic, output_topic, value_format), app_id, kw)

@@ -1,0 +1,269 @@
+"""The Kafka streaming source: a PySpark Python data source built on confluent-kafka.
+
+Offsets are {topic: {partition: next offset}} (string keys: Spark stores them as JSON).
+The initial offsets are the committed offsets of the application's consumer group, so a reset
+of the group is what a fresh checkpoint starts from; after each batch the processed offsets are
+committed to that group, so `kstool groups describe <app-id>` and every lag tool see progress.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
+
+from kstool.config import ClientConfig
+from kstool.kafka.client import KafkaClients
+
+SOURCE_NAME = "kstool_kafka"
+# Spark redacts option keys matching "secret|password|token" in plans and logs; the client
+# configuration may hold SASL passwords, so its key says "secret".
+CLIENT_OPTION = "client_config_secret"
+ARROW_BATCH_ROWS = 65_536
+DATA_LOSS_MARKER = "kstool-data-loss:"
+
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("offset", LongType(), False),
+    StructField("timestamp", TimestampType()),
+    StructField("timestamp_type", IntegerType(), False),
+    StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                 StructField("value", BinaryType())]))),
+])
+# read() must return exactly the Arrow form Spark derives from SCHEMA
+HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
+ARROW_SCHEMA = pa.schema([
+    pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+    pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False), pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestamp_type", pa.int32(), nullable=False), pa.field("headers", HEADERS_TYPE),
+])
+
+Offsets = dict[str, dict[str, int]]
+
+
+def encode_client_config(config: ClientConfig) -> str:
+    return json.dumps({"bootstrap_servers": config.bootstrap_servers,
+                       "bootstrap_source": config.bootstrap_source, "common": config.common,
+                       "producer": config.producer, "consumer": config.consumer,
+                       "timeout_s": config.timeout_s})
+
+
+def decode_client_config(text: str) -> ClientConfig:
+    return ClientConfig(**json.loads(text))
+
+
+@dataclass
+class OffsetRange(InputPartition):
+    topic: str
+    partition: int
+    start: int
+    end: int  # exclusive
+
+
+class KafkaDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self):
+        return SCHEMA
+
+    def streamReader(self, schema):
+        return KafkaStreamReader(self.options)
+
+
+def _flatten(offsets: Offsets) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
+
+
+def _nest(flat: dict[tuple[str, int], int]) -> Offsets:
+    out: Offsets = {}
+    for (t, p), o in sorted(flat.items()):
+        out.setdefault(t, {})[str(p)] = o
+    return out
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side: plans offset ranges. read() runs on executors from a pickled copy."""
+
+    def __init__(self, options):
+        self.config = decode_client_config(options[CLIENT_OPTION])
+        self.topics = [t for t in options["topics"].split(",") if t]
+        self.group = options["group"]
+        self.starting = options.get("starting", "earliest")
+        self.on_data_loss = options.get("on_data_loss", "fail")
+        max_batch = int(options.get("max_records_per_batch", "0"))
+        self.max_records_per_batch = max_batch or None
+        self.max_records_per_task = int(options.get("max_records_per_task", "500000"))
+        self._target: dict[tuple[str, int], int] | None = None
+        self._latest: dict[tuple[str, int], int] | None = None
+
+    # -- driver ----------------------------------------------------------------------------
+    def _clients(self) -> KafkaClients:
+        return KafkaClients(self.config)
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        clients = self._clients()
+        found = clients.require_topics(self.topics)
+        return [(t, p) for t in self.topics for p in found[t]]
+
+    def initialOffset(self) -> Offsets:
+        from kstool.kafka.groups import committed_offsets
+
+        clients = self._clients()
+        tps = self._partitions()
+        marks = clients.watermarks(tps)
+        committed = committed_offsets(clients, self.group)
+        start = {}
+        for tp in tps:
+            low, high = marks[tp]
+            start[tp] = committed.get(tp, low if self.starting == "earliest" else high)
+        return _nest(start)
+
+    def getDefaultReadLimit(self):
+        if self.max_records_per_batch:
+            return ReadMaxRows(self.max_records_per_batch)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._partitions()
+        self._target = {tp: high for tp, (_, high) in self._clients().watermarks(tps).items()}
+
+    def latestOffset(self, start: Offsets, limit) -> Offsets:
+        current = _flatten(start)
+        if self._target is not None:
+            latest = dict(self._target)
+        else:
+            tps = self._partitions()
+            latest = {tp: high for tp, (_, high) in self._clients().watermarks(tps).items()}
+        self._latest = latest
+        for tp in latest:
+            current.setdefault(tp, 0)  # a partition added since the last batch starts at 0
+        end = {tp: max(latest.get(tp, o), o) for tp, o in current.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = _cap(current, end, limit.max_rows)
+        return _nest(end)
+
+    def reportLatestOffset(self):
+        return _nest(self._latest) if self._latest else None
+
+    def partitions(self, start: Offsets, end: Offsets):
+        begin, finish = _flatten(start), _flatten(end)
+        ranges = []
+        lows = self._check_data_loss(begin, finish)
+        for tp, stop in sorted(finish.items()):
+            first = max(begin.get(tp, 0), lows.get(tp, 0))
+            for chunk_start in range(first, stop, self.max_records_per_task):
+                ranges.append(OffsetRange(tp[0], tp[1], chunk_start,
+                                          min(chunk_start + self.max_records_per_task, stop)))
+        return ranges
+
+    def _check_data_loss(self, begin, finish) -> dict[tuple[str, int], int]:
+        todo = [tp for tp, stop in finish.items() if stop > begin.get(tp, 0)]
+        if not todo:
+            return {}
+        marks = self._clients().watermarks(todo)
+        lost = {tp: (begin.get(tp, 0), marks[tp][0]) for tp in todo if marks[tp][0] > begin.get(tp, 0)}
+        if lost and self.on_data_loss == "fail":
+            detail = ", ".join(f"{t}:{p} offsets {a}..{b - 1} ({b - a} records)"
+                               for (t, p), (a, b) in sorted(lost.items()))
+            raise RuntimeError(f"{DATA_LOSS_MARKER} records were deleted (retention) before they "
+                               f"were processed: {detail}; rerun with --on-data-loss earliest to "
+                               "continue from the log start")
+        return {tp: low for tp, (_, low) in lost.items()}
+
+    def commit(self, end: Offsets) -> None:
+        from kstool.kafka.groups import commit_offsets
+
+        commit_offsets(self._clients(), self.group, _flatten(end))
+
+    # -- executors -------------------------------------------------------------------------
+    def read(self, partition: OffsetRange):
+        yield from read_range(self.config, partition)
+
+
+def _cap(start: dict, end: dict, budget: int) -> dict:
+    """Split a record budget across partitions in proportion to what each has available."""
+    available = {tp: end[tp] - start.get(tp, 0) for tp in end}
+    total = sum(available.values())
+    if total <= budget:
+        return end
+    capped = {}
+    for tp, n in available.items():
+        share = max(1, budget * n // total) if n else 0
+        capped[tp] = start.get(tp, 0) + min(n, share)
+    return capped
+
+
+def read_range(config: ClientConfig, rng: OffsetRange):
+    """Yield Arrow record batches of the records in [start, end) of one partition."""
+    if rng.start >= rng.end:
+        return
+    consumer = KafkaClients(config).consumer(**{"fetch.min.bytes": 1, "fetch.wait.max.ms": 50})
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    columns = _empty_columns()
+    position = rng.start
+    try:
+        while position < rng.end:
+            batch = consumer.consume(num_messages=10_000, timeout=1.0)
+            if not batch:
+                position = max(position, _position(consumer, rng))
+                continue
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF or err.retriable():
+                        continue
+                    raise RuntimeError(f"reading {rng.topic}:{rng.partition}: {err.str()}")
+                offset = msg.offset()
+                if offset >= rng.end:
+                    position = rng.end
+                    break
+                ts_type, ts = msg.timestamp()
+                columns[0].append(msg.key())
+                columns[1].append(msg.value())
+                columns[4].append(offset)
+                columns[5].append(ts * 1000 if ts_type else None)
+                columns[6].append(ts_type)
+                headers = msg.headers()
+                columns[7].append([{"key": k, "value": v} for k, v in headers] if headers else None)
+                position = offset + 1
+            if len(columns[0]) >= ARROW_BATCH_ROWS:
+                yield _to_batch(columns, rng)
+                columns = _empty_columns()
+        if columns[0]:
+            yield _to_batch(columns, rng)
+    finally:
+        consumer.close()
+
+
+def _position(consumer, rng: OffsetRange) -> int:
+    """Where the consumer stands, to get past offsets with no record (transaction markers)."""
+    pos = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
+    return pos if pos >= 0 else rng.start
+
+
+def _empty_columns() -> list[list]:
+    return [[], [], None, None, [], [], [], []]
+
+
+def _to_batch(columns: list[list], rng: OffsetRange) -> pa.RecordBatch:
+    n = len(columns[0])
+    arrays = [
+        pa.array(columns[0], pa.binary()), pa.array(columns[1], pa.binary()),
+        pa.array([rng.topic] * n, pa.string()) if n else pa.array([], pa.string()),
+        pa.array([rng.partition] * n, pa.int32()),
+        pa.array(columns[4], pa.int64()), pa.array(columns[5], pa.timestamp("us", tz="UTC")),
+        pa.array(columns[6], pa.int32()), pa.array(columns[7], HEADERS_TYPE),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -1,0 +1,1 @@
+"""Kafka-Streams-style topologies built on Spark DataFrames."""
