@@ -41,6 +41,8 @@ def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, deb
     if debug:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    else:  # libraries (py4j, librdkafka) must not print tracebacks past kstool's one line
+        logging.getLogger().addHandler(logging.NullHandler())
 
 
 def _register() -> None:
@@ -82,7 +84,8 @@ def run(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # a bug: still one line, the traceback only with --debug
-        return _fail(f"unexpected {type(exc).__name__}: {exc} (run with --debug for details)",
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        return _fail(f"unexpected {type(exc).__name__}: {first_line} (run with --debug for details)",
                      EXIT_FAILURE, debug)
 
 

@@ -92,3 +92,14 @@ def fresh_home(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("KSTOOL_HOME", str(home))
     monkeypatch.delenv("KSTOOL_BOOTSTRAP_SERVERS", raising=False)
     return home
+
+
+@pytest.fixture(scope="session")
+def spark(kafka, tmp_path_factory):
+    """One Spark session for the whole test run; app runs in this process reuse it."""
+    from kstool.engine.session import SparkOptions, build_session
+
+    log = tmp_path_factory.mktemp("spark") / "spark.log"
+    session, _ = build_session(SparkOptions(master="local[2]"), app_name="kstool-tests", log_file=log)
+    yield session
+    session.stop()

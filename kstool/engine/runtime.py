@@ -105,14 +105,15 @@ def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, pat
 
 def _run_query(clients, topology, options, paths, partitions, summary, reporter) -> None:
     from kstool.engine.session import build_session
-    from kstool.engine.sink import batch_writer
+    from kstool.engine.sink import KafkaSink
     from kstool.engine.source import CLIENT_OPTION, SOURCE_NAME, encode_client_config
 
     spark_started = time.monotonic()
     spark_options = options.spark
     if spark_options.shuffle_partitions is None:
         spark_options.shuffle_partitions = partitions
-    spark = build_session(spark_options, app_name=f"kstool-{options.app_id}", log_file=paths.spark_log)
+    spark, owned = build_session(spark_options, app_name=f"kstool-{options.app_id}",
+                                 log_file=paths.spark_log)
     summary.spark_start_seconds = round(time.monotonic() - spark_started, 3)
     reporter.message(f"Spark ready in {summary.spark_start_seconds:.1f}s; "
                      f"{'catching up' if options.once else 'running'}")
@@ -130,8 +131,8 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
     checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
                                   options.app_id, "not valid UTF-8")
     reports: dict[int, BatchReport] = {}
-    writer = batch_writer(config, topology.sink_targets(options.app_id), topology.encode,
-                          lambda r: reports.__setitem__(r.batch_id, r))
+    sink = KafkaSink(clients, topology.sink_targets(options.app_id))
+    writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
     stream = (topology.build(checked).writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", str(paths.checkpoint)).queryName(options.app_id))
     stream = (stream.trigger(availableNow=True) if options.once
@@ -142,7 +143,8 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
         _monitor(query, reports, summary, reporter)
     finally:
         summary.processing_seconds = round(time.monotonic() - processing_started, 3)
-        spark.stop()
+        if owned:
+            spark.stop()
 
 
 def _monitor(query, reports, summary: RunSummary, reporter: Reporter) -> None:
@@ -178,8 +180,7 @@ def _account(progress, reports, seen: set[int], summary: RunSummary, reporter: R
     if batch_id in seen or (rows == 0 and report is None):
         return
     seen.add(batch_id)
-    bad = int((progress.get("observedMetrics") or {}).get(errors_policy.METRICS_NAME, {})
-              .get("bad_records") or 0)
+    bad = _observed(progress, errors_policy.METRICS_NAME, "bad_records")
     summary.batches += 1
     summary.input_records += rows
     summary.bad_records += bad
@@ -190,6 +191,14 @@ def _account(progress, reports, seen: set[int], summary: RunSummary, reporter: R
     reporter.batch(BatchStatus(batch_id, rows, progress.get("processedRowsPerSecond") or 0.0,
                                (progress.get("durationMs") or {}).get("triggerExecution", 0),
                                written, _lag(progress), bad))
+
+
+def _observed(progress, name: str, field_name: str) -> int:
+    row = (progress["observedMetrics"] or {}).get(name)  # a Row, when the metric exists
+    try:
+        return int(row[field_name] or 0) if row is not None else 0
+    except (KeyError, ValueError):
+        return 0
 
 
 def _lag(progress) -> int | None:

@@ -43,8 +43,10 @@ def spark_conf(options: SparkOptions) -> dict[str, str]:
 
 
 def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None):
-    """Start Spark. The JVM's own output goes to log_file (or is dropped): operators read
-    kstool's lines; --debug shows everything."""
+    """Return (spark, owned). Starts Spark unless a SparkContext is already active in this
+    process (tests share one), in which case a new session on it gets this run's SQL settings
+    and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
+    (or is dropped): operators read kstool's lines; --debug shows everything."""
     require_java()
     # Python workers must run this interpreter, or they will not find confluent-kafka
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -53,18 +55,32 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    conf = SparkConf().setMaster(options.master).setAppName(app_name)
-    for key, value in spark_conf(options).items():
-        conf.set(key, value)
-    if SparkContext._active_spark_context is None and not options.debug:
-        with open(log_file or os.devnull, "ab") as sink:
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
-        context = SparkContext(conf=conf, gateway=gateway)
+    settings = spark_conf(options)
+    owned = SparkContext._active_spark_context is None
+    if owned:
+        conf = SparkConf().setMaster(options.master).setAppName(app_name)
+        for key, value in settings.items():
+            conf.set(key, value)
+        if options.debug:
+            context = SparkContext(conf=conf)
+        else:
+            with open(log_file or os.devnull, "ab") as sink:
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
+            context = SparkContext(conf=conf, gateway=gateway)
+        context.setLogLevel("DEBUG" if options.debug else "ERROR")
+        spark = SparkSession(context)
     else:
-        context = SparkContext.getOrCreate(conf)
-    spark = SparkSession(context)
-    context.setLogLevel("DEBUG" if options.debug else "ERROR")
+        spark = SparkSession(SparkContext._active_spark_context)
+        for key, value in settings.items():
+            if key.startswith("spark.sql."):
+                spark.conf.set(key, value)
+    from pyspark.errors import AnalysisException
+
     from kstool.engine.source import KafkaDataSource
 
-    spark.dataSource.register(KafkaDataSource)
-    return spark
+    try:
+        spark.dataSource.register(KafkaDataSource)
+    except AnalysisException as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):  # a shared session has it already
+            raise
+    return spark, owned

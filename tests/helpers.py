@@ -1,0 +1,74 @@
+"""Test-side Kafka helpers built on confluent-kafka directly, independent of kstool's code."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(kafka, topic: str, partitions: int = 1, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(timeout=10)
+
+
+def produce_values(kafka, topic: str, values: list[bytes], partition: int | None = None,
+                   timestamps: list[int] | None = None) -> None:
+    producer = Producer(kafka.producer_conf())
+    for i, value in enumerate(values):
+        kwargs = {"value": value}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamps is not None:
+            kwargs["timestamp"] = timestamps[i]
+        producer.produce(topic, **kwargs)
+    assert producer.flush(30) == 0
+
+
+def read_all(kafka, topic: str) -> list:
+    """Every record of the topic, per partition in offset order (a list of Message)."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    partitions = admin.list_topics(timeout=10).topics[topic].partitions
+    consumer = Consumer(kafka.consumer_conf())
+    out = []
+    try:
+        for p in sorted(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            while True:
+                msg = consumer.poll(10)
+                assert msg is not None, f"timed out reading {topic}:{p}"
+                if msg.error():
+                    continue
+                out.append(msg)
+                if msg.offset() >= high - 1:
+                    break
+    finally:
+        consumer.close()
+    return out
+
+
+def latest_per_key(messages) -> dict:
+    latest = {}
+    for msg in messages:
+        if msg.value() is None:
+            latest.pop(msg.key(), None)
+        else:
+            latest[msg.key()] = msg.value()
+    return latest
+
+
+def as_long(data: bytes) -> int:
+    assert len(data) == 8, data
+    return int.from_bytes(data, "big", signed=True)
+
+
+def end_offsets(kafka, topic: str) -> dict[int, int]:
+    consumer = Consumer(kafka.consumer_conf())
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in admin.list_topics(timeout=10).topics[topic].partitions}
+    finally:
+        consumer.close()

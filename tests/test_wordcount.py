@@ -1,0 +1,163 @@
+"""wordcount end to end on real Spark and the real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+from tests.conftest import KSTOOL, cli
+from tests.helpers import (as_long, create_topic, end_offsets, latest_per_key, produce_values,
+                           read_all)
+
+CORPUS = [
+    "Hello, world! Hello again.",
+    "",
+    "Grüße aus Köln: Straße, STRASSE; straße?",
+    "日本語 のテキスト 日本語",
+    "don't stop -- can't stop   won't stop",
+    "numbers 42 and 4_2 and 42",
+    "   ",
+    "ΣΊΣΥΦΟΣ σίσυφος",
+    " ".join(["long"] * 5000 + ["tail"]),
+    "émigré café naïve CAFÉ",
+]
+
+
+def oracle(lines) -> Counter:
+    return Counter(w for line in lines for w in re.findall(r"\w+", line.lower()))
+
+
+def output_counts(kafka, topic) -> dict[str, int]:
+    return {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, topic)).items()}
+
+
+def run_once(app, source, sink, *extra):
+    result = cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
+                 "--once", "--report", "json", *extra)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_wordcount_counts_changelog_and_lag(kafka, spark, topic_name):
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    produce_values(kafka, source, [line.encode() for line in CORPUS[:5]], partition=0)
+    produce_values(kafka, source, [line.encode() for line in CORPUS[5:]], partition=1)
+    summary = run_once(app, source, sink)
+    assert summary["input_records"] == len(CORPUS)
+    expected = oracle(CORPUS)
+    assert output_counts(kafka, sink) == dict(expected)
+
+    group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
+    assert group["total_lag"] == 0
+    assert {p["partition"]: p["committed"] for p in group["partitions"]} == end_offsets(kafka, source)
+
+    changelog = f"{app}-counts-changelog"
+    described = json.loads(cli("topics", "describe", changelog, "-o", "json").stdout)
+    assert described["configs"].get("cleanup.policy") == "compact"
+    assert output_counts(kafka, changelog) == dict(expected)
+
+    # more input: totals are cumulative, and the new batch carries only the changed words
+    before = end_offsets(kafka, sink)
+    more = ["hello café", "brand new words"]
+    produce_values(kafka, source, [line.encode() for line in more], partition=0)
+    run_once(app, source, sink)
+    assert output_counts(kafka, sink) == dict(oracle(CORPUS + more))
+    new_records = [m for m in read_all(kafka, sink) if m.offset() >= before[m.partition()]]
+    assert sorted(m.key().decode() for m in new_records) == sorted(oracle(more))
+    totals = oracle(CORPUS + more)
+    assert all(as_long(m.value()) == totals[m.key().decode()] for m in new_records)
+
+
+def test_value_format_string(kafka, spark, topic_name):
+    source, sink = topic_name, topic_name + "-out"
+    create_topic(kafka, source, 1)
+    produce_values(kafka, source, [b"a b a"])
+    run_once(topic_name + "-app", source, sink, "--value-format", "string")
+    assert {k: v for k, v in latest_per_key(read_all(kafka, sink)).items()} == {b"a": b"2", b"b": b"1"}
+
+
+def test_incompatible_run_is_refused(kafka, spark, topic_name):
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    create_topic(kafka, source + "-other", 1)
+    produce_values(kafka, source, [b"x"])
+    run_once(app, source, sink)
+    result = cli("run", "wordcount", "--input", source + "-other", "--output", sink, "--app-id", app, "--once")
+    assert result.exit_code == 2
+    assert "created with other settings" in result.stderr and "input topics" in result.stderr
+
+
+def test_second_concurrent_run_exits_75(kafka, topic_name, tmp_path):
+    from kstool.engine.app import AppLock, AppPaths, default_state_dir
+
+    app = topic_name + "-app"
+    with AppLock(AppPaths(default_state_dir(), app)):
+        started = time.monotonic()
+        proc = subprocess.run([*KSTOOL, "run", "wordcount", "--input", "x", "--output", "y",
+                               "--app-id", app, "--once"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 75
+    assert f"already running (pid {os.getpid()})" in proc.stderr
+    assert time.monotonic() - started < 10
+
+
+def test_bad_utf8_fail_skip_and_dlq(kafka, spark, topic_name):
+    source = topic_name
+    create_topic(kafka, source, 1)
+    produce_values(kafka, source, [b"good words", b"bad \xff\xfe bytes", b"more good"])
+
+    failed = cli("run", "wordcount", "--input", source, "--output", source + "-out1",
+                 "--app-id", source + "-fail", "--once")
+    assert failed.exit_code == 1
+    assert f"not valid UTF-8 at {source}:0 offset 1" in failed.stderr
+    errors = [l for l in failed.stderr.splitlines() if l.startswith("kstool: error:")]
+    assert len(errors) == 1 and "Traceback" not in failed.stderr, failed.stderr
+
+    run_once(source + "-skip", source, source + "-out2", "--on-error", "skip")
+    assert output_counts(kafka, source + "-out2") == {"good": 2, "words": 1, "more": 1}
+
+    dlq = source + "-dlq"
+    summary = run_once(source + "-dlq-app", source, source + "-out3", "--on-error", f"dlq:{dlq}")
+    assert summary["bad_records"] == 1
+    assert output_counts(kafka, source + "-out3") == {"good": 2, "words": 1, "more": 1}
+    [dead] = read_all(kafka, dlq)
+    assert dead.value() == b"bad \xff\xfe bytes"
+    headers = dict(dead.headers())
+    assert headers["kstool.dlq.topic"] == source.encode()
+    assert (headers["kstool.dlq.partition"], headers["kstool.dlq.offset"]) == (b"0", b"1")
+
+
+def test_sigkill_mid_stream_then_restart_loses_nothing(kafka, spark, topic_name):
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    lines = [f"w{i % 37} w{i % 11} common" for i in range(3000)]
+    produce_values(kafka, source, [l.encode() for l in lines[:1000]])
+    proc = subprocess.Popen(
+        [*KSTOOL, "run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
+         "--trigger", "200ms", "--max-records-per-batch", "300"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and sum(end_offsets_safe(kafka, sink).values()) == 0:
+            time.sleep(0.5)
+        assert sum(end_offsets_safe(kafka, sink).values()) > 0, "the app produced nothing"
+        produce_values(kafka, source, [l.encode() for l in lines[1000:]])
+        time.sleep(1.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its Spark JVM
+        proc.wait(30)
+    run_once(app, source, sink)
+    assert output_counts(kafka, sink) == dict(oracle(lines))
+
+
+def end_offsets_safe(kafka, topic) -> dict[int, int]:
+    try:
+        return end_offsets(kafka, topic)
+    except KeyError:
+        return {}
