@@ -23,5 +23,8 @@ run: java
 test: java
 	$(BIN)/python -m pytest
 
+bench: java
+	$(BIN)/python -m bench
+
 clean:
-	rm -rf $(VENV) .kstool-demo
+	rm -rf $(VENV) .kstool-demo bench/.venv-quix

@@ -46,10 +46,10 @@ def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, deb
 
 
 def _register() -> None:
-    from kstool.commands import broker, consume, groups, produce, run, topics
+    from kstool.commands import apps, broker, consume, groups, produce, run, topics, topology
 
     for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
-                  run.run):
+                  run.run, topology.topology, apps.apps):
         cli.add_command(group)
 
 

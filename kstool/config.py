@@ -76,6 +76,7 @@ class ClientConfig:
     producer: dict[str, str] = field(default_factory=dict)
     consumer: dict[str, str] = field(default_factory=dict)
     profile_name: str | None = None
+    single_record_tail: bool = False
     timeout_s: float = 10.0
     debug: bool = False
 
@@ -94,6 +95,7 @@ class ClientConfig:
             "bootstrap_servers": self.bootstrap_servers,
             "bootstrap_source": self.bootstrap_source,
             "profile": self.profile_name,
+            "single_record_tail": self.single_record_tail,
             "timeout_s": self.timeout_s,
             "common": mask_config(self.common),
             "producer": mask_config(self.producer),
@@ -131,10 +133,10 @@ def build_client_config(
         servers, source = DEFAULT_BOOTSTRAP, "default"
     user_props.pop("bootstrap.servers", None)
 
-    common, producer, consumer, profile_name = {}, {}, {}, None
+    common, producer, consumer, profile_name, tail = {}, {}, {}, None, False
     if profile is not None and profile.bootstrap_servers == servers:
         common, producer, consumer = dict(profile.common), dict(profile.producer), dict(profile.consumer)
-        profile_name = profile.name
+        profile_name, tail = profile.name, profile.single_record_tail
     common.update(user_props)
     return ClientConfig(
         bootstrap_servers=servers,
@@ -143,6 +145,7 @@ def build_client_config(
         producer=producer,
         consumer=consumer,
         profile_name=profile_name,
+        single_record_tail=tail,
         timeout_s=timeout_s,
         debug=debug,
     )

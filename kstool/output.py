@@ -170,3 +170,33 @@ _TOKENS = {
     "\\t": lambda e: "\t",
     "\\\\": lambda e: "\\",
 }
+
+
+def render_topology(doc: dict) -> str:
+    """Text in the shape of Kafka Streams' Topology#describe()."""
+    lines = ["Topologies:"]
+    for sub in doc["sub_topologies"]:
+        lines.append(f"   Sub-topology: {sub['id']}")
+        predecessors: dict[str, list[str]] = {}
+        for node in sub["nodes"]:
+            for succ in node.get("successors", []):
+                predecessors.setdefault(succ, []).append(node["name"])
+        for node in sub["nodes"]:
+            kind = node["type"]
+            if kind == "source":
+                lines.append(f"    Source: {node['name']} (topics: [{', '.join(node['topics'])}])")
+            elif kind == "sink":
+                lines.append(f"    Sink: {node['name']} (topic: {node['topic']})")
+            else:
+                lines.append(f"    Processor: {node['name']} (stores: [{', '.join(node['stores'])}])")
+            if node.get("successors"):
+                lines.append(f"      --> {', '.join(node['successors'])}")
+            if predecessors.get(node["name"]):
+                lines.append(f"      <-- {', '.join(predecessors[node['name']])}")
+        lines.append("")
+    for store in doc.get("stores", []):
+        lines.append(f"Store: {store['name']} ({store['kind']}, key {store['key_format']}, "
+                     f"value {store['value_format']}) changelog: {store['changelog_topic']}")
+    if doc.get("spark_plan"):
+        lines += ["", "Spark plan:", doc["spark_plan"]]
+    return "\n".join(lines)

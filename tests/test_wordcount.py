@@ -161,3 +161,32 @@ def end_offsets_safe(kafka, topic) -> dict[int, int]:
         return end_offsets(kafka, topic)
     except KeyError:
         return {}
+
+
+def test_topology_describe_matches_kafka_streams_shape():
+    text = cli("topology", "describe", "wordcount", "--input", "lines", "--output", "counts")
+    assert text.exit_code == 0
+    lines = text.stdout.splitlines()
+    assert lines[:3] == ["Topologies:", "   Sub-topology: 0",
+                         "    Source: KSTREAM-SOURCE-0000000000 (topics: [lines])"]
+    assert "    Sink: KSTREAM-SINK-0000000004 (topic: counts)" in lines
+    doc = json.loads(cli("topology", "describe", "wordcount", "--app-id", "myapp", "-o", "json").stdout)
+    assert doc["stores"][0]["changelog_topic"] == "myapp-counts-changelog"
+    nodes = doc["sub_topologies"][0]["nodes"]
+    assert [n["type"] for n in nodes] == ["source", "processor", "processor", "processor", "sink"]
+
+
+def test_apps_list_and_describe(kafka, spark, topic_name):
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    produce_values(kafka, source, [b"one two", b"two"])
+    summary = run_once(app, source, sink)
+    listed = {a["app_id"]: a for a in json.loads(cli("apps", "list", "-o", "json").stdout)}
+    assert listed[app]["topology"] == "wordcount" and listed[app]["running_pid"] is None
+    doc = json.loads(cli("apps", "describe", app, "-o", "json").stdout)
+    assert doc["last_committed_batch"] == summary["last_batch"]
+    assert {p["partition"]: p["offset"] for p in doc["processed_offsets"]} == end_offsets(kafka, source)
+    assert doc["group"]["total_lag"] == 0
+    assert doc["stores"][0]["changelog_topic"] == f"{app}-counts-changelog"
+    missing = cli("apps", "describe", "no-such-app")
+    assert missing.exit_code == 1 and "no app" in missing.stderr

@@ -149,6 +149,7 @@ def start(port: int = DEFAULT_PORT, foreground: bool = False) -> BrokerStatus:
             port=port,
             producer=dict(EMBEDDED_PRODUCER_SETTINGS),
             consumer=dict(EMBEDDED_CONSUMER_SETTINGS),
+            single_record_tail=True,
         )
     )
     if foreground:

@@ -27,6 +27,8 @@ class Profile:
     common: dict[str, str] = field(default_factory=dict)
     producer: dict[str, str] = field(default_factory=dict)
     consumer: dict[str, str] = field(default_factory=dict)
+    # bulk writers may batch if each partition's last batch holds one record (kstool.kafka.bulk)
+    single_record_tail: bool = False
 
 
 def broker_dir() -> Path:

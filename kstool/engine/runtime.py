@@ -190,7 +190,7 @@ def _account(progress, reports, seen: set[int], summary: RunSummary, reporter: R
         summary.written[topic] = summary.written.get(topic, 0) + n
     reporter.batch(BatchStatus(batch_id, rows, progress.get("processedRowsPerSecond") or 0.0,
                                (progress.get("durationMs") or {}).get("triggerExecution", 0),
-                               written, _lag(progress), bad))
+                               written, report.seconds if report else 0.0, _lag(progress), bad))
 
 
 def _observed(progress, name: str, field_name: str) -> int:

@@ -9,7 +9,7 @@ committed to that group, so `kstool groups describe <app-id>` and every lag tool
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
@@ -52,10 +52,7 @@ Offsets = dict[str, dict[str, int]]
 
 
 def encode_client_config(config: ClientConfig) -> str:
-    return json.dumps({"bootstrap_servers": config.bootstrap_servers,
-                       "bootstrap_source": config.bootstrap_source, "common": config.common,
-                       "producer": config.producer, "consumer": config.consumer,
-                       "timeout_s": config.timeout_s})
+    return json.dumps(asdict(config))
 
 
 def decode_client_config(text: str) -> ClientConfig:

@@ -15,13 +15,15 @@ class BatchStatus:
     records_per_second: float
     duration_ms: int
     written: dict[str, int] = field(default_factory=dict)
+    sink_seconds: float = 0.0
     lag: int | None = None
     errors: int = 0
 
     def line(self) -> str:
         out = ", ".join(f"{t}: {n}" for t, n in self.written.items()) or "nothing"
         parts = [f"batch {self.batch_id}", f"{self.input_records} records in",
-                 f"{self.duration_ms / 1000:.1f}s ({self.records_per_second:,.0f}/s)", f"out {out}"]
+                 f"{self.duration_ms / 1000:.1f}s ({self.records_per_second:,.0f}/s)",
+                 f"out {out} ({self.sink_seconds:.1f}s)"]
         if self.lag is not None:
             parts.append(f"lag {self.lag}")
         if self.errors:

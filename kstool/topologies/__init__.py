@@ -1,1 +1,17 @@
-"""Kafka-Streams-style topologies built on Spark DataFrames."""
+"""Kafka-Streams-style topologies built on Spark DataFrames, by name."""
+
+from __future__ import annotations
+
+from kstool.errors import UsageError
+
+NAMES = ("wordcount",)
+
+
+def from_manifest(manifest):
+    """Rebuild the topology an app was created with (for describe, state and reset)."""
+    if manifest.topology == "wordcount":
+        from kstool.topologies.wordcount import WordCount
+
+        return WordCount(manifest.input_topics[0], manifest.output_topics[0], **manifest.parameters)
+    raise UsageError(f"app {manifest.app_id!r} uses topology {manifest.topology!r}, "
+                     "which this kstool version does not know")

@@ -1,0 +1,1 @@
+"""kstool's benchmarks: `python -m bench` (or `make bench`)."""

@@ -1,0 +1,283 @@
+"""kstool's benchmark: `python -m bench` (or `make bench`).
+
+On a private embedded broker, loads data fast, then measures in one run on the same data:
+the raw consumer ceiling, kstool's count per key and wordcount (`--once`), Quix Streams doing
+the same count per key (in its own virtualenv), continuous-mode end-to-end latency, and
+`kstool consume -o jsonl` throughput. Prints a table and writes bench/results/<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.load import create_topic, keyed_records, load, text_lines
+from bench.measure import PeakRss, percentile
+
+ROOT = Path(__file__).resolve().parent.parent
+KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
+QUIX_VENV = ROOT / "bench" / ".venv-quix"
+QUIX_VERSION = "3.28.1"
+TARGETS = {
+    "count_per_key_records_per_s": (">=", 250_000),
+    "count_vs_quix_ratio": (">=", 3.0),
+    "once_1m_wall_s": ("<=", 15.0),
+    "latency_p50_s": ("<=", 1.0),
+    "latency_p99_s": ("<=", 2.0),
+    "consume_jsonl_records_per_s": (">=", 150_000),
+    "help_start_s": ("<=", 0.3),
+}
+
+
+def kstool(env, *args, **kwargs):
+    return subprocess.run([*KSTOOL, *args], env=env, capture_output=True, text=True, **kwargs)
+
+
+def ceiling(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ceiling",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen, started = 0, time.perf_counter()
+    while seen < expected:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error() is None:
+                seen += 1
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return {"records": seen, "seconds": round(seconds, 2), "records_per_s": round(seen / seconds)}
+
+
+def run_once(env, topic: str, app: str, master: str) -> dict:
+    started = time.perf_counter()
+    proc = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic, "--output", f"{app}-out",
+                             "--app-id", app, "--once", "--report", "json", "--master", master,
+                             "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rss = PeakRss(proc.pid)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - started
+    peak = rss.stop()
+    if proc.returncode != 0:
+        raise SystemExit(f"kstool run failed: {err.strip()}")
+    summary = json.loads(out)
+    return {"records": summary["input_records"], "wall_s": round(wall, 2),
+            "spark_start_s": summary["spark_start_seconds"],
+            "processing_s": summary["processing_seconds"],
+            "records_per_s": round(summary["input_records"] / summary["processing_seconds"]),
+            "batches": summary["batches"], "peak_rss_mb": round(peak / 2**20)}
+
+
+def quix(bootstrap: str, topic: str, expected: int) -> dict:
+    python = QUIX_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
+                       check=True)
+    with tempfile.TemporaryDirectory() as state:
+        proc = subprocess.run([str(python), str(ROOT / "bench" / "peers" / "quix_count.py"), bootstrap,
+                               topic, str(expected), state], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1:]}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["records_per_s"] = round(result["records"] / result["seconds"])
+    result["seconds"] = round(result["seconds"], 2)
+    return result
+
+
+def consume_jsonl(env, topic: str, expected: int) -> dict:
+    started = time.perf_counter()
+    with open(os.devnull, "w") as sink:
+        proc = subprocess.run([*KSTOOL, "consume", topic, "-e", "-o", "jsonl"], env=env, stdout=sink,
+                              stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"kstool consume failed: {proc.stderr.strip()}")
+    return {"records": expected, "seconds": round(seconds, 2), "records_per_s": round(expected / seconds)}
+
+
+def latency(env, bootstrap: str, rate: int, seconds: int) -> dict:
+    """Continuous mode: produce lines at `rate`/s; every 100 ms a line with a unique marker word;
+    latency = when the marker's count shows up in the output topic - when it was produced."""
+    topic = "bench-latency"
+    create_topic(bootstrap, topic, 2)
+    app = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic, "--output", f"{topic}-out",
+                            "--app-id", "bench-latency", "--trigger", "100ms", "--quiet"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+    sent: dict[bytes, float] = {}
+    seen: dict[bytes, float] = {}
+    stop = threading.Event()
+
+    def watch():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency-watch",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        while True:
+            try:
+                consumer.assign([TopicPartition(f"{topic}-out", p, 0) for p in range(2)])
+                break
+            except Exception:
+                time.sleep(0.2)
+        while not stop.is_set():
+            for msg in consumer.consume(1000, 0.1):
+                if msg.error() is None and msg.key() and msg.key().startswith(b"m"):
+                    seen.setdefault(msg.key(), time.perf_counter())
+        consumer.close()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        deadline = time.perf_counter() + 180  # wait for the app: a warm-up marker must come out
+        while b"mwarmup" not in seen and time.perf_counter() < deadline:
+            producer.produce(topic, value=b"mwarmup")
+            producer.flush(5)
+            time.sleep(1)
+        seen.clear()
+        tick, seq, started = 0.01, 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            for i in range(max(1, rate // 100)):
+                producer.produce(topic, value=f"filler f{i % 5000} words here".encode())
+            if seq % 10 == 0:
+                marker = f"m{seq}".encode()
+                producer.produce(topic, value=marker)
+                sent[marker] = time.perf_counter()
+            producer.poll(0)
+            seq += 1
+            time.sleep(max(0.0, started + seq * tick - time.perf_counter()))
+        producer.flush(10)
+        time.sleep(5)
+    finally:
+        stop.set()
+        app.terminate()
+        app.wait(60)
+        watcher.join(5)
+    lags = [seen[m] - t for m, t in sent.items() if m in seen]
+    return {"rate": rate, "seconds": seconds, "markers": len(sent), "seen": len(lags),
+            "p50_s": round(percentile(lags, 50) or -1, 3), "p99_s": round(percentile(lags, 99) or -1, 3)}
+
+
+def help_start() -> float:
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([*KSTOOL, "--help"], capture_output=True, check=True)
+        best = min(best, time.perf_counter() - started)
+    return round(best, 3)
+
+
+def machine() -> dict:
+    import confluent_kafka
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    return {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.version()[0],
+            "librdkafka": confluent_kafka.libversion()[0], "java": java}
+
+
+def check(figures: dict) -> dict:
+    verdicts = {}
+    for name, (op, target) in TARGETS.items():
+        value = figures.get(name)
+        if value is None:
+            verdicts[name] = {"target": f"{op} {target}", "value": None, "met": None}
+            continue
+        met = value >= target if op == ">=" else value <= target
+        verdicts[name] = {"target": f"{op} {target}", "value": value, "met": met}
+    return verdicts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=5_000_000, help="keyed records for count per key")
+    parser.add_argument("--lines", type=int, default=1_000_000, help="text lines for wordcount")
+    parser.add_argument("--rate", type=int, default=10_000, help="records/s in the latency test")
+    parser.add_argument("--latency-seconds", type=int, default=30)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--skip-quix", action="store_true")
+    args = parser.parse_args()
+
+    home = tempfile.mkdtemp(prefix="kstool-bench-")
+    env = {**os.environ, "KSTOOL_HOME": home}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    started = kstool(env, "broker", "start", "--port", "0", check=True)
+    bootstrap = started.stdout.strip()
+    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    runs = results["runs"]
+    try:
+        print(f"broker {bootstrap}; loading {args.records:,} keyed records and {args.lines:,} lines",
+              file=sys.stderr)
+        create_topic(bootstrap, "bench-keys", 2)
+        runs["load_keys_s"] = round(load(bootstrap, "bench-keys", keyed_records(args.records), 2), 2)
+        create_topic(bootstrap, "bench-lines", 2)
+        runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
+        steps = [
+            ("ceiling", lambda: ceiling(bootstrap, "bench-keys", 2, args.records)),
+            ("count_per_key", lambda: run_once(env, "bench-keys", "bench-count", args.master)),
+            ("wordcount_1m", lambda: run_once(env, "bench-lines", "bench-wordcount", args.master)),
+            ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
+            ("latency", lambda: latency(env, bootstrap, args.rate, args.latency_seconds)),
+        ]
+        if not args.skip_quix:
+            steps.insert(2, ("quix_count_per_key", lambda: quix(bootstrap, "bench-keys", args.records)))
+        for name, step in steps:
+            print(f"running {name} ...", file=sys.stderr)
+            runs[name] = step()
+            print(f"  {runs[name]}", file=sys.stderr)
+        runs["help_start_s"] = help_start()
+    finally:
+        kstool(env, "broker", "stop")
+    quix_rate = runs.get("quix_count_per_key", {}).get("records_per_s")
+    figures = {
+        "count_per_key_records_per_s": runs["count_per_key"]["records_per_s"],
+        "count_vs_quix_ratio": round(runs["count_per_key"]["records_per_s"] / quix_rate, 2) if quix_rate else None,
+        "once_1m_wall_s": runs["wordcount_1m"]["wall_s"] if args.lines == 1_000_000 else None,
+        "latency_p50_s": runs["latency"]["p50_s"],
+        "latency_p99_s": runs["latency"]["p99_s"],
+        "consume_jsonl_records_per_s": runs["consume_jsonl"]["records_per_s"],
+        "help_start_s": runs["help_start_s"],
+    }
+    results["figures"] = figures
+    results["targets"] = check(figures)
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print_table(results)
+    print(f"\nwritten {out}")
+
+
+def print_table(results: dict) -> None:
+    from tabulate import tabulate
+
+    runs = results["runs"]
+    rows = [
+        ["raw consumer (ceiling)", runs["ceiling"]["records_per_s"], runs["ceiling"]["seconds"], "", ""],
+        ["kstool count per key --once", runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
+         runs["count_per_key"]["spark_start_s"], runs["count_per_key"]["peak_rss_mb"]],
+    ]
+    if "quix_count_per_key" in runs:
+        q = runs["quix_count_per_key"]
+        rows.append(["Quix Streams count per key", q.get("records_per_s"), q.get("seconds"), "", ""])
+    w = runs["wordcount_1m"]
+    rows.append(["kstool wordcount --once", w["records_per_s"], w["wall_s"], w["spark_start_s"], w["peak_rss_mb"]])
+    rows.append(["kstool consume -o jsonl", runs["consume_jsonl"]["records_per_s"], runs["consume_jsonl"]["seconds"], "", ""])
+    print(tabulate(rows, headers=["job", "records/s", "wall s", "spark start s", "peak RSS MB"]))
+    lat = runs["latency"]
+    print(f"\ncontinuous wordcount at {lat['rate']}/s: p50 {lat['p50_s']}s, p99 {lat['p99_s']}s "
+          f"({lat['seen']}/{lat['markers']} markers)")
+    print(f"kstool --help: {runs['help_start_s']}s\n")
+    print(tabulate([[k, v["target"], v["value"], {True: "met", False: "NOT MET", None: "-"}[v["met"]]]
+                    for k, v in results["targets"].items()], headers=["target", "wanted", "measured", ""]))
+
+
+if __name__ == "__main__":
+    main()

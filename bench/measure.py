@@ -1,0 +1,57 @@
+"""Measuring helpers: process-tree peak RSS from /proc, percentiles."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def _tree_rss_bytes(pid: int) -> int:
+    total, stack = 0, [pid]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/statm") as f:
+                total += int(f.read().split()[1]) * page
+        except OSError:
+            continue
+        stack.extend(_children(current))
+    return total
+
+
+class PeakRss:
+    """Samples the resident memory of a process and all its descendants (e.g. the JVM)."""
+
+    def __init__(self, pid: int, interval: float = 0.2):
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _tree_rss_bytes(self.pid))
+            time.sleep(self.interval)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
