@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kstool.engine.java import require_java
+from kstool.engine.jvmcache import JvmCache
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -23,7 +24,7 @@ class SparkOptions:
     debug: bool = False
 
 
-def spark_conf(options: SparkOptions) -> dict[str, str]:
+def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str, str]:
     log_opt = "" if options.debug else f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     conf = {
         "spark.ui.enabled": str(options.ui).lower(),
@@ -33,7 +34,7 @@ def spark_conf(options: SparkOptions) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": log_opt,
+        "spark.driver.extraJavaOptions": f"{log_opt} {driver_java_options}".strip(),
         "spark.executor.extraJavaOptions": log_opt,
     }
     if options.shuffle_partitions:
@@ -47,7 +48,7 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     process (tests share one), in which case a new session on it gets this run's SQL settings
     and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
     (or is dropped): operators read kstool's lines; --debug shows everything."""
-    require_java()
+    java_major = require_java()
     # Python workers must run this interpreter, or they will not find confluent-kafka
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -55,8 +56,9 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    settings = spark_conf(options)
     owned = SparkContext._active_spark_context is None
+    jvm_cache = JvmCache(java_major) if owned else None
+    settings = spark_conf(options, jvm_cache.java_option() if jvm_cache else "")
     if owned:
         conf = SparkConf().setMaster(options.master).setAppName(app_name)
         for key, value in settings.items():
@@ -64,8 +66,13 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         if options.debug:
             context = SparkContext(conf=conf)
         else:
+            # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
+            # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
+            # when kstool does: it watches its stdin pipe.
             with open(log_file or os.devnull, "ab") as sink:
-                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink,
+                                                             "start_new_session": True})
+            jvm_cache.started(getattr(gateway, "proc", None) and gateway.proc.pid)
             context = SparkContext(conf=conf, gateway=gateway)
         context.setLogLevel("DEBUG" if options.debug else "ERROR")
         spark = SparkSession(context)

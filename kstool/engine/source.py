@@ -9,6 +9,7 @@ committed to that group, so `kstool groups describe <app-id>` and every lag tool
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructType, TimestampType)
 
 from kstool.config import ClientConfig
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
 
 SOURCE_NAME = "kstool_kafka"
 # Spark redacts option keys matching "secret|password|token" in plans and logs; the client
@@ -206,16 +207,26 @@ def read_range(config: ClientConfig, rng: OffsetRange):
     """Yield Arrow record batches of the records in [start, end) of one partition."""
     if rng.start >= rng.end:
         return
-    consumer = KafkaClients(config).consumer(**{"fetch.min.bytes": 1, "fetch.wait.max.ms": 50})
+    consumer = KafkaClients(config).consumer(**BULK_READ_SETTINGS)
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     columns = _empty_columns()
     position = rng.start
+    stall_limit = max(60.0, 3 * config.timeout_s)
+    last_progress = time.monotonic()
     try:
         while position < rng.end:
-            batch = consumer.consume(num_messages=10_000, timeout=1.0)
+            # never ask for more than the range holds: consume() waits for the full count
+            batch = consumer.consume(num_messages=min(10_000, rng.end - position), timeout=1.0)
             if not batch:
-                position = max(position, _position(consumer, rng))
+                moved = _position(consumer, rng)
+                if moved > position:
+                    position, last_progress = moved, time.monotonic()
+                elif time.monotonic() - last_progress > stall_limit:
+                    raise RuntimeError(  # a lost broker must fail the batch, not hang it
+                        f"no records from {rng.topic}:{rng.partition} at offset {position} "
+                        f"for {stall_limit:.0f}s (expected up to {rng.end - 1})")
                 continue
+            last_progress = time.monotonic()
             for msg in batch:
                 err = msg.error()
                 if err is not None:

@@ -61,9 +61,8 @@ class BulkWriter:
         while True:
             try:
                 self.producer.produce(topic, **kwargs)
-                self.producer.poll(0)
                 return
-            except BufferError:
+            except BufferError:  # the local queue is full: serve delivery reports, retry
                 self.producer.poll(0.05)
 
     def flush(self) -> int:

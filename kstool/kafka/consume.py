@@ -9,7 +9,7 @@ from typing import Iterator
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kstool.errors import UsageError
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.records import Record
@@ -106,7 +106,7 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
     follow = options.to_time is None and not options.exit_at_end
     if not pending and not follow:
         return
-    consumer = clients.consumer(group_id=options.group)
+    consumer = clients.consumer(group_id=options.group, **BULK_READ_SETTINGS)
     consumer.assign([TopicPartition(t, p, o) for (t, p), o in plan.start.items() if (t, p) in pending])
     seen = 0
     progress: dict[TP, int] = {}
