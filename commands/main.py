@@ -46,10 +46,10 @@ def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, deb
 
 
 def _register() -> None:
-    from kstool.commands import apps, broker, consume, groups, produce, run, topics, topology
+    from kstool.commands import apps, broker, consume, groups, produce, reset, run, topics, topology
 
     for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
-                  run.run, topology.topology, apps.apps):
+                  run.run, topology.topology, apps.apps, reset.reset):
         cli.add_command(group)
 
 

@@ -88,3 +88,9 @@ def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, i
     failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions if tp.error]
     if failed:
         raise KafkaOperationError(f"offset commit for group {group!r} failed: {', '.join(failed)}")
+
+
+def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> None:
+    from kstool.kafka.protocol import leave_group
+
+    leave_group(clients.config, group, member_ids)
