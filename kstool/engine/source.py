@@ -139,15 +139,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Offsets, limit) -> Offsets:
         current = _flatten(start)
-        if self._target is not None:
-            latest = dict(self._target)
-        else:
-            tps = self._partitions()
-            latest = {tp: high for tp, (_, high) in self._clients().watermarks(tps).items()}
+        marks = self._clients().watermarks(self._partitions())
+        latest = dict(self._target) if self._target is not None else {tp: h for tp, (_, h) in marks.items()}
         self._latest = latest
+        behind = {tp: (current[tp], high) for tp, (_, high) in marks.items()
+                  if tp in current and current[tp] > high}
+        if behind and self.on_data_loss == "fail":
+            detail = ", ".join(f"{t}:{p} is at offset {o} but the log ends at {h}"
+                               for (t, p), (o, h) in sorted(behind.items()))
+            raise RuntimeError(f"{DATA_LOSS_MARKER} input offsets are past the end of the log "
+                               f"({detail}): was the topic deleted and recreated? Rerun with "
+                               "--on-data-loss earliest to start over from the log start")
         for tp in latest:
             current.setdefault(tp, 0)  # a partition added since the last batch starts at 0
-        end = {tp: max(latest.get(tp, o), o) for tp, o in current.items()}
+        end = {tp: latest.get(tp, o) if tp in behind else max(latest.get(tp, o), o)
+               for tp, o in current.items()}
         if isinstance(limit, ReadMaxRows):
             end = _cap(current, end, limit.max_rows)
         return _nest(end)
@@ -157,28 +163,37 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: Offsets, end: Offsets):
         begin, finish = _flatten(start), _flatten(end)
+        firsts = self._first_offsets(begin, finish)
         ranges = []
-        lows = self._check_data_loss(begin, finish)
         for tp, stop in sorted(finish.items()):
-            first = max(begin.get(tp, 0), lows.get(tp, 0))
-            for chunk_start in range(first, stop, self.max_records_per_task):
+            for chunk_start in range(firsts.get(tp, stop), stop, self.max_records_per_task):
                 ranges.append(OffsetRange(tp[0], tp[1], chunk_start,
                                           min(chunk_start + self.max_records_per_task, stop)))
         return ranges
 
-    def _check_data_loss(self, begin, finish) -> dict[tuple[str, int], int]:
-        todo = [tp for tp, stop in finish.items() if stop > begin.get(tp, 0)]
+    def _first_offsets(self, begin, finish) -> dict[tuple[str, int], int]:
+        """Where each range starts: the batch start, or the log start when records before it
+        are gone (retention) or the log was recreated (only with --on-data-loss earliest)."""
+        todo = [tp for tp, stop in finish.items() if stop != begin.get(tp, 0)]
         if not todo:
             return {}
         marks = self._clients().watermarks(todo)
-        lost = {tp: (begin.get(tp, 0), marks[tp][0]) for tp in todo if marks[tp][0] > begin.get(tp, 0)}
+        firsts, lost = {}, {}
+        for tp in todo:
+            first, low = begin.get(tp, 0), marks[tp][0]
+            if first > finish[tp]:  # recreated: latestOffset let this through on purpose
+                first = low
+            elif first < low:
+                lost[tp] = (first, low)
+                first = low
+            firsts[tp] = first
         if lost and self.on_data_loss == "fail":
             detail = ", ".join(f"{t}:{p} offsets {a}..{b - 1} ({b - a} records)"
                                for (t, p), (a, b) in sorted(lost.items()))
             raise RuntimeError(f"{DATA_LOSS_MARKER} records were deleted (retention) before they "
                                f"were processed: {detail}; rerun with --on-data-loss earliest to "
                                "continue from the log start")
-        return {tp: low for tp, (_, low) in lost.items()}
+        return firsts
 
     def commit(self, end: Offsets) -> None:
         from kstool.kafka.groups import commit_offsets

@@ -1,0 +1,131 @@
+"""Changelog inspection against records built byte by byte in Kafka Streams' layouts."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import time
+
+from confluent_kafka import Producer
+
+from tests.conftest import KSTOOL, cli
+from tests.helpers import create_topic
+
+T0 = 1_700_000_000_000
+
+
+def _long(n: int) -> bytes:
+    return struct.pack(">q", n)
+
+
+def _produce(kafka, topic, records):
+    producer = Producer(kafka.producer_conf())
+    for partition, key, value, ts in records:
+        producer.produce(topic, key=key, value=value, partition=partition, timestamp=ts)
+    assert producer.flush(10) == 0
+
+
+def _dump(*args) -> list[dict]:
+    result = cli("changelog", "dump", *args, "-o", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_key_value_changelog_compaction_and_describe(kafka, topic_name):
+    topic = f"{topic_name}-store-changelog"
+    create_topic(kafka, topic, 2, {"cleanup.policy": "compact"})
+    records = [
+        (0, b"apple", _long(1), T0), (0, b"pear", _long(1), T0 + 1), (0, b"apple", _long(2), T0 + 2),
+        (1, b"plum", _long(5), T0 + 3), (1, b"plum", None, T0 + 4), (0, b"pear", None, T0 + 5),
+        (0, b"pear", _long(7), T0 + 6), (1, b"fig", _long(9), T0 + 7),
+    ]
+    _produce(kafka, topic, records)
+    expected: dict = {}
+    for partition, key, value, _ in records:  # compaction computed independently of kstool
+        expected[(partition, key.decode())] = value
+    compacted = _dump(topic, "--compact", "--key-format", "string", "--value-format", "long")
+    assert {(r["partition"], r["key"]): r["value"] for r in compacted} == {
+        k: struct.unpack(">q", v)[0] for k, v in expected.items() if v is not None}
+    marked = _dump(topic, "--compact", "--show-tombstones", "--key-format", "string", "--value-format", "long")
+    assert [r["key"] for r in marked if r["tombstone"]] == ["plum"]
+
+    doc = json.loads(cli("changelog", "describe", topic, "-o", "json").stdout)
+    parts = {p["partition"]: p for p in doc["partitions"]}
+    assert (parts[0]["records"], parts[0]["distinct_keys"], parts[0]["tombstones"]) == (5, 2, 1)
+    assert (parts[1]["records"], parts[1]["distinct_keys"], parts[1]["tombstones"]) == (3, 2, 1)
+    assert doc["total"]["reclaimable_records"] == 8 - 4
+    assert (doc["total"]["oldest_timestamp"], doc["total"]["newest_timestamp"]) == (T0, T0 + 7)
+    assert doc["layout"]["detected"] == "key-value"
+
+    only = _dump(topic, "--key", "apple", "--key-format", "string", "--value-format", "long")
+    assert [r["value"] for r in only] == [1, 2]
+
+
+def test_window_and_session_layouts_decode(kafka, topic_name):
+    window = f"{topic_name}-win-changelog"
+    session = f"{topic_name}-sess-changelog"
+    create_topic(kafka, window, 1)
+    create_topic(kafka, session, 1)
+    _produce(kafka, window, [
+        (0, _long(42) + struct.pack(">qi", T0, 0), struct.pack(">d", 2.5), T0),
+        (0, b"user-1" + struct.pack(">qi", T0 + 60_000, 3), json.dumps({"n": 1}).encode(), T0 + 60_000),
+    ])
+    _produce(kafka, session, [(0, b"s1" + struct.pack(">qq", T0 + 900, T0 + 100), struct.pack(">i", 7), T0 + 900)])
+
+    [first] = _dump(window, "--key-format", "windowed:long", "--value-format", "double", "--to", "0")
+    assert (first["key"], first["window_start"], first["seqnum"], first["value"]) == (42, T0, 0, 2.5)
+    second = _dump(window, "--key-format", "windowed:string", "--value-format", "json", "--from", "1")
+    assert [(r["key"], r["window_start"], r["seqnum"], r["value"]) for r in second] == [
+        ("user-1", T0 + 60_000, 3, {"n": 1})]
+    [sess] = _dump(session, "--key-format", "session:string", "--value-format", "int")
+    assert (sess["key"], sess["window_start"], sess["window_end"], sess["value"]) == ("s1", T0 + 100, T0 + 900, 7)
+
+    win_doc = json.loads(cli("changelog", "describe", window, "-o", "json").stdout)
+    assert win_doc["layout"]["detected"] == "window"
+    sess_doc = json.loads(cli("changelog", "describe", session, "-o", "json").stdout)
+    assert sess_doc["layout"]["detected"] == "session"
+
+
+def test_garbage_is_hex_with_a_warning(kafka, topic_name):
+    topic = f"{topic_name}-x-changelog"
+    create_topic(kafka, topic, 1)
+    _produce(kafka, topic, [(0, b"\xff\xfe", b"\x80abc", T0), (0, b"ok", b"fine", T0)])
+    result = cli("changelog", "dump", topic, "-o", "jsonl")
+    assert result.exit_code == 0
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert rows[0]["key"] == {"hex": "fffe"} and rows[0]["value"] == {"hex": "80616263"}
+    assert rows[1]["key"] == "ok" and rows[1]["value"] == "fine"
+    assert "1 key(s) and 1 value(s) could not be decoded" in result.stderr
+
+
+def test_list_names_app_and_store(kafka, topic_name):
+    app = topic_name + "-ks"
+    create_topic(kafka, f"{app}-KSTREAM-AGGREGATE-STATE-STORE-0000000001-changelog", 2,
+                 {"cleanup.policy": "compact"})
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(kafka, f"{app}-in", 1)
+    consumer = Consumer({**kafka.consumer_conf(), "group.id": app})
+    consumer.commit(offsets=[TopicPartition(f"{app}-in", 0, 0)], asynchronous=False)
+    consumer.close()
+    rows = json.loads(cli("changelog", "list", "--app-id", app, "-o", "json").stdout)
+    assert rows == [{"topic": f"{app}-KSTREAM-AGGREGATE-STATE-STORE-0000000001-changelog", "app_id": app,
+                     "store": "KSTREAM-AGGREGATE-STATE-STORE-0000000001", "partitions": 2, "records": 0,
+                     "cleanup_policy": "compact", "kstool_app": False}]
+
+
+def test_follow_shows_new_records(kafka, topic_name):
+    topic = f"{topic_name}-f-changelog"
+    create_topic(kafka, topic, 1)
+    _produce(kafka, topic, [(0, b"a", b"1", T0)])
+    proc = subprocess.Popen([*KSTOOL, "changelog", "dump", topic, "--follow", "-o", "jsonl"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["key"] == "a"
+        time.sleep(0.5)
+        _produce(kafka, topic, [(0, b"b", b"2", T0 + 1)])
+        assert json.loads(proc.stdout.readline())["key"] == "b"
+    finally:
+        proc.terminate()
+        proc.wait(10)
