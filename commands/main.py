@@ -46,11 +46,12 @@ def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, deb
 
 
 def _register() -> None:
-    from kstool.commands import (apps, broker, changelog, consume, groups, produce, reset, run,
-                                 topics, topology)
+    from kstool.commands import (apps, broker, changelog, config, consume, groups, produce, reset,
+                                 run, topics, topology)
 
     for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
-                  run.run, topology.topology, apps.apps, reset.reset, changelog.changelog):
+                  run.run, topology.topology, apps.apps, reset.reset, changelog.changelog,
+                  config.config):
         cli.add_command(group)
 
 

@@ -67,14 +67,13 @@ def describe_topology(topology, app_id: str, spark_plan: bool = False, debug: bo
 
 
 def _spark_plan(topology, app_id: str, debug: bool) -> str:
-    from kstool.config import ClientConfig
     from kstool.engine.session import SparkOptions, build_session
-    from kstool.engine.source import CLIENT_OPTION, SOURCE_NAME, encode_client_config
+    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME
 
     spark, owned = build_session(SparkOptions(master="local[1]", debug=debug), "kstool-describe")
     try:
         source = (spark.readStream.format(SOURCE_NAME)
-                  .option(CLIENT_OPTION, encode_client_config(ClientConfig("unused", "describe")))
+                  .option(CLIENT_CONFIG_FILE_OPTION, "unused: describing does not read")
                   .option("topics", ",".join(topology.input_topics())).option("group", app_id).load())
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):

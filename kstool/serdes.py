@@ -31,7 +31,7 @@ def is_raw(value: Any) -> bool:
 def unraw(value: dict) -> bytes:
     try:
         return base64.b64decode(value["base64"], validate=True)
-    except binascii.Error:
+    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
         raise EncodeError("invalid base64 in {\"base64\": ...}") from None
 
 
@@ -108,7 +108,7 @@ def _encode_hex(value: Any) -> bytes:
 def _encode_base64(value: Any) -> bytes:
     try:
         return base64.b64decode(str(value), validate=True)
-    except binascii.Error:
+    except (binascii.Error, ValueError):  # ValueError: non-ASCII text
         raise EncodeError(f"not valid base64: {str(value)[:60]!r}") from None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from kstool.errors import UsageError
 
@@ -18,6 +18,9 @@ _SIMPLE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _ISO_DURATION = re.compile(
     r"P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?"
     r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.I)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def now_ms() -> int:
@@ -76,7 +79,7 @@ def _parse_iso(raw: str, original: str) -> int:
             "given), epoch milliseconds, or a duration ago (-1h, PT30M)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return int(parsed.timestamp() * 1000)
+    return (parsed - _EPOCH) // timedelta(milliseconds=1)  # exact: no float rounding
 
 
 def format_time(ms: int | None) -> str | None:

@@ -46,6 +46,11 @@ class AppPaths:
     def spark_log(self) -> Path:
         return self.root / "spark.log"
 
+    @property
+    def client_config(self) -> Path:
+        """The client settings for this run's executors (may hold secrets; 0600, run only)."""
+        return self.root / "client.json"
+
 
 @dataclass
 class StoreSpec:

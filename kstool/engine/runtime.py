@@ -106,7 +106,7 @@ def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, pat
 def _run_query(clients, topology, options, paths, partitions, summary, reporter) -> None:
     from kstool.engine.session import build_session
     from kstool.engine.sink import KafkaSink
-    from kstool.engine.source import CLIENT_OPTION, SOURCE_NAME, encode_client_config
+    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
 
     spark_started = time.monotonic()
     spark_options = options.spark
@@ -120,7 +120,7 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
 
     config = clients.config
     source = (spark.readStream.format(SOURCE_NAME)
-              .option(CLIENT_OPTION, encode_client_config(config))
+              .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config)))
               .option("topics", ",".join(topology.input_topics()))
               .option("group", options.app_id)
               .option("starting", options.starting)
@@ -143,6 +143,7 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
         _monitor(query, reports, summary, reporter)
     finally:
         summary.processing_seconds = round(time.monotonic() - processing_started, 3)
+        paths.client_config.unlink(missing_ok=True)
         # An owned session is not stopped here: the query is stopped and its checkpoint
         # committed, and the JVM shuts Spark down itself (shutdown hook) when kstool exits and
         # closes its stdin. Waiting for that would add seconds to every cron run.

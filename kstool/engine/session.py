@@ -34,6 +34,8 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
+        # Hadoop applies its own umask (022) to the checkpoint files it writes
+        "spark.hadoop.fs.permissions.umask-mode": "077",
         "spark.driver.extraJavaOptions": f"{log_opt} {driver_java_options}".strip(),
         "spark.executor.extraJavaOptions": log_opt,
     }
@@ -56,6 +58,8 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    # Spark writes checkpoints and logs under kstool's home: private to the user, like the rest
+    os.umask(0o077)
     owned = SparkContext._active_spark_context is None
     jvm_cache = JvmCache(java_major) if owned else None
     settings = spark_conf(options, jvm_cache.java_option() if jvm_cache else "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
@@ -20,12 +21,13 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructType, TimestampType)
 
 from kstool.config import ClientConfig
+from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
 
 SOURCE_NAME = "kstool_kafka"
-# Spark redacts option keys matching "secret|password|token" in plans and logs; the client
-# configuration may hold SASL passwords, so its key says "secret".
-CLIENT_OPTION = "client_config_secret"
+# The client configuration may hold secrets (SASL passwords): it travels to the executors as
+# the path of a private file, never as an option value that plans and debug logs would show.
+CLIENT_CONFIG_FILE_OPTION = "client_config_file"
 ARROW_BATCH_ROWS = 65_536
 DATA_LOSS_MARKER = "kstool-data-loss:"
 
@@ -52,12 +54,15 @@ ARROW_SCHEMA = pa.schema([
 Offsets = dict[str, dict[str, int]]
 
 
-def encode_client_config(config: ClientConfig) -> str:
-    return json.dumps(asdict(config))
+def write_client_config(config: ClientConfig, path: Path) -> Path:
+    """Write the config for this run's executors (mode 0600; the caller deletes it)."""
+    write_private_text(path, json.dumps(asdict(config)))
+    return path
 
 
-def decode_client_config(text: str) -> ClientConfig:
-    return ClientConfig(**json.loads(text))
+def read_client_config(path: str) -> ClientConfig:
+    with open(path, encoding="utf-8") as f:
+        return ClientConfig(**json.load(f))
 
 
 @dataclass
@@ -95,7 +100,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side: plans offset ranges. read() runs on executors from a pickled copy."""
 
     def __init__(self, options):
-        self.config = decode_client_config(options[CLIENT_OPTION])
+        self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
         self.topics = [t for t in options["topics"].split(",") if t]
         self.group = options["group"]
         self.starting = options.get("starting", "earliest")

@@ -24,14 +24,6 @@ _UNREACHABLE = {
 }
 
 
-def _with_logging(conf: dict[str, Any]) -> dict[str, Any]:
-    # librdkafka prints connection noise to stderr by default; route it to logging,
-    # which only shows it with --debug.
-    return {**conf, "logger": _log, "error_cb": _on_client_error}
-
-
-def _on_client_error(err: KafkaError) -> None:
-    _log.debug("client error: %s", err)
 
 
 # Reading whole ranges: big fetches. One round trip per 1 MB (the default) caps a consumer at
@@ -51,6 +43,16 @@ class KafkaClients:
 
     config: ClientConfig
     _admin: AdminClient | None = None
+    _last_error: str | None = None
+
+    def _with_logging(self, conf: dict[str, Any]) -> dict[str, Any]:
+        # librdkafka prints connection noise to stderr by default; route it to logging (shown
+        # with --debug) and keep the last error to explain a failure (e.g. an SSL handshake).
+        return {**conf, "logger": _log, "error_cb": self._on_client_error}
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        _log.debug("client error: %s", err)
+        self._last_error = err.str()
 
     @property
     def timeout(self) -> float:
@@ -80,7 +82,7 @@ class KafkaClients:
 
     def _build(self, kind, conf: dict[str, Any]):
         try:
-            return kind(_with_logging(conf))
+            return kind(self._with_logging(conf))
         except KafkaException as exc:
             err = exc.args[0]
             reason = err.str() if isinstance(err, KafkaError) else str(exc)
@@ -132,9 +134,14 @@ class KafkaClients:
     def translate(self, exc: KafkaException) -> Exception:
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         if err is not None and err.code() in _UNREACHABLE:
+            if self._admin is not None:
+                self._admin.poll(0)  # serves error_cb: the reason behind the timeout
+            detail = f"; {self._last_error}" if self._last_error else ""
+            protocol = self.config.common.get("security.protocol", "").upper()
+            over = f" over {protocol}" if protocol and protocol != "PLAINTEXT" else ""
             return BrokerUnreachableError(
-                f"cannot reach Kafka at {self.config.bootstrap_servers} within "
-                f"{self.timeout:g}s ({err.str()})"
+                f"cannot reach Kafka at {self.config.bootstrap_servers}{over} within "
+                f"{self.timeout:g}s ({err.str()}{detail})"
             )
         if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return KafkaOperationError("unknown topic or partition")

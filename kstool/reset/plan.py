@@ -130,6 +130,11 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
                                         None if current is None else high - current))
     local = None if options.keep_local_state else _local_state(paths, manifest, options)
     if local is None and not options.keep_local_state:
+        if options.state_dir_given:  # told where the state is, and it is not there: a typo?
+            raise ResetRefusedError(
+                f"no state of app {options.app_id!r} in {options.state_dir} (neither a kstool app "
+                "folder with its manifest nor a Kafka Streams state folder named after it); "
+                "nothing was changed. Check --state-dir, or use --keep-local-state")
         warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
     return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
                      options.spec.describe(), changes, to_delete, local, members, warnings)
@@ -192,9 +197,13 @@ def _local_state(paths: AppPaths, manifest, options: ResetOptions) -> LocalState
 
 
 def looks_like_kafka_streams_state(path: Path) -> bool:
-    """A Kafka Streams state dir of one app: task folders like 0_1, its lock or metadata file."""
+    """A Kafka Streams state dir of one app holds only task folders (0_1, ...), `global`, its
+    `.lock` and `kafka-streams-process-metadata`; anything else means it is not one, and it
+    will not be deleted."""
     if not path.is_dir() or path.is_symlink():
         return False
-    names = [p.name for p in path.iterdir()]
-    return any(KAFKA_STREAMS_TASK_DIR.fullmatch(n) or n in (".lock", "kafka-streams-process-metadata")
-               for n in names)
+    entries = list(path.iterdir())
+    tasks = [e for e in entries if e.is_dir() and KAFKA_STREAMS_TASK_DIR.fullmatch(e.name)]
+    known = {".lock", "kafka-streams-process-metadata", "global"}
+    return bool(tasks or any(e.name == "kafka-streams-process-metadata" for e in entries)) and all(
+        e in tasks or e.name in known for e in entries)

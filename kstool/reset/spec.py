@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,9 +60,10 @@ def build_spec(to_earliest: bool = False, to_latest: bool = False, to_offset: in
 def parse_offsets_csv(text: str, origin: str = "--from-file") -> dict[tuple[str, int], int]:
     """Kafka's reset CSV: topic,partition,offset per line, no header."""
     offsets: dict[tuple[str, int], int] = {}
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
-        if not row or all(not cell.strip() for cell in row):
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
             continue
+        row = line.split(",")
         if len(row) != 3:
             raise ResetPlanError(f"{origin}:{lineno}: expected topic,partition,offset")
         topic, partition, offset = (cell.strip() for cell in row)
