@@ -10,17 +10,21 @@ import click
 from kstool.config import parse_key_values
 from kstool.names import validate_name
 from kstool.output import dumps, info
-from kstool.timeutil import parse_duration
+from kstool.timeutil import parse_duration, parse_time
 
 from kstool.commands.context import Globals, pass_globals
 
 
+def app_options(func):
+    """--app-id and --once, for `run` commands (reprocess names its app and always runs once)."""
+    func = click.option("--once", is_flag=True, help="Process what is available now, then exit (cron).")(func)
+    return click.option("--app-id", help="Application id: consumer group and internal topic prefix "
+                                         "[default: the topology name].")(func)
+
+
 def engine_options(func):
-    """The options every topology shares: app model, run mode, errors, Spark."""
+    """The options every run shares: run mode, errors, Spark."""
     decorators = [
-        click.option("--app-id", help="Application id: consumer group and internal topic prefix "
-                                      "[default: the topology name]."),
-        click.option("--once", is_flag=True, help="Process what is available now, then exit (cron)."),
         click.option("--trigger", default="1s", show_default=True, metavar="DURATION",
                      help="Micro-batch interval when running continuously."),
         click.option("--from", "starting", type=click.Choice(["earliest", "latest"]), default="earliest",
@@ -83,6 +87,7 @@ def run():
 @click.option("--output", "output_topic", required=True, metavar="TOPIC", help="Topic of word counts.")
 @click.option("--value-format", type=click.Choice(["long", "string", "json"]), default="long",
               show_default=True, help="Count encoding in the output topic (long = Kafka's LongSerializer).")
+@app_options
 @engine_options
 @pass_globals
 def wordcount(g: Globals, input_topic, output_topic, value_format, app_id, **kw):
@@ -90,3 +95,27 @@ def wordcount(g: Globals, input_topic, output_topic, value_format, app_id, **kw)
     from kstool.topologies.wordcount import WordCount
 
     execute(g, WordCount(input_topic, output_topic, value_format), app_id, kw)
+
+
+@click.command()
+@click.option("--app-id", required=True, help="The kstool app to reprocess.")
+@click.option("--from-time", required=True, metavar="TIME", help="Reprocess records from this time on.")
+@click.option("--to-time", metavar="TIME", help="... up to and including this time [default: all].")
+@engine_options
+@pass_globals
+def reprocess(g: Globals, app_id, from_time, to_time, **kw):
+    """Reset APP to a time and run it once over the range (for cron: exit 0 done, 1 failed,
+    75 app busy)."""
+    from kstool.reprocess import reprocess as run_reprocess
+
+    options = build_run_options(g, app_id, {**kw, "once": True})
+    result = run_reprocess(g.clients(), options, parse_time(from_time),
+                           parse_time(to_time) if to_time else None)
+    if kw["report"] == "json":
+        click.echo(dumps(result.to_dict()))
+    elif not kw["quiet"]:
+        run_summary = result.run
+        info(f"kstool: {app_id}: reprocessed from {from_time}"
+             + (f" to {to_time}" if to_time else "")
+             + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
+             + (", ".join(f"{t}: {n}" for t, n in run_summary.written.items()) or "nothing"))

@@ -7,6 +7,7 @@ which stop after the current batch), then commit the processed offsets to the ap
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import threading
@@ -41,6 +42,7 @@ class RunOptions:
     on_data_loss: str = "fail"
     quiet: bool = False
     spark: SparkOptions = field(default_factory=SparkOptions)
+    stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
 
 
 @dataclass
@@ -127,6 +129,7 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
               .option("on_data_loss", options.on_data_loss)
               .option("max_records_per_batch", str(options.max_records_per_batch or 0))
               .option("max_records_per_task", str(options.max_records_per_task))
+              .option("stop_offsets", json.dumps(_nested(options.stop_offsets)))
               .load())
     checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
                                   options.app_id, "not valid UTF-8")
@@ -203,9 +206,14 @@ def _observed(progress, name: str, field_name: str) -> int:
         return 0
 
 
-def _lag(progress) -> int | None:
-    import json
+def _nested(offsets: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in offsets.items():
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
 
+
+def _lag(progress) -> int | None:
     try:
         source = progress["sources"][0]
         end = json.loads(source["endOffset"]) if isinstance(source["endOffset"], str) else source["endOffset"]

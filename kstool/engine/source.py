@@ -108,6 +108,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_batch = int(options.get("max_records_per_batch", "0"))
         self.max_records_per_batch = max_batch or None
         self.max_records_per_task = int(options.get("max_records_per_task", "500000"))
+        self._stop = _flatten(json.loads(options.get("stop_offsets", "{}")))  # reprocess --to-time
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -146,6 +147,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         current = _flatten(start)
         marks = self._clients().watermarks(self._partitions())
         latest = dict(self._target) if self._target is not None else {tp: h for tp, (_, h) in marks.items()}
+        latest = {tp: min(o, self._stop.get(tp, o)) for tp, o in latest.items()}
         self._latest = latest
         behind = {tp: (current[tp], high) for tp, (_, high) in marks.items()
                   if tp in current and current[tp] > high}

@@ -50,6 +50,8 @@ class ConsumeOptions:
     exit_at_end: bool = False
     max_messages: int | None = None
     group: str | None = None
+    start_offsets: dict[int, int] | None = None  # per partition, overrides start/from_time
+    stop_offsets: dict[int, int] | None = None  # per partition, exclusive
 
 
 @dataclass
@@ -73,12 +75,22 @@ def plan_positions(clients: KafkaClients, options: ConsumeOptions) -> Plan:
         start = offsets_for_time(clients, tps, options.from_time)
     else:
         start = _start_offsets(clients, options, tps, marks)
+    bounded_partitions = set(options.start_offsets or {}) | set(options.stop_offsets or {})
+    if bounded_partitions - set(wanted):
+        raise UsageError(f"topic {options.topic!r} has no partition "
+                         f"{sorted(bounded_partitions - set(wanted))[0]} among those read")
+    for partition, offset in (options.start_offsets or {}).items():
+        low, high = marks[(options.topic, partition)]
+        start[(options.topic, partition)] = min(max(offset, low), high)
     stop: dict[TP, int] = {}
     if options.exit_at_end:
         stop = {tp: marks[tp][1] for tp in tps}
     if options.to_time is not None:
         bounded = offsets_for_time(clients, tps, options.to_time + 1)
         stop = {tp: min(bounded[tp], stop.get(tp, bounded[tp])) for tp in tps}
+    for partition, offset in (options.stop_offsets or {}).items():
+        tp = (options.topic, partition)
+        stop[tp] = min(offset, stop.get(tp, offset))
     return Plan(start, stop)
 
 
