@@ -61,6 +61,10 @@ class StoreSpec:
     value_format: str
     operator_id: int = 0
     spark_store: str = "default"
+    # where the store's key and value sit in Spark's state rows (key.<field>, value.<field>);
+    # empty: the key struct's only field and the value struct's first field
+    spark_key_field: str = ""
+    spark_value_field: str = ""
 
 
 @dataclass

@@ -45,6 +45,17 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str
     return conf
 
 
+def _quiet_pyspark_loggers() -> None:
+    """PySpark logs every failed DataFrame call as a JSON stack trace on stderr; kstool reports
+    errors itself, in one line."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None):
     """Return (spark, owned). Starts Spark unless a SparkContext is already active in this
     process (tests share one), in which case a new session on it gets this run's SQL settings
@@ -60,6 +71,8 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
 
     # Spark writes checkpoints and logs under kstool's home: private to the user, like the rest
     os.umask(0o077)
+    if not options.debug:
+        _quiet_pyspark_loggers()
     owned = SparkContext._active_spark_context is None
     jvm_cache = JvmCache(java_major) if owned else None
     settings = spark_conf(options, jvm_cache.java_option() if jvm_cache else "")

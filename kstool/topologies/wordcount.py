@@ -37,7 +37,8 @@ class WordCount:
         return {"value_format": self.value_format}
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string", "long")]
+        return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string", "long",
+                          spark_key_field="word", spark_value_field="count")]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return [SinkTarget(self.output_topic, "out_value"),

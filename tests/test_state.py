@@ -1,0 +1,79 @@
+"""State queries against a wordcount app's checkpoint and changelog."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.conftest import cli
+from tests.helpers import create_topic, produce_values
+from tests.test_wordcount import oracle
+
+PART1 = ["apple banana apple", "cherry", "Apple pie"]
+PART2 = ["banana split", "date date", "fig"]
+
+
+def _query(*args) -> list[dict]:
+    result = cli("state", *args, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _as_dict(rows) -> dict:
+    return {r["key"]: r["value"] for r in rows}
+
+
+def test_state_queries_time_travel_and_change_feed(kafka, spark, topic_name):
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 2)
+    produce_values(kafka, source, [l.encode() for l in PART1])
+    assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
+               "--once").exit_code == 0
+    produce_values(kafka, source, [l.encode() for l in PART2])
+    assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
+               "--once").exit_code == 0
+    total = oracle(PART1 + PART2)
+
+    stores = _query("stores", "--app-id", app)
+    assert [(s["store"], s["kind"], s["changelog_topic"]) for s in stores] == [
+        ("counts", "key-value", f"{app}-counts-changelog")]
+    first, last = stores[0]["first_batch"], stores[0]["last_batch"]
+    assert (first, last) == (0, 1)
+
+    assert _as_dict(_query("all", "--app-id", app)) == dict(total)
+    assert _as_dict(_query("get", "--app-id", app, "apple", "banana")) == {"apple": 3, "banana": 2}
+    missing = cli("state", "get", "--app-id", app, "apple", "kiwi")
+    assert missing.exit_code == 1 and "not found: kiwi" in missing.stderr
+    assert _as_dict(_query("range", "--app-id", app, "--from", "b", "--to", "d")) == {
+        k: v for k, v in total.items() if "b" <= k <= "d"}
+    assert json.loads(cli("state", "count", "--app-id", app, "-o", "json").stdout) == {"count": len(total)}
+    assert len(_query("all", "--app-id", app, "--limit", "2")) == 2
+
+    assert _as_dict(_query("all", "--app-id", app, "--batch-id", "0")) == dict(oracle(PART1))
+    feed = _query("changes", "--app-id", app, "--from-batch", "0", "--to-batch", "1")
+    for batch, lines in ((0, PART1), (1, PART2)):
+        changed = {r["key"]: r["value"] for r in feed if r["batch_id"] == batch}
+        running = oracle(PART1 if batch == 0 else PART1 + PART2)
+        assert changed == {w: running[w] for w in oracle(lines)}
+
+    from_changelog = _as_dict(_query("all", "--app-id", app, "--from-changelog"))
+    assert from_changelog == _as_dict(_query("all", "--app-id", app)) == dict(total)
+
+    started = time.monotonic()
+    fast = cli("state", "get", "--app-id", app, "--from-changelog", "date", "-o", "json")
+    elapsed = time.monotonic() - started
+    assert fast.exit_code == 0 and _as_dict(json.loads(fast.stdout)) == {"date": 2}
+    print(f"changelog-backed get took {elapsed:.2f}s")
+
+    kafka_streams_style = _query("get", "--changelog-topic", f"{app}-counts-changelog",
+                                 "--key-format", "string", "--value-format", "long", "fig")
+    assert _as_dict(kafka_streams_style) == {"fig": 1}
+
+    fetch = cli("state", "fetch", "--app-id", app, "apple")
+    assert fetch.exit_code == 2 and "window and session stores" in fetch.stderr
+
+
+def test_state_errors(kafka):
+    assert cli("state", "get", "--app-id", "no-such-app", "x").exit_code == 1
+    assert cli("state", "get", "x").exit_code == 2  # neither --app-id nor --changelog-topic
+    assert cli("state", "stores", "--app-id", "../etc").exit_code == 2
