@@ -43,6 +43,7 @@ class RunOptions:
     quiet: bool = False
     spark: SparkOptions = field(default_factory=SparkOptions)
     stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
+    processing_guarantee: str = "at_least_once"  # | exactly_once_v2
 
 
 @dataclass
@@ -107,7 +108,7 @@ def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, pat
 
 def _run_query(clients, topology, options, paths, partitions, summary, reporter) -> None:
     from kstool.engine.session import build_session
-    from kstool.engine.sink import KafkaSink
+    from kstool.engine.sink import KafkaSink, TransactionalSink
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
 
     spark_started = time.monotonic()
@@ -130,11 +131,17 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
               .option("max_records_per_batch", str(options.max_records_per_batch or 0))
               .option("max_records_per_task", str(options.max_records_per_task))
               .option("stop_offsets", json.dumps(_nested(options.stop_offsets)))
+              # exactly_once_v2 commits offsets inside each output transaction instead
+              .option("commit_offsets", str(options.processing_guarantee == "at_least_once").lower())
               .load())
     checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
                                   options.app_id, "not valid UTF-8")
     reports: dict[int, BatchReport] = {}
-    sink = KafkaSink(clients, topology.sink_targets(options.app_id))
+    if options.processing_guarantee == "exactly_once_v2":
+        sink = TransactionalSink(clients, topology.sink_targets(options.app_id), options.app_id,
+                                 paths.checkpoint)
+    else:
+        sink = KafkaSink(clients, topology.sink_targets(options.app_id))
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
     stream = (topology.build(checked).writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", str(paths.checkpoint)).queryName(options.app_id))

@@ -109,6 +109,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records_per_batch = max_batch or None
         self.max_records_per_task = int(options.get("max_records_per_task", "500000"))
         self._stop = _flatten(json.loads(options.get("stop_offsets", "{}")))  # reprocess --to-time
+        self.commit_offsets = options.get("commit_offsets", "true") == "true"
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -205,7 +206,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: Offsets) -> None:
         from kstool.kafka.groups import commit_offsets
 
-        commit_offsets(self._clients(), self.group, _flatten(end))
+        if self.commit_offsets:
+            commit_offsets(self._clients(), self.group, _flatten(end))
 
     # -- executors -------------------------------------------------------------------------
     def read(self, partition: OffsetRange):

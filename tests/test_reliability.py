@@ -1,0 +1,151 @@
+"""Fault injection: kill a running wordcount at random points while input is produced, restart
+it each time, and check the final output against an oracle."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from tests.conftest import KSTOOL, cli
+from tests.helpers import as_long, create_topic, latest_per_key, produce_values, read_all
+from tests.test_wordcount import oracle
+
+KILLS = int(os.environ.get("KSTOOL_FAULT_KILLS", "8"))
+RECORDS = int(os.environ.get("KSTOOL_FAULT_RECORDS", "50000"))
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        found += children
+        stack += children
+    return found
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver and everything it started (the JVM runs in its own session)."""
+    victims = [proc.pid, *_descendants(proc.pid)]
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(30)
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
+              for p in victims if os.path.exists(f"/proc/{p}")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _chaos(kafka, topic_name, guarantee: str) -> tuple[list[str], str]:
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    rng = random.Random(12)
+    lines = [f"w{rng.randrange(50)} w{rng.randrange(50)} common" for _ in range(RECORDS)]
+    chunks = [lines[i:i + len(lines) // 10] for i in range(0, len(lines), len(lines) // 10)]
+    produce_values(kafka, source, [l.encode() for l in chunks[0]])
+
+    def feed():  # input keeps arriving while the app is killed and restarted
+        for chunk in chunks[1:]:
+            time.sleep(2)
+            produce_values(kafka, source, [l.encode() for l in chunk])
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    args = [*KSTOOL, "run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
+            "--trigger", "300ms", "--max-records-per-batch", "4000", "--processing-guarantee", guarantee]
+    for _ in range(KILLS):
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(3.0, 9.0))  # start-up, reading, sinking or committing
+        _kill_tree(proc)
+    feeder.join()
+    final = subprocess.run([*args, "--once"], capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    return lines, sink
+
+
+def test_at_least_once_survives_random_kills(kafka, topic_name):
+    lines, sink = _chaos(kafka, topic_name, "at_least_once")
+    got = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, sink)).items()}
+    assert got == dict(oracle(lines))
+
+
+def test_exactly_once_v2_survives_random_kills_without_duplicates(kafka, topic_name):
+    if kafka.embedded:
+        pytest.skip("the embedded broker returns aborted transactions to read_committed readers "
+                    "(see test_replay), so duplicates from aborted batches would show; run with "
+                    "KSTOOL_TEST_BOOTSTRAP")
+    from confluent_kafka import Consumer, TopicPartition
+
+    lines, sink = _chaos(kafka, topic_name, "exactly_once_v2")
+    reader = Consumer({**kafka.consumer_conf(), "isolation.level": "read_committed"})
+    reader.assign([TopicPartition(sink, p, 0) for p in range(2)])
+    updates, idle = [], 0
+    while idle < 5:
+        msgs = reader.consume(1000, 1.0)
+        idle = idle + 1 if not msgs else 0
+        updates += [(m.key(), m.value()) for m in msgs if not m.error()]
+    reader.close()
+    assert not [u for u, n in Counter(updates).items() if n > 1], "a read_committed reader saw duplicates"
+    latest = {}
+    for key, value in updates:
+        latest[key.decode()] = as_long(value)
+    assert latest == dict(oracle(lines))
+
+
+def test_exactly_once_v2_output_and_offsets_commit_together(kafka, spark, topic_name):
+    from confluent_kafka import Consumer, TopicPartition
+
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    lines = ["a b", "b c", "c d d"]
+    produce_values(kafka, source, [l.encode() for l in lines])
+    result = cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once",
+                 "--processing-guarantee", "exactly_once_v2")
+    assert result.exit_code == 0, result.stderr
+    reader = Consumer({**kafka.consumer_conf(), "isolation.level": "read_committed"})
+    reader.assign([TopicPartition(sink, p, 0) for p in range(2)])
+    got, idle = {}, 0
+    while idle < 3:
+        msgs = reader.consume(100, 1.0)
+        idle = idle + 1 if not msgs else 0
+        got.update({m.key().decode(): as_long(m.value()) for m in msgs if not m.error()})
+    reader.close()
+    assert got == dict(oracle(lines))
+    import json
+
+    group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
+    assert group["total_lag"] == 0
+
+
+def test_retention_gap_fails_loudly(kafka, spark, topic_name):
+    if kafka.embedded:
+        pytest.skip("the embedded broker resets the connection on DeleteRecords (checked), so "
+                    "records cannot be deleted below the log start; run with KSTOOL_TEST_BOOTSTRAP")
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    produce_values(kafka, source, [b"x"] * 10)
+    assert cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once").exit_code == 0
+    produce_values(kafka, source, [b"y"] * 10)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_records([TopicPartition(source, 0, 15)])[TopicPartition(source, 0, 15)].result(10)
+    failed = cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once")
+    assert failed.exit_code == 1 and f"{source}:0 offsets 10..14 (5 records)" in failed.stderr
+    assert cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once",
+               "--on-data-loss", "earliest").exit_code == 0
