@@ -23,6 +23,9 @@ run: java
 test: java
 	$(BIN)/python -m pytest
 
+docs: install
+	$(BIN)/python -m kstool.commands.docs .
+
 bench: java
 	$(BIN)/python -m bench
 

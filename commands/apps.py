@@ -10,6 +10,7 @@ from kstool import apps as ops
 from kstool.engine.app import default_state_dir
 from kstool.output import Column, Listing, emit
 
+from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option
 
@@ -38,7 +39,7 @@ def list_(state_dir, output):
 
 
 @apps.command()
-@click.argument("app_id")
+@click.argument("app_id", shell_complete=complete_apps)
 @state_dir_option
 @click.option("--offline", is_flag=True, help="Do not ask Kafka for the group's lag.")
 @output_option()

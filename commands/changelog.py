@@ -16,6 +16,7 @@ from kstool.output import Column, Listing, dumps, emit, warn
 from kstool.serdes import FORMATS
 from kstool.timeutil import parse_time
 
+from kstool.commands.completion import complete_groups, complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option
 
@@ -38,7 +39,7 @@ def changelog():
 
 
 @changelog.command("list")
-@click.option("--app-id", help="Only this application's changelogs.")
+@click.option("--app-id", help="Only this application's changelogs.", shell_complete=complete_groups)
 @state_dir_option
 @output_option()
 @pass_globals
@@ -59,7 +60,7 @@ def _format_options(func):
 
 
 @changelog.command()
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @_format_options
 @output_option(formats=("table", "json"))
 @pass_globals
@@ -94,7 +95,7 @@ def _position(text: str | None):
 
 
 @changelog.command()
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @_format_options
 @click.option("--compact", is_flag=True, help="The view a full compaction would leave (latest per key).")
 @click.option("--show-tombstones", is_flag=True, help="With --compact, keep deleted keys (marked).")

@@ -12,6 +12,7 @@ from kstool.output import Column, Listing, compile_record_format, dumps, emit, i
 from kstool.serdes import FORMATS, decoder
 from kstool.timeutil import parse_time
 
+from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
@@ -20,7 +21,7 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 
 
 @click.command()
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option("--from", "start", default="beginning", show_default=True, metavar="SPEC",
               help="beginning | end | stored (needs --group) | OFFSET | -N (the last N per partition).")
 @click.option("--from-time", metavar="TIME", help="Start at the first record with timestamp >= TIME.")

@@ -7,6 +7,7 @@ import click
 from kstool.kafka import groups as ops
 from kstool.output import Column, Listing, emit
 
+from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option
 
@@ -26,7 +27,7 @@ def list_(g: Globals, output: str):
 
 
 @groups.command()
-@click.argument("group")
+@click.argument("group", shell_complete=complete_groups)
 @output_option()
 @pass_globals
 def describe(g: Globals, group: str, output: str):

@@ -46,12 +46,12 @@ def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, deb
 
 
 def _register() -> None:
-    from kstool.commands import (apps, broker, changelog, config, consume, groups, produce, replay,
-                                 reset, run, state, topics, topology)
+    from kstool.commands import (apps, broker, changelog, completion, config, consume, groups,
+                                 produce, replay, reset, run, state, topics, topology)
 
     for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
                   run.run, topology.topology, apps.apps, reset.reset, changelog.changelog,
-                  config.config, replay.replay, run.reprocess, state.state):
+                  config.config, replay.replay, run.reprocess, state.state, completion.completion):
         cli.add_command(group)
 
 

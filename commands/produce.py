@@ -12,11 +12,12 @@ from kstool.output import info, stderr_is_tty
 from kstool.serdes import FORMATS
 from kstool.timeutil import parse_time
 
+from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 
 
 @click.command()
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @click.option("--file", "file_", type=click.File("rb"), help="Read from FILE instead of stdin.")
 @click.option("--format", "input_format", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True, help="text: a record per line; jsonl: `consume -o jsonl` envelopes.")

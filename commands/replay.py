@@ -12,6 +12,7 @@ from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count, replay as run_replay
 from kstool.timeutil import parse_time
 
+from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 
 
@@ -35,10 +36,10 @@ def parse_rate(text: str | None) -> float | None:
 
 
 @click.command()
-@click.option("--from-topic", metavar="TOPIC", help="Source topic.")
+@click.option("--from-topic", metavar="TOPIC", help="Source topic.", shell_complete=complete_topics)
 @click.option("--from-file", type=click.Path(dir_okay=False, path_type=Path), metavar="DUMP",
               help="Source: a `kstool consume -o jsonl` dump.")
-@click.option("--to-topic", required=True, metavar="TOPIC", help="Target topic.")
+@click.option("--to-topic", required=True, metavar="TOPIC", help="Target topic.", shell_complete=complete_topics)
 @click.option("--from-time", metavar="TIME", help="First record timestamp to copy (inclusive).")
 @click.option("--to-time", metavar="TIME", help="Last record timestamp to copy (inclusive).")
 @click.option("--from-offset", multiple=True, metavar="P:O", help="Start partition P at offset O.")

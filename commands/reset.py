@@ -14,6 +14,7 @@ from kstool.reset.apply import apply_plan
 from kstool.reset.plan import ResetOptions, build_plan
 from kstool.reset.spec import build_spec, format_offsets_csv
 
+from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 
 
@@ -23,7 +24,7 @@ def _topic_list(values: tuple[str, ...]) -> list[str]:
 
 
 @click.command()
-@click.option("--application-id", "--app-id", "app_id", required=True,
+@click.option("--application-id", "--app-id", "app_id", required=True, shell_complete=complete_groups,
               help="The application id (= consumer group) to reset.")
 @click.option("--input-topics", multiple=True, metavar="T[,T...]",
               help="Input topics (default for kstool apps: from the manifest).")

@@ -12,14 +12,16 @@ from kstool.names import validate_name
 from kstool.output import dumps, info
 from kstool.timeutil import parse_duration, parse_time
 
+from kstool.commands.completion import complete_apps, complete_topics
 from kstool.commands.context import Globals, pass_globals
 
 
 def app_options(func):
     """--app-id and --once, for `run` commands (reprocess names its app and always runs once)."""
     func = click.option("--once", is_flag=True, help="Process what is available now, then exit (cron).")(func)
-    return click.option("--app-id", help="Application id: consumer group and internal topic prefix "
-                                         "[default: the topology name].")(func)
+    return click.option("--app-id", shell_complete=complete_apps,
+                        help="Application id: consumer group and internal topic prefix "
+                             "[default: the topology name].")(func)
 
 
 def engine_options(func):
@@ -87,8 +89,10 @@ def run():
 
 
 @run.command()
-@click.option("--input", "input_topic", required=True, metavar="TOPIC", help="Topic of text lines.")
-@click.option("--output", "output_topic", required=True, metavar="TOPIC", help="Topic of word counts.")
+@click.option("--input", "input_topic", required=True, metavar="TOPIC", help="Topic of text lines.",
+              shell_complete=complete_topics)
+@click.option("--output", "output_topic", required=True, metavar="TOPIC", help="Topic of word counts.",
+              shell_complete=complete_topics)
 @click.option("--value-format", type=click.Choice(["long", "string", "json"]), default="long",
               show_default=True, help="Count encoding in the output topic (long = Kafka's LongSerializer).")
 @app_options
@@ -102,7 +106,7 @@ def wordcount(g: Globals, input_topic, output_topic, value_format, app_id, **kw)
 
 
 @click.command()
-@click.option("--app-id", required=True, help="The kstool app to reprocess.")
+@click.option("--app-id", required=True, help="The kstool app to reprocess.", shell_complete=complete_apps)
 @click.option("--from-time", required=True, metavar="TIME", help="Reprocess records from this time on.")
 @click.option("--to-time", metavar="TIME", help="... up to and including this time [default: all].")
 @engine_options

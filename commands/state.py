@@ -15,6 +15,7 @@ from kstool.serdes import FORMATS
 from kstool.state import query as ops
 from kstool.timeutil import parse_time
 
+from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option
 
@@ -25,7 +26,7 @@ ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column(
 def source_options(with_batch: bool = True):
     def decorate(func):
         options = [
-            click.option("--app-id", help="The kstool app whose store to read."),
+            click.option("--app-id", help="The kstool app whose store to read.", shell_complete=complete_apps),
             click.option("--store", help="Store name [default: the app's first store]."),
             click.option("--state-dir", type=click.Path(file_okay=False), help="[default: $KSTOOL_HOME/apps]"),
             click.option("--from-changelog", is_flag=True,
@@ -63,7 +64,7 @@ def state():
 
 
 @state.command()
-@click.option("--app-id", required=True)
+@click.option("--app-id", required=True, shell_complete=complete_apps)
 @click.option("--state-dir", type=click.Path(file_okay=False))
 @output_option()
 def stores(app_id, state_dir, output):

@@ -8,6 +8,7 @@ from kstool.config import parse_key_values
 from kstool.kafka import topics as ops
 from kstool.output import Column, Listing, emit, info
 
+from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, yes_option
 
@@ -29,7 +30,7 @@ def list_(g: Globals, internal: bool, output: str):
 
 
 @topics.command()
-@click.argument("topic")
+@click.argument("topic", shell_complete=complete_topics)
 @output_option()
 @pass_globals
 def describe(g: Globals, topic: str, output: str):
@@ -64,7 +65,7 @@ def create(g: Globals, topic: str, partitions: int, replication_factor: int, con
 
 
 @topics.command()
-@click.argument("names", metavar="TOPIC...", nargs=-1, required=True)
+@click.argument("names", metavar="TOPIC...", nargs=-1, required=True, shell_complete=complete_topics)
 @yes_option("deleting")
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted.")
 @pass_globals

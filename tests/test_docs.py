@@ -1,0 +1,72 @@
+"""Completions and man pages: generated from the command tree, committed, current, valid."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from kstool.commands.docs import generated_files
+from kstool.commands.main import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_committed_completions_and_man_pages_are_current():
+    stale = [path for path, text in generated_files().items()
+             if not (ROOT / path).exists() or (ROOT / path).read_text(encoding="utf-8") != text]
+    assert not stale, f"run `make docs`: stale or missing {stale}"
+
+
+def test_bash_completion_script_registers():
+    result = subprocess.run(["bash", "-c", f"source {ROOT / 'completions/kstool.bash'} && complete -p kstool"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and "kstool" in result.stdout
+
+
+def _complete(words: str) -> list[str]:
+    env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+           "_KSTOOL_COMPLETE": "bash_complete"}
+    out = subprocess.run([sys.executable, "-m", "kstool.commands.main"], env=env, capture_output=True, text=True)
+    return [line.split(",", 1)[1] for line in out.stdout.splitlines() if "," in line]
+
+
+def test_completing_re_offers_reset_and_replay():
+    assert {"reset", "replay", "reprocess"} <= set(_complete("kstool re"))
+
+
+def test_topic_names_complete_from_the_broker(kafka, topic_name):
+    from tests.helpers import create_topic
+
+    create_topic(kafka, topic_name, 1)
+    assert topic_name in _complete(f"kstool consume {topic_name[:12]}")
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in group.commands.items():
+        yield prefix + (name,), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, prefix + (name,))
+
+
+@pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
+def test_man_pages_render_without_warnings_and_cover_every_option():
+    for page in sorted((ROOT / "man").glob("*.1")):
+        result = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", str(page)], capture_output=True, text=True)
+        assert result.returncode == 0 and result.stderr == "", (page.name, result.stderr)
+    for path, command in _commands(cli):
+        page = (ROOT / "man" / f"kstool-{path[0]}.1").read_text(encoding="utf-8").replace("\\-", "-")
+        assert " ".join(("kstool",) + path) in page, path
+        for param in command.params:
+            if isinstance(param, click.Option):
+                for opt in param.opts + param.secondary_opts:
+                    assert re.search(rf"(^|[ ,]){re.escape(opt)}\b", page, re.M), (path, opt)
+    root_page = (ROOT / "man" / "kstool.1").read_text(encoding="utf-8").replace("\\-", "-")
+    for name in cli.commands:
+        assert f"kstool-{name}" in root_page
