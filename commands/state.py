@@ -140,7 +140,7 @@ def count(g: Globals, output, **kw):
 def fetch(g: Globals, key, time_from, time_to, output, **kw):
     """Window and session stores: KEY's windows or sessions in a time range."""
     backend, store = _open(g, kw)
-    kind = store.kind if store else ("window" if "windowed" in (kw.get("key_format") or "") else "key-value")
+    kind = store.kind if store else backend.formats.key.layout
     entries = ops.fetch(backend.entries(), ops.coerce_key(key, store.key_format if store else None),
                         parse_time(time_from) if time_from else None,
                         parse_time(time_to) if time_to else None, kind)

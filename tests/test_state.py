@@ -77,3 +77,29 @@ def test_state_errors(kafka):
     assert cli("state", "get", "--app-id", "no-such-app", "x").exit_code == 1
     assert cli("state", "get", "x").exit_code == 2  # neither --app-id nor --changelog-topic
     assert cli("state", "stores", "--app-id", "../etc").exit_code == 2
+
+
+def test_fetch_on_kafka_streams_window_and_session_changelogs(kafka, topic_name):
+    import struct
+
+    from confluent_kafka import Producer
+
+    t0 = 1_700_000_000_000
+    window, session = f"{topic_name}-w-changelog", f"{topic_name}-s-changelog"
+    create_topic(kafka, window, 1)
+    create_topic(kafka, session, 1)
+    producer = Producer(kafka.producer_conf())
+    for start in (t0, t0 + 60_000, t0 + 120_000):
+        producer.produce(window, key=b"u1" + struct.pack(">qi", start, 0), value=struct.pack(">q", start // 1000 % 7))
+    producer.produce(window, key=b"u2" + struct.pack(">qi", t0, 0), value=struct.pack(">q", 1))
+    producer.produce(session, key=b"u1" + struct.pack(">qq", t0 + 500, t0), value=struct.pack(">q", 3))
+    producer.produce(session, key=b"u1" + struct.pack(">qq", t0 + 9_000, t0 + 8_000), value=struct.pack(">q", 2))
+    assert producer.flush(10) == 0
+
+    windows = _query("fetch", "u1", "--from", str(t0 + 30_000), "--to", str(t0 + 120_000),
+                     "--changelog-topic", window, "--key-format", "windowed:string", "--value-format", "long")
+    assert [(w["window_start"], w["value"]) for w in windows] == [
+        (t0 + 60_000, (t0 + 60_000) // 1000 % 7), (t0 + 120_000, (t0 + 120_000) // 1000 % 7)]
+    sessions = _query("fetch", "u1", "--from", str(t0 + 1_000), "--to", str(t0 + 10_000),
+                      "--changelog-topic", session, "--key-format", "session:string", "--value-format", "long")
+    assert [(s["window_start"], s["window_end"], s["value"]) for s in sessions] == [(t0 + 8_000, t0 + 9_000, 2)]

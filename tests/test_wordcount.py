@@ -215,3 +215,22 @@ def test_recreated_input_topic_is_detected_as_data_loss(kafka, spark, topic_name
     assert f"{source}:0 is at offset 5 but the log ends at 2" in failed.stderr
     run_once(app, source, sink, "--on-data-loss", "earliest")
     assert output_counts(kafka, sink) == {"old": 5, "words": 6, "new": 2}
+
+
+def test_input_partitions_added_later_are_picked_up(kafka, spark, topic_name):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    if kafka.embedded:
+        import pytest
+
+        pytest.skip("the embedded broker does not support CreatePartitions (checked: "
+                    "UNSUPPORTED_FEATURE); run with KSTOOL_TEST_BOOTSTRAP")
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    produce_values(kafka, source, [b"one two"])
+    run_once(app, source, sink)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_partitions([NewPartitions(source, 2)])[source].result(10)
+    produce_values(kafka, source, [b"two three"], partition=1)
+    run_once(app, source, sink)
+    assert output_counts(kafka, sink) == {"one": 1, "two": 2, "three": 1}
