@@ -8,6 +8,8 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kstool.kafka.client import produce
+
 
 # Quix Streams reads these configs back; the embedded broker returns only what was given
 TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
@@ -30,22 +32,18 @@ def load(bootstrap: str, topic: str, records, partitions: int) -> float:
     for i, (key, value) in enumerate(records):
         partition = i % partitions
         if partition in held:
-            _send(producer, topic, *held[partition])
+            _send(producer, topic, held[partition])
         held[partition] = (key, value, partition)
     producer.flush(120)
     for record in held.values():
-        _send(producer, topic, *record)
+        _send(producer, topic, record)
         producer.flush(30)
     return time.perf_counter() - started
 
 
-def _send(producer, topic, key, value, partition) -> None:
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, partition=partition)
-            return
-        except BufferError:
-            producer.poll(0.05)
+def _send(producer, topic, record) -> None:
+    key, value, partition = record
+    produce(producer, topic, key=key, value=value, partition=partition)
 
 
 def text_lines(n: int, words_per_line: int = 8, vocabulary: int = 10_000, seed: int = 1):

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from kstool.engine.checkpoint import batch_end_offsets
 from kstool.engine.exceptions import QueryFailedError
 from kstool.kafka.bulk import BulkWriter
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
 
@@ -106,7 +106,7 @@ class TransactionalSink(KafkaSink):
             stamps = [ts // 1000 if ts else 0 for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
             for target in self.targets:
                 for key, value, ts in zip(keys, table.column(target.value_column).to_pylist(), stamps):
-                    _produce_transactional(self.producer, target.topic, key, value, ts)
+                    produce(self.producer, target.topic, key=key, value=value, timestamp=ts)
                 written[target.topic] = len(keys)
             self.producer.send_offsets_to_transaction(
                 [TopicPartition(t, p, o) for (t, p), o in sorted(end.items())],
@@ -130,12 +130,3 @@ class TransactionalSink(KafkaSink):
             written = self.write_batch(table, batch_id)
             on_batch(BatchReport(batch_id, written, time.monotonic() - started))
         return write
-
-
-def _produce_transactional(producer, topic, key, value, ts) -> None:
-    while True:
-        try:
-            producer.produce(topic, value=value, key=key, timestamp=ts)
-            return
-        except BufferError:
-            producer.poll(0.05)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
 
@@ -58,12 +58,7 @@ class BulkWriter:
             kwargs["headers"] = headers
         if partition is not None:
             kwargs["partition"] = partition
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                return
-            except BufferError:  # the local queue is full: serve delivery reports, retry
-                self.producer.poll(0.05)
+        produce(self.producer, topic, **kwargs)
 
     def flush(self) -> int:
         """Deliver everything; raise when any record was not delivered. Returns the count

@@ -32,6 +32,17 @@ BULK_READ_SETTINGS = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes"
                       "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 50}
 
 
+def produce(producer: Producer, topic: str, **kwargs: Any) -> None:
+    """produce() with back-pressure: when the local queue is full, serve delivery reports and
+    try again instead of failing."""
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def readonly_group_id() -> str:
     # librdkafka insists on a group.id even for assign()-only consumers; this one never commits.
     return f"kstool-readonly-{os.getpid()}"

@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Iterator
 from confluent_kafka import KafkaException
 
 from kstool.errors import KstoolError, UsageError
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.records import EnvelopeError, Record, from_envelope
 from kstool.serdes import EncodeError, encoder
@@ -138,10 +138,5 @@ def _send(producer, options: ProduceOptions, record: Record, fixed_key, headers,
         kwargs["timestamp"] = timestamp
     if partition is not None:
         kwargs["partition"] = partition
-    while True:
-        try:
-            producer.produce(options.topic, **kwargs)
-            break
-        except BufferError:  # local queue full: let deliveries drain
-            producer.poll(0.1)
+    produce(producer, options.topic, **kwargs)
     producer.poll(0)

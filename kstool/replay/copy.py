@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from kstool.errors import UsageError
 from kstool.kafka.bulk import BulkWriter
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
@@ -235,7 +235,10 @@ class _Writer:
         kwargs = {"key": record.key, "value": record.value, "timestamp": timestamp, "headers": headers or None}
         if partition is not None:
             kwargs["partition"] = partition
-        _produce(self.producer, self.options.to_topic, kwargs)
+        try:
+            produce(self.producer, self.options.to_topic, **kwargs)
+        except KafkaException as exc:
+            raise KafkaOperationError(f"writing to {self.options.to_topic!r} failed: {exc}") from None
         self.offsets[record.partition] = record.offset + 1
         self.pending += 1
         if self.pending >= TRANSACTION_CHUNK:
@@ -259,14 +262,3 @@ class _Writer:
             return
         self._commit_chunk(begin_next=False)
         self.consumer.close()
-
-
-def _produce(producer, topic: str, kwargs: dict) -> None:
-    while True:
-        try:
-            producer.produce(topic, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.05)
-        except KafkaException as exc:
-            raise KafkaOperationError(f"writing to {topic!r} failed: {exc}") from None
