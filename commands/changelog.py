@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from kstool.changelog import inspect as ops
-from kstool.changelog.layouts import KeySpec
 from kstool.engine.app import default_state_dir
 from kstool.kafka.consume import StartSpec
 from kstool.output import Column, Listing, dumps, emit, warn

@@ -22,6 +22,3 @@ def validate_name(value: str, what: str = "application id") -> str:
 def changelog_topic(app_id: str, store: str) -> str:
     return f"{app_id}-{store}-changelog"
 
-
-def repartition_topic(app_id: str, name: str) -> str:
-    return f"{app_id}-{name}-repartition"

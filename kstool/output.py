@@ -7,12 +7,11 @@ Formats: `table` (rich on a TTY, plain tabulate when piped), `json` (one stable 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 FORMATS = ("table", "json", "jsonl", "csv")
 
@@ -110,12 +109,6 @@ def _emit_table(listing: Listing, out) -> None:
     rows = [[_cell(row.get(c.key)) for c in listing.columns] for row in listing.rows]
     out.write(tabulate(rows, headers=[c.title for c in listing.columns], tablefmt="plain",
                        disable_numparse=True) + "\n")
-
-
-def emit_jsonl(objects: Iterable[dict], out=None) -> None:
-    out = out or sys.stdout
-    for obj in objects:
-        out.write(dumps(obj) + "\n")
 
 
 def info(message: str) -> None:

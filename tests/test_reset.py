@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import Counter
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition

@@ -51,10 +51,6 @@ class Reporter:
         else:
             self._print(f"kstool: {self.app_id}: {status.line()}")
 
-    def waiting(self, text: str) -> None:
-        if self.tty and not self.quiet:
-            self._live_update(f"{self.app_id}: {text}")
-
     def _print(self, text: str) -> None:
         if self._live is not None:
             self._live.console.print(text)

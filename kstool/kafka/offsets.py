@@ -14,6 +14,7 @@ o has timestamp >= T and the one before it < T, but earlier records may also be 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -21,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kstool.kafka.client import KafkaClients
 
 TP = tuple[str, int]
+_log = logging.getLogger("kstool.offsets")
 # each probe needs one record: keep prefetching small, and do not let a broker long-poll
 # (fetch.wait.max.ms) delay the next probe
 _PROBE_CONSUMER = {"max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 64,
@@ -115,4 +117,8 @@ def _search(prober: _Prober, tp: TP, ts: int, low: int, high: int) -> int:
 
 
 def offsets_for_time(clients: KafkaClients, tps: list[TP], timestamp: int) -> dict[TP, int]:
-    return {tp: r.offset for tp, r in resolve_times(clients, tps, timestamp).items()}
+    resolved = resolve_times(clients, tps, timestamp)
+    for (topic, partition), r in sorted(resolved.items()):
+        _log.debug("time %d -> %s:%d offset %d (%s, %d probe reads)", timestamp, topic, partition, r.offset,
+                   "broker answer verified" if r.verified_broker_answer else "binary search", r.probes)
+    return {tp: r.offset for tp, r in resolved.items()}

@@ -115,7 +115,9 @@ def leave_group(config: ClientConfig, group: str, member_ids: list[str]) -> None
             error = reply.take(">h")
             failed = []
             for _ in range(reply.take(">i")):
-                member, _instance, member_error = reply.string(), reply.string(), reply.take(">h")
+                member = reply.string()
+                reply.string()  # group instance id
+                member_error = reply.take(">h")
                 if member_error:
                     failed.append(f"{member}: {_ERRORS.get(member_error, f'error {member_error}')}")
         finally:
