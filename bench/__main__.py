@@ -61,9 +61,10 @@ def ceiling(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
     return {"records": seen, "seconds": round(seconds, 2), "records_per_s": round(seen / seconds)}
 
 
-def run_once(env, topic: str, app: str, master: str) -> dict:
+def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount") -> dict:
     started = time.perf_counter()
-    proc = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic, "--output", f"{app}-out",
+    extra = ["--agg", "count"] if topology == "aggregate" else []
+    proc = subprocess.Popen([*KSTOOL, "run", topology, *extra, "--input", topic, "--output", f"{app}-out",
                              "--app-id", app, "--once", "--report", "json", "--master", master,
                              "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rss = PeakRss(proc.pid)
@@ -248,8 +249,9 @@ def main() -> None:
         steps = [
             ("cold_start_1k_lines", lambda: cold_start(env, bootstrap, args.master)),
             ("ceiling", lambda: ceiling(bootstrap, "bench-keys", 2, args.records)),
-            ("count_per_key", lambda: run_once(env, "bench-keys", "bench-count", args.master)),
-            ("count_per_key_1m", lambda: run_once(env, "bench-keys-1m", "bench-count-1m", args.master)),
+            ("count_per_key", lambda: run_once(env, "bench-keys", "bench-count", args.master, "aggregate")),
+            ("count_per_key_1m", lambda: run_once(env, "bench-keys-1m", "bench-count-1m", args.master,
+                                                  "aggregate")),
             ("wordcount_1m", lambda: run_once(env, "bench-lines", "bench-wordcount", args.master)),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
             ("latency", lambda: latency(env, bootstrap, args.rate, args.latency_seconds)),
@@ -297,7 +299,7 @@ def print_table(results: dict) -> None:
         q = runs["quix_count_per_key"]
         rows.append(["Quix Streams count per key", q.get("records_per_s"), q.get("seconds"), "", ""])
     c = runs["count_per_key_1m"]
-    rows.append(["kstool count per key --once (1M)", c["records_per_s"], c["wall_s"], c["spark_start_s"],
+    rows.append(["kstool aggregate --agg count --once (1M)", c["records_per_s"], c["wall_s"], c["spark_start_s"],
                  c["peak_rss_mb"]])
     w = runs["wordcount_1m"]
     rows.append(["kstool wordcount --once (1M lines)", w["records_per_s"], w["wall_s"], w["spark_start_s"], w["peak_rss_mb"]])

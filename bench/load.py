@@ -54,7 +54,7 @@ def text_lines(n: int, words_per_line: int = 8, vocabulary: int = 10_000, seed: 
 
 
 def keyed_records(n: int, keys: int = 10_000, seed: int = 2):
-    """Records whose value is their key: wordcount over them counts per key."""
+    """Keyed records; the value repeats the key, so wordcount over them counts per key too."""
     rng = random.Random(seed)
     for _ in range(n):
         key = f"k{rng.randrange(keys)}".encode()

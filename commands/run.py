@@ -127,3 +127,30 @@ def reprocess(g: Globals, app_id, from_time, to_time, **kw):
              + (f" to {to_time}" if to_time else "")
              + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
              + (", ".join(f"{t}: {n}" for t, n in run_summary.written.items()) or "nothing"))
+
+
+@run.command()
+@click.option("--input", "input_topic", required=True, metavar="TOPIC", shell_complete=complete_topics)
+@click.option("--output", "output_topic", required=True, metavar="TOPIC", shell_complete=complete_topics)
+@click.option("--agg", type=click.Choice(["count", "sum", "min", "max", "avg"]), default="count", show_default=True)
+@click.option("--value-field", metavar="PATH", help="The number is this JSON field (dot path) of the value.")
+@click.option("--group-by", default="key", show_default=True, metavar="key|field:PATH",
+              help="Group by the record key, or re-key by a JSON field of the value.")
+@click.option("--input-value-format", type=click.Choice(["text", "long", "double", "json"]), default="text",
+              show_default=True, help="How input values hold their number.")
+@click.option("--value-format", type=click.Choice(["auto", "string", "json"]), default="auto", show_default=True,
+              help="auto: 8-byte long for counts and whole sums/min/max, 8-byte double otherwise.")
+@click.option("--window", metavar="SPEC", help="Windowed aggregation (tumbling/hopping/session): not available yet.")
+@app_options
+@engine_options
+@pass_globals
+def aggregate(g: Globals, input_topic, output_topic, agg, value_field, group_by, input_value_format,
+              value_format, window, app_id, **kw):
+    """Aggregate numbers per key (count, sum, min, max, avg); emit each changed aggregate."""
+    from kstool.errors import UsageError
+    from kstool.topologies.aggregate import Aggregate
+
+    if window:
+        raise UsageError("windowed aggregation is not available yet; run without --window")
+    execute(g, Aggregate(input_topic, output_topic, agg, value_field, group_by, input_value_format,
+                         value_format), app_id, kw)

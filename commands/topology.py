@@ -31,6 +31,10 @@ def describe(g: Globals, name, app_id, input_topic, output_topic, spark_plan, fm
     manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
     if manifest is not None:
         topo = from_manifest(manifest)
+    elif name == "aggregate":
+        from kstool.topologies.aggregate import Aggregate
+
+        topo = Aggregate(input_topic, output_topic)
     else:
         from kstool.topologies.wordcount import WordCount
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from kstool.config import ClientConfig
@@ -33,55 +32,42 @@ class ErrorPolicy:
         raise UsageError(f"invalid --on-error {text!r}: use fail, skip or dlq:TOPIC")
 
 
+VALID = "_kstool_valid"
+
+
 def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str, reason: str):
+    """Mark each record valid or not (a Spark column), then fail, skip or dead-letter the bad."""
     from pyspark.sql import functions as F
 
+    marked = source.withColumn(VALID, valid)
     if policy.kind == "fail":
         message = F.concat(F.lit(f"{BAD_RECORD_MARKER} {reason} at "), F.col("topic"), F.lit(":"),
                            F.col("partition").cast("string"), F.lit(" offset "),
                            F.col("offset").cast("string"),
                            F.lit("; use --on-error skip or dlq:TOPIC to go past it"))
-        return source.withColumn("value", F.when(valid, F.col("value")).otherwise(F.raise_error(message)))
-    counted = source.observe(METRICS_NAME, F.sum(F.when(valid, 0).otherwise(1)).alias("bad_records"))
+        checked = marked.withColumn("value", F.when(F.col(VALID), F.col("value")).otherwise(F.raise_error(message)))
+        return checked.drop(VALID)
+    counted = marked.observe(METRICS_NAME, F.sum(F.when(F.col(VALID), 0).otherwise(1)).alias("bad_records"))
     if policy.kind == "dlq":
         counted = counted.mapInArrow(dlq_tap(config, policy.dlq_topic, app_id, reason), counted.schema)
-    return counted.filter(valid)
-
-
-def _valid_utf8(values: pa.Array) -> list[bool] | None:
-    """None when every value is valid UTF-8 (checked vectorised), else a per-row mask."""
-    try:
-        pc.cast(values, pa.string())
-        return None
-    except pa.ArrowInvalid:
-        return [_is_utf8(v) for v in values.to_pylist()]
-
-
-def _is_utf8(value: bytes | None) -> bool:
-    if value is None:
-        return True
-    try:
-        value.decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
+    return counted.filter(F.col(VALID)).drop(VALID)
 
 
 def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
+    """Runs on executors: dead-letters the rows marked invalid and passes the batch on."""
     def tap(batches):
         producer = None
         failures: list[str] = []
         for batch in batches:
-            mask = _valid_utf8(batch.column("value"))
-            if mask is None:
+            valid = batch.column(VALID)
+            if pc.all(valid).as_py() is not False:
                 yield batch
                 continue
             producer = producer or KafkaClients(config).producer(**{"enable.idempotence": True})
-            rows = batch.to_pylist()
-            for ok, row in zip(mask, rows):
+            for ok, row in zip(valid.to_pylist(), batch.to_pylist()):
                 if not ok:
                     _send_dead_letter(producer, topic, row, app_id, reason, failures)
-            yield batch.filter(pa.array(mask))
+            yield batch
         if producer is not None and (producer.flush(max(config.timeout_s, 60)) or failures):
             raise RuntimeError(f"kstool-sink: dead-letter records to {topic} not delivered")
     return tap

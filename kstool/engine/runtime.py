@@ -135,7 +135,7 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
               .option("commit_offsets", str(options.processing_guarantee == "at_least_once").lower())
               .load())
     checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
-                                  options.app_id, "not valid UTF-8")
+                                  options.app_id, topology.invalid_reason)
     reports: dict[int, BatchReport] = {}
     if options.processing_guarantee == "exactly_once_v2":
         sink = TransactionalSink(clients, topology.sink_targets(options.app_id), options.app_id,
@@ -234,11 +234,14 @@ def _lag(progress) -> int | None:
         return None
 
 
-_MARKERS = ("kstool-data-loss:", errors_policy.BAD_RECORD_MARKER, "kstool-sink:")
+_MARKERS = ("kstool-data-loss:", "kstool-sink:")
 
 
 def _translate(text: str) -> Exception:
     """Spark wraps our Python errors in JVM traces; dig out the one line that matters."""
+    bad = re.search(re.escape(errors_policy.BAD_RECORD_MARKER) + r" (.+? at [^,\s]+:\d+ offset \d+;[^\n]*?)(?: SQLSTATE|\n|$)", text)
+    if bad:  # the plan printed with the error holds the marker too, but no real position
+        return QueryFailedError(bad.group(1).rstrip('."'))
     for marker in _MARKERS:
         index = text.find(marker)
         if index >= 0:

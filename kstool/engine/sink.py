@@ -66,13 +66,19 @@ class KafkaSink:
             raise QueryFailedError(f"output not written: {exc}") from None
         return written
 
+    def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
+        return self.write(table)
+
     def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
-        """The foreachBatch function (runs in the driver for each micro-batch)."""
+        """The foreachBatch function (runs in the driver for each micro-batch). `encode` turns
+        the batch's updates into key, timestamp and value columns: a DataFrame (collected as
+        Arrow here, which runs the batch's Spark job) or an Arrow table."""
 
         def write(batch_df, batch_id: int) -> None:
-            table = encode(batch_df).toArrow()  # runs the batch's Spark job
+            encoded = encode(batch_df)
+            table = encoded.toArrow() if hasattr(encoded, "toArrow") else encoded
             started = time.monotonic()
-            written = self.write(table)
+            written = self.write_batch(table, batch_id)
             on_batch(BatchReport(batch_id, written, time.monotonic() - started))
         return write
 
@@ -122,11 +128,3 @@ class TransactionalSink(KafkaSink):
             self.producer.abort_transaction(self.timeout)
         except KafkaException:
             pass  # fenced or broker gone: the next run's init_transactions aborts it
-
-    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
-        def write(batch_df, batch_id: int) -> None:
-            table = encode(batch_df).toArrow()
-            started = time.monotonic()
-            written = self.write_batch(table, batch_id)
-            on_batch(BatchReport(batch_id, written, time.monotonic() - started))
-        return write

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kstool.errors import UsageError
 
-NAMES = ("wordcount",)
+NAMES = ("wordcount", "aggregate")
 
 
 def from_manifest(manifest):
@@ -13,5 +13,9 @@ def from_manifest(manifest):
         from kstool.topologies.wordcount import WordCount
 
         return WordCount(manifest.input_topics[0], manifest.output_topics[0], **manifest.parameters)
+    if manifest.topology == "aggregate":
+        from kstool.topologies.aggregate import Aggregate
+
+        return Aggregate(manifest.input_topics[0], manifest.output_topics[0], **manifest.parameters)
     raise UsageError(f"app {manifest.app_id!r} uses topology {manifest.topology!r}, "
                      "which this kstool version does not know")

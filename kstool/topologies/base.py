@@ -10,6 +10,7 @@ from kstool.engine.sink import SinkTarget
 
 class Topology(Protocol):
     name: str
+    invalid_reason: str  # what --on-error says about a record valid_record() rejects
 
     def input_topics(self) -> list[str]: ...
 

@@ -26,6 +26,7 @@ class WordCount:
     output_topic: str
     value_format: str = "long"
     name: str = "wordcount"
+    invalid_reason: str = "not valid UTF-8"
 
     def input_topics(self) -> list[str]:
         return [self.input_topic]
