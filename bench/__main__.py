@@ -292,7 +292,7 @@ def print_table(results: dict) -> None:
     runs = results["runs"]
     rows = [
         ["raw consumer (ceiling)", runs["ceiling"]["records_per_s"], runs["ceiling"]["seconds"], "", ""],
-        [f"kstool count per key --once ({runs['count_per_key']['records']:,})", runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
+        [f"kstool aggregate --agg count --once ({runs['count_per_key']['records']:,})", runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
          runs["count_per_key"]["spark_start_s"], runs["count_per_key"]["peak_rss_mb"]],
     ]
     if "quix_count_per_key" in runs:
