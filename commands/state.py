@@ -44,8 +44,9 @@ def source_options(with_batch: bool = True):
 
 
 def _open(g: Globals, kw: dict):
+    state_dir = kw.pop("state_dir")
     source = ops.StateSource(
-        app_id=kw.pop("app_id"), state_dir=Path(kw["state_dir"]).expanduser() if kw.pop("state_dir") else default_state_dir(),
+        app_id=kw.pop("app_id"), state_dir=Path(state_dir).expanduser() if state_dir else default_state_dir(),
         store=kw.pop("store"), from_changelog=kw.pop("from_changelog"),
         changelog_topic=kw.pop("changelog_topic"), key_format=kw.pop("key_format"),
         value_format=kw.pop("value_format"), batch_id=kw.pop("batch_id", None),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from tests.conftest import cli
@@ -64,6 +65,9 @@ def test_state_queries_time_travel_and_change_feed(kafka, spark, topic_name):
     elapsed = time.monotonic() - started
     assert fast.exit_code == 0 and _as_dict(json.loads(fast.stdout)) == {"date": 2}
     print(f"changelog-backed get took {elapsed:.2f}s")
+
+    state_dir = os.path.join(os.environ["KSTOOL_HOME"], "apps")
+    assert _as_dict(_query("get", "--app-id", app, "--state-dir", state_dir, "--from-changelog", "fig")) == {"fig": 1}
 
     kafka_streams_style = _query("get", "--changelog-topic", f"{app}-counts-changelog",
                                  "--key-format", "string", "--value-format", "long", "fig")
