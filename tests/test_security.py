@@ -181,3 +181,20 @@ def test_record_format_strings(fmt):
     out = render({"topic": "t", "partition": 0, "offset": 1, "timestamp": None, "key": None,
                   "value": {"base64": "AA=="}, "headers": []})
     assert isinstance(out, str)
+
+
+def test_debug_run_on_spark_never_prints_the_password(kafka, topic_name, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text(f"sasl.username=ops\nsasl.password={SECRET}\n")
+    create_topic(kafka, topic_name, 1)
+    produce_values(kafka, topic_name, [b"a b"])
+    proc = subprocess.run([*KSTOOL, "--debug", "--command-config", str(props), "run", "wordcount",
+                           "--input", topic_name, "--output", topic_name + "-out", "--app-id",
+                           topic_name + "-app", "--once"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    output = proc.stdout + proc.stderr
+    assert len(output.splitlines()) > 100  # it really was a debug run (Spark's own logs)
+    assert SECRET not in output
+    app_dir = Path(os.environ["KSTOOL_HOME"]) / "apps" / (topic_name + "-app")
+    assert all(SECRET not in p.read_text(errors="replace") for p in app_dir.rglob("*")
+               if p.is_file() and p.stat().st_size < 10_000_000)
