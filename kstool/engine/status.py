@@ -4,7 +4,6 @@ when piped, nothing with --quiet. Always on stderr; stdout stays free for data."
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass, field
 
 
@@ -37,7 +36,6 @@ class Reporter:
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
         self._live = None
-        self.started = time.monotonic()
 
     def message(self, text: str) -> None:
         if not self.quiet:

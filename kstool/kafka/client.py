@@ -24,8 +24,6 @@ _UNREACHABLE = {
 }
 
 
-
-
 # Reading whole ranges: big fetches. One round trip per 1 MB (the default) caps a consumer at
 # ~150k small records/s against a broker with per-fetch latency; 10 MB per partition does not.
 BULK_READ_SETTINGS = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,

@@ -35,10 +35,6 @@ class ProduceResult:
     skipped: list[dict] = field(default_factory=list)
     per_partition: dict[int, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        return {"topic": self.topic, "written": self.written, "skipped": self.skipped,
-                "partitions": {str(p): n for p, n in sorted(self.per_partition.items())}}
-
 
 class BadInputLine(KstoolError):
     pass
@@ -77,8 +73,7 @@ def _lines(stream: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
         yield lineno, line.rstrip(b"\n").rstrip(b"\r")
 
 
-def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes],
-                  progress: Callable[[int], None] | None = None) -> ProduceResult:
+def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes]) -> ProduceResult:
     """Write one record per input line. With on_error=fail the first bad line stops the run:
     every record before it is written (and flushed), nothing from it on."""
     if options.input_format not in ("text", "jsonl"):
@@ -118,8 +113,6 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
                     f"line {lineno}: {reason}; {result.written} record(s) before it were written, "
                     "none from this line on") from None
             _send(producer, options, record, fixed_key, headers, partition, delivered)
-            if progress and lineno % 10_000 == 0:
-                progress(lineno)
         remaining = producer.flush(max(clients.timeout, 30))
     except KafkaException as exc:
         raise clients.translate(exc) from None
