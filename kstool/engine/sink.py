@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
-
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import KafkaException, TopicPartition
@@ -37,6 +36,16 @@ class BatchReport:
     seconds: float  # producing and flushing only
 
 
+def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
+    """(topic, key, value, timestamp ms) for every target and row, and the count per topic."""
+    keys = table.column("key").to_pylist()
+    stamps = [ts // 1000 if ts else 0  # us -> ms; 0 = now
+              for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
+    records = ((target.topic, key, value, ts) for target in targets
+               for key, value, ts in zip(keys, table.column(target.value_column).to_pylist(), stamps))
+    return records, {target.topic: len(keys) for target in targets}
+
+
 class KafkaSink:
     def __init__(self, clients: KafkaClients, targets: list[SinkTarget]):
         self.clients = clients
@@ -51,15 +60,9 @@ class KafkaSink:
 
     def write(self, table: pa.Table) -> dict[str, int]:
         writer = self.writer()
-        keys = table.column("key").to_pylist()
-        stamps = [ts // 1000 if ts else 0  # us -> ms; 0 = now
-                  for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
-        written = {}
-        for target in self.targets:
-            values = table.column(target.value_column).to_pylist()
-            for key, value, ts in zip(keys, values, stamps):
-                writer.send(target.topic, key, value, ts)
-            written[target.topic] = len(keys)
+        records, written = _records(table, self.targets)
+        for topic, key, value, ts in records:
+            writer.send(topic, key, value, ts)
         try:
             writer.flush()
         except KafkaOperationError as exc:
@@ -97,23 +100,17 @@ class TransactionalSink(KafkaSink):
         self.producer = clients.producer(**{"transactional.id": f"kstool-{app_id}"})
         self.producer.init_transactions(self.timeout)
         self.group_member = clients.consumer(group_id=app_id)  # for its group metadata only
-        self.skipped_batches: list[int] = []
 
     def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
         end = batch_end_offsets(self.checkpoint, batch_id)
         committed = committed_offsets(self.clients, self.app_id)
         if end and all(committed.get(tp) == offset for tp, offset in end.items()):
-            self.skipped_batches.append(batch_id)
-            return {}
+            return {}  # this batch's transaction committed before a crash
         self.producer.begin_transaction()
         try:
-            written = {}
-            keys = table.column("key").to_pylist()
-            stamps = [ts // 1000 if ts else 0 for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
-            for target in self.targets:
-                for key, value, ts in zip(keys, table.column(target.value_column).to_pylist(), stamps):
-                    produce(self.producer, target.topic, key=key, value=value, timestamp=ts)
-                written[target.topic] = len(keys)
+            records, written = _records(table, self.targets)
+            for topic, key, value, ts in records:
+                produce(self.producer, topic, key=key, value=value, timestamp=ts)
             self.producer.send_offsets_to_transaction(
                 [TopicPartition(t, p, o) for (t, p), o in sorted(end.items())],
                 self.group_member.consumer_group_metadata(), self.timeout)
