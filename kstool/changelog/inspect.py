@@ -74,13 +74,16 @@ def resolve_formats(clients: KafkaClients, topic: str, state_dir: Path, key_form
         return Formats(KeySpec.parse(key_format or "string"), value_format or "string", "flags")
     known = _manifest_stores(state_dir)
     if topic in known:
-        store = known[topic][1]
-        layout = {"key-value": "key-value", "window": "window", "session": "session"}[store.kind]
-        return Formats(KeySpec(layout, store.key_format), store.value_format, "manifest",
-                       f"kstool app {known[topic][0]!r}, store {store.name!r}")
+        app_id, store = known[topic]
+        return store_formats(store, f"kstool app {app_id!r}, store {store.name!r}")
     if detect:
         return detect_formats(clients, topic)
     return Formats(KeySpec("key-value", "string"), "string", "default")
+
+
+def store_formats(store, evidence: str = "") -> Formats:
+    """A kstool store's changelog formats, from its manifest (its kind is the key layout)."""
+    return Formats(KeySpec(store.kind, store.key_format), store.value_format, "manifest", evidence)
 
 
 def detect_formats(clients: KafkaClients, topic: str) -> Formats:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kstool.changelog.inspect import Formats
+from kstool.changelog.inspect import Formats, store_formats
 from kstool.changelog.layouts import KeySpec
 from kstool.engine.app import AppPaths, StoreSpec, load_manifest
 from kstool.engine.checkpoint import committed_batches
@@ -75,9 +75,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     if source.from_changelog:
         if source.batch_id is not None:
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
-        layout = {"key-value": "key-value", "window": "window", "session": "session"}[store.kind]
-        formats = Formats(KeySpec(layout, store.key_format), store.value_format, "manifest")
-        return ChangelogBackend(clients, store.changelog_topic, formats), store
+        return ChangelogBackend(clients, store.changelog_topic, store_formats(store)), store
     backend = CheckpointBackend(AppPaths(source.state_dir, source.app_id), store,
                                 source.spark or SparkOptions(master="local[1]"), source.batch_id)
     return backend, store
