@@ -227,13 +227,44 @@ def _cap(start: dict, end: dict, budget: int) -> dict:
     return capped
 
 
+class _Columns:
+    """The Arrow columns of one record batch of a partition range, filled record by record."""
+
+    def __init__(self, rng: OffsetRange):
+        self.rng = rng
+        self.keys, self.values, self.offsets, self.stamps, self.types, self.headers = [], [], [], [], [], []
+
+    def add(self, msg) -> None:
+        ts_type, ts = msg.timestamp()
+        headers = msg.headers()
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.offsets.append(msg.offset())
+        self.stamps.append(ts * 1000 if ts_type else None)  # ms -> us
+        self.types.append(ts_type)
+        self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def batch(self) -> pa.RecordBatch:
+        n = len(self.keys)
+        arrays = [
+            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+            pa.array([self.rng.topic] * n, pa.string()), pa.array([self.rng.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()), pa.array(self.stamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()), pa.array(self.headers, HEADERS_TYPE),
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
 def read_range(config: ClientConfig, rng: OffsetRange):
     """Yield Arrow record batches of the records in [start, end) of one partition."""
     if rng.start >= rng.end:
         return
     consumer = KafkaClients(config).consumer(**BULK_READ_SETTINGS)
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
-    columns = _empty_columns()
+    columns = _Columns(rng)
     position = rng.start
     stall_limit = max(60.0, 3 * config.timeout_s)
     last_progress = time.monotonic()
@@ -257,24 +288,16 @@ def read_range(config: ClientConfig, rng: OffsetRange):
                     if err.code() == KafkaError._PARTITION_EOF or err.retriable():
                         continue
                     raise RuntimeError(f"reading {rng.topic}:{rng.partition}: {err.str()}")
-                offset = msg.offset()
-                if offset >= rng.end:
+                if msg.offset() >= rng.end:
                     position = rng.end
                     break
-                ts_type, ts = msg.timestamp()
-                columns[0].append(msg.key())
-                columns[1].append(msg.value())
-                columns[4].append(offset)
-                columns[5].append(ts * 1000 if ts_type else None)
-                columns[6].append(ts_type)
-                headers = msg.headers()
-                columns[7].append([{"key": k, "value": v} for k, v in headers] if headers else None)
-                position = offset + 1
-            if len(columns[0]) >= ARROW_BATCH_ROWS:
-                yield _to_batch(columns, rng)
-                columns = _empty_columns()
-        if columns[0]:
-            yield _to_batch(columns, rng)
+                columns.add(msg)
+                position = msg.offset() + 1
+            if len(columns) >= ARROW_BATCH_ROWS:
+                yield columns.batch()
+                columns = _Columns(rng)
+        if len(columns):
+            yield columns.batch()
     finally:
         consumer.close()
 
@@ -283,19 +306,3 @@ def _position(consumer, rng: OffsetRange) -> int:
     """Where the consumer stands, to get past offsets with no record (transaction markers)."""
     pos = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
     return pos if pos >= 0 else rng.start
-
-
-def _empty_columns() -> list[list]:
-    return [[], [], None, None, [], [], [], []]
-
-
-def _to_batch(columns: list[list], rng: OffsetRange) -> pa.RecordBatch:
-    n = len(columns[0])
-    arrays = [
-        pa.array(columns[0], pa.binary()), pa.array(columns[1], pa.binary()),
-        pa.array([rng.topic] * n, pa.string()) if n else pa.array([], pa.string()),
-        pa.array([rng.partition] * n, pa.int32()),
-        pa.array(columns[4], pa.int64()), pa.array(columns[5], pa.timestamp("us", tz="UTC")),
-        pa.array(columns[6], pa.int32()), pa.array(columns[7], HEADERS_TYPE),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
