@@ -14,7 +14,7 @@ from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume
 from kstool.kafka.groups import list_groups
-from kstool.kafka.topics import topic_configs
+from kstool.kafka.topics import topics_configs
 from kstool.output import as_text
 
 SUFFIX = "-changelog"
@@ -46,18 +46,21 @@ def list_changelogs(clients: KafkaClients, state_dir: Path, app_id: str | None =
     meta = clients.metadata().topics
     known = _manifest_stores(state_dir)
     groups = [g["group"] for g in list_groups(clients)]
-    rows = []
+    owned = {}
     for topic in sorted(t for t in meta if t.endswith(SUFFIX)):
         app, store = _owner(topic, known, groups)
-        if app_id and app != app_id and not topic.startswith(f"{app_id}-"):
-            continue
-        tps = [(topic, p) for p in sorted(meta[topic].partitions)]
-        marks = clients.watermarks(tps)
-        rows.append({"topic": topic, "app_id": app, "store": store, "partitions": len(tps),
-                     "records": sum(max(h - l, 0) for l, h in marks.values()),
-                     "cleanup_policy": topic_configs(clients, topic).get("cleanup.policy"),
-                     "kstool_app": topic in known})
-    return rows
+        if not app_id or app == app_id or topic.startswith(f"{app_id}-"):
+            owned[topic] = (app, store)
+    # one ListOffsets and one DescribeConfigs round trip for all of them, not one per topic
+    marks = clients.watermarks([(t, p) for t in owned for p in sorted(meta[t].partitions)])
+    configs = topics_configs(clients, list(owned))
+    records = dict.fromkeys(owned, 0)
+    for (topic, _), (low, high) in marks.items():
+        records[topic] += max(high - low, 0)
+    return [{"topic": topic, "app_id": app, "store": store, "partitions": len(meta[topic].partitions),
+             "records": records[topic],
+             "cleanup_policy": configs[topic].get("cleanup.policy"), "kstool_app": topic in known}
+            for topic, (app, store) in owned.items()]
 
 
 @dataclass

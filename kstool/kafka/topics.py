@@ -54,16 +54,25 @@ def describe_topic(clients: KafkaClients, topic: str) -> dict:
 
 
 def topic_configs(clients: KafkaClients, topic: str) -> dict[str, str]:
-    """The configs the broker reports; some brokers report only non-defaults, so callers must
-    tolerate missing keys."""
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        future = clients.admin().describe_configs([resource], request_timeout=clients.timeout)[resource]
-        entries = future.result()
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
-    return {name: entry.value for name, entry in sorted(entries.items())
-            if entry.value is not None and not entry.is_sensitive}
+    return topics_configs(clients, [topic])[topic]
+
+
+def topics_configs(clients: KafkaClients, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The configs the broker reports, per topic, in one request; some brokers report only
+    non-defaults, so callers must tolerate missing keys."""
+    if not topics:
+        return {}
+    resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
+    futures = clients.admin().describe_configs(list(resources.values()), request_timeout=clients.timeout)
+    out = {}
+    for topic, resource in resources.items():
+        try:
+            entries = futures[resource].result()
+        except KafkaException as exc:
+            raise clients.translate(exc) from None
+        out[topic] = {name: entry.value for name, entry in sorted(entries.items())
+                      if entry.value is not None and not entry.is_sensitive}
+    return out
 
 
 def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict:
