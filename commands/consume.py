@@ -62,10 +62,11 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         else:
             render = _line_renderer(output, fmt)
             out = sys.stdout
+            live = _follows(options)  # a follow prints each record as it comes
             for env in envelopes:
                 out.write(render(env))
                 count += 1
-                if follow_mode(options):
+                if live:
                     out.flush()
     except KeyboardInterrupt:
         pass  # Ctrl-C ends a follow cleanly; the consumer closes in the generator
@@ -76,7 +77,7 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         info(f"consumed {count} record(s)")
 
 
-def follow_mode(options: ConsumeOptions) -> bool:
+def _follows(options: ConsumeOptions) -> bool:
     return not options.exit_at_end and options.to_time is None and options.max_messages is None
 
 
