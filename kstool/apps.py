@@ -7,7 +7,7 @@ import contextlib
 import io
 from pathlib import Path
 
-from kstool.engine.app import MANIFEST, AppPaths, load_manifest, running_pid
+from kstool.engine.app import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
 from kstool.engine.checkpoint import committed_offsets
 from kstool.errors import NotFoundError
 from kstool.kafka.client import KafkaClients
@@ -18,15 +18,7 @@ from kstool.names import validate_name
 
 def list_apps(state_dir: Path) -> list[dict]:
     rows = []
-    if not state_dir.is_dir():
-        return rows
-    for folder in sorted(state_dir.iterdir()):
-        if not (folder / MANIFEST).is_file():
-            continue
-        paths = AppPaths(state_dir, folder.name)
-        manifest = load_manifest(paths)
-        if manifest is None:
-            continue
+    for paths, manifest in iter_apps(state_dir):
         batch, _ = committed_offsets(paths.checkpoint)
         rows.append({"app_id": manifest.app_id, "topology": manifest.topology,
                      "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from kstool.changelog.layouts import (KeySpec, detect_key_format, detect_layout, detect_value_format,
                                       key_decoder, value_decoder)
-from kstool.engine.app import MANIFEST, AppPaths, load_manifest
+from kstool.engine.app import iter_apps
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume
@@ -23,14 +23,8 @@ DETECT_SAMPLE = 1000
 
 def _manifest_stores(state_dir: Path) -> dict[str, tuple[str, Any]]:
     """changelog topic -> (app id, store spec) for every kstool app in the state dir."""
-    found = {}
-    if state_dir.is_dir():
-        for folder in sorted(state_dir.iterdir()):
-            if (folder / MANIFEST).is_file():
-                manifest = load_manifest(AppPaths(state_dir, folder.name))
-                for store in manifest.stores if manifest else []:
-                    found[store.changelog_topic] = (manifest.app_id, store)
-    return found
+    return {store.changelog_topic: (manifest.app_id, store)
+            for _, manifest in iter_apps(state_dir) for store in manifest.stores}
 
 
 def _owner(topic: str, known: dict, groups: list[str]) -> tuple[str | None, str]:

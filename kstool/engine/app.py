@@ -7,7 +7,7 @@ import fcntl
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kstool import __version__
 from kstool.engine.exceptions import AppBusyError, IncompatibleRunError
@@ -89,6 +89,18 @@ class Manifest:
 def load_manifest(paths: AppPaths) -> Manifest | None:
     data = read_json(paths.manifest)
     return Manifest.from_dict(data) if isinstance(data, dict) else None
+
+
+def iter_apps(state_dir: Path) -> Iterator[tuple[AppPaths, Manifest]]:
+    """Every kstool app in a state dir (folders holding a manifest), by name."""
+    if not state_dir.is_dir():
+        return
+    for folder in sorted(state_dir.iterdir()):
+        if (folder / MANIFEST).is_file():
+            paths = AppPaths(state_dir, folder.name)
+            manifest = load_manifest(paths)
+            if manifest is not None:
+                yield paths, manifest
 
 
 def check_compatible(existing: Manifest, wanted: Manifest) -> None:
