@@ -55,6 +55,11 @@ def _open(g: Globals, kw: dict):
     return ops.open_backend(g.clients() if needs_kafka else None, source)
 
 
+def _key(text: str, store):
+    """A key typed on the command line, as the store holds it (text without a manifest)."""
+    return ops.coerce_key(text, store.key_format if store else None)
+
+
 def _emit(entries, output):
     emit(Listing([e.to_dict() for e in entries], ENTRY_COLUMNS), output)
 
@@ -85,7 +90,7 @@ def stores(app_id, state_dir, output):
 def get(g: Globals, keys, output, **kw):
     """Values of KEY...; a missing key prints "not found" and exits 1."""
     backend, store = _open(g, kw)
-    wanted = [ops.coerce_key(k, store.key_format if store else None) for k in keys]
+    wanted = [_key(k, store) for k in keys]
     found = backend.lookup(wanted)
     _emit(found, output)
     missing = [str(k) for k in wanted if k not in {e.key for e in found}]
@@ -102,9 +107,8 @@ def get(g: Globals, keys, output, **kw):
 def range_(g: Globals, low, high, output, **kw):
     """Entries with keys from --from to --to (inclusive), in key order."""
     backend, store = _open(g, kw)
-    fmt = store.key_format if store else None
-    entries = ops.key_range(backend.entries(), None if low is None else ops.coerce_key(low, fmt),
-                            None if high is None else ops.coerce_key(high, fmt))
+    entries = ops.key_range(backend.entries(), None if low is None else _key(low, store),
+                            None if high is None else _key(high, store))
     _emit(entries, output)
 
 
@@ -142,7 +146,7 @@ def fetch(g: Globals, key, time_from, time_to, output, **kw):
     """Window and session stores: KEY's windows or sessions in a time range."""
     backend, store = _open(g, kw)
     kind = store.kind if store else backend.formats.key.layout
-    entries = ops.fetch(backend.entries(), ops.coerce_key(key, store.key_format if store else None),
+    entries = ops.fetch(backend.entries(), _key(key, store),
                         parse_time(time_from) if time_from else None,
                         parse_time(time_to) if time_to else None, kind)
     _emit(entries, output)
