@@ -9,7 +9,7 @@ import click
 
 from kstool.config import parse_key_values
 from kstool.names import validate_name
-from kstool.output import dumps, info
+from kstool.output import dumps, format_counts, info
 from kstool.timeutil import parse_duration, parse_time
 
 from kstool.commands.completion import complete_apps, complete_topics
@@ -77,15 +77,14 @@ def execute(g: Globals, topology, app_id: str | None, kw: dict) -> None:
     if kw["report"] == "json":
         click.echo(dumps(summary.to_dict()))
     elif not kw["quiet"]:
-        out = ", ".join(f"{t}: {n}" for t, n in summary.written.items()) or "nothing"
         bad = f", {summary.bad_records} bad record(s)" if summary.bad_records else ""
         info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
-             f"in {summary.processing_seconds:.1f}s, written {out}{bad}")
+             f"in {summary.processing_seconds:.1f}s, written {format_counts(summary.written)}{bad}")
 
 
 @click.group()
 def run():
-    """Run a topology (wordcount, ...) on Spark, reading and writing Kafka topics."""
+    """Run a topology (wordcount, aggregate) on Spark, reading and writing Kafka topics."""
 
 
 @run.command()
@@ -126,7 +125,7 @@ def reprocess(g: Globals, app_id, from_time, to_time, **kw):
         info(f"kstool: {app_id}: reprocessed from {from_time}"
              + (f" to {to_time}" if to_time else "")
              + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
-             + (", ".join(f"{t}: {n}" for t, n in run_summary.written.items()) or "nothing"))
+             + format_counts(run_summary.written))
 
 
 @run.command()

@@ -111,6 +111,11 @@ def _emit_table(listing: Listing, out) -> None:
                        disable_numparse=True) + "\n")
 
 
+def format_counts(counts: dict[str, int]) -> str:
+    """Records per topic for progress lines: "out: 3, changelog: 3", or "nothing"."""
+    return ", ".join(f"{topic}: {n}" for topic, n in counts.items()) or "nothing"
+
+
 def info(message: str) -> None:
     """A human note on stderr (never mixed into data on stdout)."""
     sys.stderr.write(message + "\n")

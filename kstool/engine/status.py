@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from kstool.output import format_counts
+
 
 @dataclass
 class BatchStatus:
@@ -19,7 +21,7 @@ class BatchStatus:
     errors: int = 0
 
     def line(self) -> str:
-        out = ", ".join(f"{t}: {n}" for t, n in self.written.items()) or "nothing"
+        out = format_counts(self.written)
         parts = [f"batch {self.batch_id}", f"{self.input_records} records in",
                  f"{self.duration_ms / 1000:.1f}s ({self.records_per_second:,.0f}/s)",
                  f"out {out} ({self.sink_seconds:.1f}s)"]
