@@ -89,3 +89,14 @@ def test_long_and_double_input_formats(kafka, spark, topic_name):
     assert _decode(latest_per_key(read_all(kafka, doubles + "-o"))[b"k"], False) == min(values)
     windowed = cli("run", "aggregate", "--input", doubles, "--output", "x", "--window", "tumbling:5m", "--once")
     assert windowed.exit_code == 2 and "not available yet" in windowed.stderr
+
+
+def test_a_value_that_is_not_a_number_fails_naming_the_record(kafka, spark, topic_name):
+    create_topic(kafka, topic_name, 1)
+    assert cli("produce", topic_name, "-K", ":", input="k:1\nk:x\n").exit_code == 0
+    result = cli("run", "aggregate", "--input", topic_name, "--output", topic_name + "-o", "--agg", "sum",
+                     "--app-id", topic_name + "-a", "--once")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("kstool: error:")]
+    assert result.exit_code == 1
+    assert errors == [f"kstool: error: not a number (or not JSON) at {topic_name}:0 offset 1; "
+                      "use --on-error skip or dlq:TOPIC to go past it"]

@@ -234,14 +234,13 @@ def _lag(progress) -> int | None:
         return None
 
 
-_MARKERS = ("kstool-data-loss:", "kstool-sink:")
+_MARKERS = ("kstool-data-loss:", errors_policy.BAD_RECORD_MARKER, "kstool-sink:")
 
 
 def _translate(text: str) -> Exception:
     """Spark wraps our Python errors in JVM traces; dig out the one line that matters."""
-    bad = re.search(re.escape(errors_policy.BAD_RECORD_MARKER) + r" (.+? at [^,\s]+:\d+ offset \d+;[^\n]*?)(?: SQLSTATE|\n|$)", text)
-    if bad:  # the plan printed with the error holds the marker too, but no real position
-        return QueryFailedError(bad.group(1).rstrip('."'))
+    # the query's plan follows the error and holds our marker literals too: search before it
+    text = text.split("=== Streaming Query ===")[0]
     for marker in _MARKERS:
         index = text.find(marker)
         if index >= 0:
