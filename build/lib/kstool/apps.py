@@ -1,0 +1,76 @@
+"""Operations on the apps found in a state dir: list them, describe one (manifest, checkpoint
+progress, group lag, stores and changelog topics), describe a topology."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+from kstool.engine.app import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
+from kstool.engine.checkpoint import committed_offsets
+from kstool.errors import NotFoundError
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.groups import describe_group
+from kstool.kafka.exceptions import GroupNotFoundError
+from kstool.names import validate_name
+
+
+def list_apps(state_dir: Path) -> list[dict]:
+    rows = []
+    for paths, manifest in iter_apps(state_dir):
+        batch, _ = committed_offsets(paths.checkpoint)
+        rows.append({"app_id": manifest.app_id, "topology": manifest.topology,
+                     "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,
+                     "last_batch": batch, "running_pid": running_pid(paths)})
+    return rows
+
+
+def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> dict:
+    paths = AppPaths(state_dir, validate_name(app_id))
+    manifest = load_manifest(paths)
+    if manifest is None:
+        raise NotFoundError(f"no app {app_id!r} in {state_dir} (no {MANIFEST})")
+    batch, offsets = committed_offsets(paths.checkpoint)
+    doc = {
+        **manifest.to_dict(),
+        "state_dir": str(paths.root),
+        "running_pid": running_pid(paths),
+        "last_committed_batch": batch,
+        "processed_offsets": [{"topic": t, "partition": p, "offset": o}
+                              for (t, p), o in sorted(offsets.items())],
+        "group": None,
+    }
+    if clients is not None:
+        try:
+            group = describe_group(clients, app_id)
+            doc["group"] = {"state": group["state"], "total_lag": group["total_lag"],
+                            "partitions": group["partitions"]}
+        except GroupNotFoundError:
+            pass
+    return doc
+
+
+def describe_topology(topology, app_id: str, spark_plan: bool = False, debug: bool = False) -> dict:
+    doc = topology.describe(app_id)
+    if spark_plan:
+        doc["spark_plan"] = _spark_plan(topology, app_id, debug)
+    return doc
+
+
+def _spark_plan(topology, app_id: str, debug: bool) -> str:
+    from kstool.engine.session import SparkOptions, build_session
+    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME
+
+    spark, owned = build_session(SparkOptions(master="local[1]", debug=debug), "kstool-describe")
+    try:
+        source = (spark.readStream.format(SOURCE_NAME)
+                  .option(CLIENT_CONFIG_FILE_OPTION, "unused: describing does not read")
+                  .option("topics", ",".join(topology.input_topics())).option("group", app_id).load())
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            topology.build(source.filter(topology.valid_record())).explain(mode="formatted")
+        return buffer.getvalue().strip()
+    finally:
+        if owned:
+            spark.stop()

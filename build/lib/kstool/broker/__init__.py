@@ -1,0 +1,1 @@
+"""The embedded Kafka-protocol broker (Tansu) for the quick start, demos and tests."""

@@ -1,0 +1,146 @@
+"""Kafka Streams' changelog key layouts and their decoding.
+
+key-value:  key
+window:     key ‖ windowStart (8) ‖ seqnum (4)
+session:    key ‖ sessionEnd (8) ‖ sessionStart (8)   (end first)
+All integers big-endian; timestamps epoch ms.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kstool.errors import UsageError
+from kstool.serdes import FORMATS, decoder, raw
+
+LAYOUTS = ("key-value", "window", "session")
+# timestamps a real window bound can take: 2000-01-01 .. 2100-01-01
+_PLAUSIBLE = (946_684_800_000, 4_102_444_800_000)
+KEY_FORMATS = FORMATS
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    layout: str  # key-value | window | session
+    key_format: str
+
+    @classmethod
+    def parse(cls, text: str) -> "KeySpec":
+        """`string`, `windowed:long`, `session:json`, ..."""
+        prefix, sep, fmt = text.partition(":")
+        if not sep:
+            prefix, fmt = "key-value", text
+        layout = {"windowed": "window", "window": "window", "session": "session",
+                  "key-value": "key-value"}.get(prefix)
+        if layout is None or fmt not in KEY_FORMATS:
+            raise UsageError(f"invalid key format {text!r}: use FORMAT, windowed:FORMAT or "
+                             f"session:FORMAT with FORMAT one of {', '.join(KEY_FORMATS)}")
+        return cls(layout, fmt)
+
+
+@dataclass
+class DecodedKey:
+    key: Any
+    window_start: int | None = None
+    window_end: int | None = None
+    seqnum: int | None = None
+    ok: bool = True
+
+
+def key_decoder(spec: KeySpec) -> Callable[[bytes | None], DecodedKey]:
+    inner = decoder(spec.key_format)
+
+    def decode(data: bytes | None) -> DecodedKey:
+        if data is None:
+            return DecodedKey(None)
+        if spec.layout == "window":
+            if len(data) < 12:
+                return DecodedKey(raw(data), ok=False)
+            start, seq = struct.unpack(">qi", data[-12:])
+            return _checked(inner(data[:-12]), start=start, seqnum=seq)
+        if spec.layout == "session":
+            if len(data) < 16:
+                return DecodedKey(raw(data), ok=False)
+            end, start = struct.unpack(">qq", data[-16:])
+            return _checked(inner(data[:-16]), start=start, end=end)
+        value = inner(data)
+        return DecodedKey(value, ok=not _is_fallback(value, spec.key_format))
+    return decode
+
+
+def _checked(key: Any, start: int, end: int | None = None, seqnum: int | None = None) -> DecodedKey:
+    return DecodedKey(key, start, end, seqnum, ok=not isinstance(key, dict) or "base64" not in key)
+
+
+def _is_fallback(value: Any, fmt: str) -> bool:
+    return fmt != "bytes" and isinstance(value, dict) and set(value) == {"base64"}
+
+
+def value_decoder(fmt: str) -> Callable[[bytes | None], tuple[Any, bool]]:
+    inner = decoder(fmt)
+
+    def decode(data: bytes | None):
+        value = inner(data)
+        return value, not _is_fallback(value, fmt)
+    return decode
+
+
+def _plausible(ts: int) -> bool:
+    return _PLAUSIBLE[0] <= ts <= _PLAUSIBLE[1]
+
+
+def detect_layout(keys: list[bytes]) -> tuple[str, str]:
+    """Guess the layout from the keys' bytes; returns (layout, evidence)."""
+    keys = [k for k in keys if k is not None]
+    if not keys:
+        return "key-value", "no keys to inspect"
+    windowed = [k for k in keys if len(k) >= 12 and _plausible(struct.unpack(">q", k[-12:-4])[0])
+                and 0 <= struct.unpack(">i", k[-4:])[0] < 1_000_000]
+    session = [k for k in keys if len(k) >= 16 and _plausible(struct.unpack(">q", k[-16:-8])[0])
+               and _plausible(struct.unpack(">q", k[-8:])[0])
+               and struct.unpack(">q", k[-16:-8])[0] >= struct.unpack(">q", k[-8:])[0]]
+    if len(session) == len(keys):
+        return "session", (f"all {len(keys)} keys end in two plausible timestamps, the first "
+                           "(session end) not before the second (session start)")
+    if len(windowed) == len(keys):
+        seqs = sorted({struct.unpack(">i", k[-4:])[0] for k in keys})
+        return "window", (f"all {len(keys)} keys end in a plausible 8-byte window start and a "
+                          f"4-byte sequence number (values seen: {seqs[:5]})")
+    return "key-value", (f"{len(keys) - max(len(windowed), len(session))} of {len(keys)} keys do "
+                         "not end in window or session timestamps")
+
+
+def detect_value_format(values: list[bytes]) -> str:
+    """A guess from the bytes: fixed 8 or 4 bytes are Kafka's Long/Integer, UTF-8 JSON
+    documents are json, other UTF-8 is string, anything else hex."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "string"
+    if all(len(v) == 8 for v in present):
+        return "long"
+    if all(len(v) == 4 for v in present):
+        return "int"
+    try:
+        text = [v.decode("utf-8") for v in present]
+    except UnicodeDecodeError:
+        return "hex"
+    return "json" if all(_is_json_document(t) for t in text) else "string"
+
+
+def _is_json_document(text: str) -> bool:
+    if text.strip()[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
+
+
+def detect_key_format(keys: list[bytes], layout: str) -> str:
+    trim = {"window": 12, "session": 16}.get(layout, 0)
+    bare = [k[:-trim] if trim else k for k in keys if k is not None]
+    return detect_value_format(bare) if bare else "string"

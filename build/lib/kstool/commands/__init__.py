@@ -1,0 +1,1 @@
+"""kstool's click commands: parse options, call the kstool library, render. Nothing else."""

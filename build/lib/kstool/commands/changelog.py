@@ -1,0 +1,141 @@
+"""kstool changelog list|describe|dump: read state through its changelog topics."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from kstool.changelog import inspect as ops
+from kstool.engine.app import default_state_dir
+from kstool.kafka.consume import StartSpec
+from kstool.output import Column, Listing, dumps, emit, warn
+from kstool.serdes import FORMATS
+from kstool.timeutil import parse_time
+
+from kstool.commands.completion import complete_groups, complete_topics
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import output_option
+
+ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
+               Column("timestamp", justify="right"), Column("key"), Column("window_start"),
+               Column("window_end"), Column("seqnum"), Column("value"), Column("tombstone")]
+
+
+def _state_dir(value):
+    return Path(value).expanduser() if value else default_state_dir()
+
+
+state_dir_option = click.option("--state-dir", type=click.Path(file_okay=False),
+                                 help="Where kstool apps live (their manifests name the formats).")
+
+
+@click.group()
+def changelog():
+    """Inspect changelog topics of kstool and Kafka Streams apps."""
+
+
+@changelog.command("list")
+@click.option("--app-id", help="Only this application's changelogs.", shell_complete=complete_groups)
+@state_dir_option
+@output_option()
+@pass_globals
+def list_(g: Globals, app_id, state_dir, output):
+    """Changelog topics by naming convention, with app id, store, partitions, records, policy."""
+    rows = ops.list_changelogs(g.clients(), _state_dir(state_dir), app_id)
+    emit(Listing(rows, [Column("topic"), Column("app_id"), Column("store"),
+                        Column("partitions", justify="right"), Column("records", justify="right"),
+                        Column("cleanup_policy")]), output)
+
+
+def _format_options(func):
+    func = click.option("--detect", is_flag=True, help="Guess the layout and formats from the bytes.")(func)
+    func = click.option("--value-format", type=click.Choice(FORMATS), help="Value serde.")(func)
+    func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT",
+                        help="Key serde and layout, e.g. string, windowed:long, session:json.")(func)
+    return state_dir_option(func)
+
+
+@changelog.command()
+@click.argument("topic", shell_complete=complete_topics)
+@_format_options
+@output_option(formats=("table", "json"))
+@pass_globals
+def describe(g: Globals, topic, key_format, value_format, detect, state_dir, output):
+    """Per partition: offsets, records, distinct keys, tombstones, records per key,
+    timestamps; and the detected layout with its evidence."""
+    clients = g.clients()
+    formats = ops.resolve_formats(clients, topic, _state_dir(state_dir), key_format, value_format, detect)
+    doc = ops.describe(clients, topic, formats)
+    total, layout = doc["total"], doc["layout"]
+    emit(Listing(doc["partitions"],
+                 [Column("partition", justify="right"), Column("low_offset", "LOW", justify="right"),
+                  Column("high_offset", "HIGH", justify="right"), Column("records", justify="right"),
+                  Column("distinct_keys", "KEYS", justify="right"),
+                  Column("tombstones", justify="right"), Column("records_per_key", "REC/KEY", justify="right"),
+                  Column("oldest_timestamp", "OLDEST"), Column("newest_timestamp", "NEWEST")],
+                 document=doc, title=f"{topic}: {total['records']} records, {total['distinct_keys']} keys, "
+                                     f"{total['tombstones']} tombstones, compaction would reclaim "
+                                     f"{total['reclaimable_records']}",
+                 footer=[f"layout: {layout['detected']} ({layout['evidence']})",
+                         f"formats: key {layout['formats']['key']}, value {layout['formats']['value']} "
+                         f"({layout['formats']['source']})"]), output)
+
+
+def _position(text: str | None):
+    """An offset (digits), or a time (ISO-8601, -1h, or @epoch-ms)."""
+    if text is None:
+        return None, None
+    if re.fullmatch(r"\d+", text.strip()):
+        return int(text), None
+    return None, parse_time(text.strip().lstrip("@"))
+
+
+@changelog.command()
+@click.argument("topic", shell_complete=complete_topics)
+@_format_options
+@click.option("--compact", is_flag=True, help="The view a full compaction would leave (latest per key).")
+@click.option("--show-tombstones", is_flag=True, help="With --compact, keep deleted keys (marked).")
+@click.option("--key", "key", help="Only this key (decoded, as text).")
+@click.option("--key-prefix", help="Only keys starting with this text.")
+@click.option("--from", "from_", metavar="OFFSET|TIME", help="Start at an offset or a time (@epoch-ms, ISO, -1h).")
+@click.option("--to", "to", metavar="OFFSET|TIME", help="Stop after an offset or a time.")
+@click.option("--follow", "-F", is_flag=True, help="Keep printing new records until Ctrl-C.")
+@click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True)
+@output_option(formats=("table", "json", "jsonl", "csv"))
+@pass_globals
+def dump(g: Globals, topic, key_format, value_format, detect, state_dir, compact, show_tombstones, key,
+         key_prefix, from_, to, follow, partitions, output):
+    """Decoded records of a changelog topic (or the compacted view)."""
+    clients = g.clients()
+    formats = ops.resolve_formats(clients, topic, _state_dir(state_dir), key_format, value_format, detect)
+    start_offset, start_time = _position(from_)
+    to_offset, to_time = _position(to)
+    options = ops.DumpOptions(
+        topic=topic, formats=formats, compact=compact, show_tombstones=show_tombstones, key=key,
+        key_prefix=key_prefix, start=StartSpec("offset", start_offset) if start_offset is not None
+        else StartSpec("beginning"), from_time=start_time, to_offset=to_offset, to_time=to_time,
+        follow=follow, partitions=list(partitions) or None)
+    stats = ops.DecodeStats()
+    rows = (ops.public(r) for r in ops.dump(clients, options, stats))
+    try:
+        if follow or output == "jsonl":
+            for row in rows:
+                sys.stdout.write(dumps(row) + "\n" if output in ("jsonl", "json") else _line(row))
+                sys.stdout.flush()
+        else:
+            emit(Listing(list(rows), ROW_COLUMNS), output)
+    except KeyboardInterrupt:
+        pass
+    if stats.bad_keys or stats.bad_values:
+        warn(f"{stats.bad_keys} key(s) and {stats.bad_values} value(s) could not be decoded as "
+             f"{formats.key.layout}:{formats.key.key_format} / {formats.value}; shown as hex")
+
+
+def _line(row: dict) -> str:
+    window = (f" [{row['window_start']}..{row['window_end'] if row['window_end'] is not None else ''}]"
+              if row["window_start"] is not None else "")
+    value = "<tombstone>" if row["tombstone"] else dumps(row["value"])
+    return f"{row['partition']}@{row['offset']} {dumps(row['key'])}{window} = {value}\n"

@@ -1,0 +1,66 @@
+"""kstool completion bash|zsh|fish, and the dynamic completers commands attach to arguments."""
+
+from __future__ import annotations
+
+import click
+from click.shell_completion import CompletionItem, get_completion_class
+
+SHELLS = ("bash", "zsh", "fish")
+PROG = "kstool"
+ENV_VAR = "_KSTOOL_COMPLETE"
+
+
+def completion_script(shell: str) -> str:
+    from kstool.commands.main import cli
+
+    return get_completion_class(shell)(cli, {}, PROG, ENV_VAR).source()
+
+
+@click.command()
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str):
+    """Print the completion script for SHELL (see README: where to install it)."""
+    click.echo(completion_script(shell), nl=False)
+
+
+def _globals(ctx: click.Context):
+    root = ctx.find_root()
+    return root.obj
+
+
+def _quiet(fetch):
+    """Completers ask the broker or the state dir with a short timeout and never fail loudly."""
+    def complete(ctx: click.Context, param, incomplete: str):
+        try:
+            return [CompletionItem(v) for v in fetch(ctx) if v.startswith(incomplete)]
+        except Exception:
+            return []
+    return complete
+
+
+def _clients(ctx: click.Context):
+    from kstool.commands.context import Globals
+
+    g = _globals(ctx) or Globals()
+    g.timeout_s = min(g.timeout_s, 1.5)
+    return g.clients()
+
+
+@_quiet
+def complete_topics(ctx):
+    return sorted(t for t in _clients(ctx).metadata().topics if not t.startswith("__"))
+
+
+@_quiet
+def complete_groups(ctx):
+    from kstool.kafka.groups import list_groups
+
+    return [g["group"] for g in list_groups(_clients(ctx))]
+
+
+@_quiet
+def complete_apps(ctx):
+    from kstool.apps import list_apps
+    from kstool.engine.app import default_state_dir
+
+    return [a["app_id"] for a in list_apps(default_state_dir())]

@@ -1,0 +1,29 @@
+"""kstool config show: the effective client configuration, secrets masked."""
+
+from __future__ import annotations
+
+import click
+
+from kstool.output import Column, Listing, emit
+
+from kstool.commands.context import Globals, pass_globals
+
+
+@click.group()
+def config():
+    """Show the effective configuration."""
+
+
+@config.command()
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@pass_globals
+def show(g: Globals, output):
+    """Bootstrap servers (and where they came from), the embedded broker profile, and the
+    client properties from --command-config and -X. Secrets are masked."""
+    doc = g.client_config().describe()
+    rows = [{"scope": scope, "property": k, "value": v}
+            for scope in ("common", "producer", "consumer") for k, v in doc[scope].items()]
+    title = (f"bootstrap servers: {doc['bootstrap_servers']} (from {doc['bootstrap_source']}); "
+             f"profile: {doc['profile'] or 'none'}")
+    emit(Listing(rows, [Column("scope"), Column("property"), Column("value")], document=doc,
+                 title=title), output)

@@ -1,0 +1,47 @@
+"""kstool groups list|describe: consumer groups, members and lag."""
+
+from __future__ import annotations
+
+import click
+
+from kstool.kafka import groups as ops
+from kstool.output import Column, Listing, emit
+
+from kstool.commands.completion import complete_groups
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import output_option
+
+
+@click.group()
+def groups():
+    """Consumer groups (= application ids), members, committed offsets and lag."""
+
+
+@groups.command("list")
+@output_option()
+@pass_globals
+def list_(g: Globals, output: str):
+    """List consumer groups with their state."""
+    emit(Listing(ops.list_groups(g.clients()), [Column("group"), Column("state"), Column("simple")]),
+         output)
+
+
+@groups.command()
+@click.argument("group", shell_complete=complete_groups)
+@output_option()
+@pass_globals
+def describe(g: Globals, group: str, output: str):
+    """State, members, and per partition the committed offset, log end offset and lag."""
+    doc = ops.describe_group(g.clients(), group)
+    members = Listing(doc["members"], [Column("member_id"), Column("client_id"), Column("host"),
+                                       Column("assignment")])
+    emit(Listing(
+        rows=doc["partitions"],
+        columns=[Column("topic"), Column("partition", justify="right"),
+                 Column("committed", justify="right"), Column("end_offset", justify="right"),
+                 Column("lag", justify="right")],
+        document=doc,
+        title=f"group {group}: {doc['state']}, {len(doc['members'])} member(s), "
+              f"total lag {doc['total_lag']}",
+        extra_tables=[members] if doc["members"] else [],
+    ), output)

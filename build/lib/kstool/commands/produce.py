@@ -1,0 +1,49 @@
+"""kstool produce TOPIC: records from stdin or a file."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kstool.config import parse_key_values
+from kstool.kafka.produce import ProduceOptions, produce_lines
+from kstool.output import info, stderr_is_tty
+from kstool.serdes import FORMATS
+from kstool.timeutil import parse_time
+
+from kstool.commands.completion import complete_topics
+from kstool.commands.context import Globals, pass_globals
+
+
+@click.command()
+@click.argument("topic", shell_complete=complete_topics)
+@click.option("--file", "file_", type=click.File("rb"), help="Read from FILE instead of stdin.")
+@click.option("--format", "input_format", type=click.Choice(["text", "jsonl"]), default="text",
+              show_default=True, help="text: a record per line; jsonl: `consume -o jsonl` envelopes.")
+@click.option("-K", "--key-delimiter", metavar="DELIM", help="Split each text line into key DELIM value.")
+@click.option("--key", help="Key for every record.")
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Write to this partition.")
+@click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="Header (repeatable).")
+@click.option("--timestamp", metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
+@click.option("--key-format", type=click.Choice(FORMATS), default="string", show_default=True)
+@click.option("--value-format", type=click.Choice(FORMATS), default="string", show_default=True)
+@click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              help="A bad line: stop there (fail) or report and go on (skip).")
+@pass_globals
+def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partition, headers,
+            timestamp, key_format, value_format, on_error):
+    """Write records to TOPIC from stdin (or --file), one per line."""
+    options = ProduceOptions(
+        topic=topic, input_format=input_format, key_delimiter=key_delimiter, key=key,
+        partition=partition, headers=list(parse_key_values(headers, "--header").items()),
+        timestamp=parse_time(timestamp) if timestamp else None,
+        key_format=key_format, value_format=value_format, on_error=on_error)
+    stream = file_ if file_ is not None else sys.stdin.buffer
+    result = produce_lines(g.clients(), options, stream)
+    for skipped in result.skipped:
+        info(f"kstool: skipped line {skipped['line']}: {skipped['error']}")
+    info(f"wrote {result.written} record(s) to {topic}"
+         + (f", skipped {len(result.skipped)} line(s)" if result.skipped else ""))
+    if stderr_is_tty() and result.per_partition:
+        info("  " + ", ".join(f"p{p}: {n}" for p, n in sorted(result.per_partition.items())))

@@ -1,0 +1,95 @@
+"""kstool replay: copy a time or offset range of a topic, or a jsonl dump, into a topic."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from kstool.errors import UsageError
+from kstool.output import Column, Listing, emit, info, stderr_is_tty
+from kstool.replay.copy import ReplayOptions, planned_count, replay as run_replay
+from kstool.timeutil import parse_time
+
+from kstool.commands.completion import complete_topics
+from kstool.commands.context import Globals, pass_globals
+
+
+def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:
+    out = {}
+    for value in values:
+        match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", value)
+        if not match:
+            raise UsageError(f"{flag} expects PARTITION:OFFSET, got {value!r}")
+        out[int(match.group(1))] = int(match.group(2))
+    return out
+
+
+def parse_rate(text: str | None) -> float | None:
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:/s)?\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"--rate expects records per second, e.g. 500/s, got {text!r}")
+    return float(match.group(1))
+
+
+@click.command()
+@click.option("--from-topic", metavar="TOPIC", help="Source topic.", shell_complete=complete_topics)
+@click.option("--from-file", type=click.Path(dir_okay=False, path_type=Path), metavar="DUMP",
+              help="Source: a `kstool consume -o jsonl` dump.")
+@click.option("--to-topic", required=True, metavar="TOPIC", help="Target topic.", shell_complete=complete_topics)
+@click.option("--from-time", metavar="TIME", help="First record timestamp to copy (inclusive).")
+@click.option("--to-time", metavar="TIME", help="Last record timestamp to copy (inclusive).")
+@click.option("--from-offset", multiple=True, metavar="P:O", help="Start partition P at offset O.")
+@click.option("--to-offset", multiple=True, metavar="P:O", help="Stop partition P after offset O.")
+@click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
+              help="Only these source partitions.")
+@click.option("--filter-key", metavar="REGEX", help="Only records whose key (as text) matches.")
+@click.option("--rate", metavar="N/s", help="At most N records per second.")
+@click.option("--keep-partitions", "partitioning", flag_value="keep",
+              help="Same partition as the source [default when the partition counts match].")
+@click.option("--by-key", "partitioning", flag_value="by-key", help="Partition by key (Kafka's partitioner).")
+@click.option("--now", is_flag=True, help="Stamp records with the current time instead of keeping theirs.")
+@click.option("--no-provenance", is_flag=True, help="Do not add kstool.replay.* headers.")
+@click.option("--transactional", is_flag=True,
+              help="Commit chunks as Kafka transactions; a rerun with the same arguments resumes.")
+@click.option("--dry-run", is_flag=True, help="Count what would be copied, per partition; write nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Allow replaying a topic into itself.")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@pass_globals
+def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from_offset, to_offset,
+           partitions, filter_key, rate, partitioning, now, no_provenance, transactional, dry_run, yes,
+           output):
+    """Copy records for reprocessing: keys, values, headers and timestamps kept, plus
+    provenance headers (source topic, partition, offset)."""
+    options = ReplayOptions(
+        to_topic=to_topic, from_topic=from_topic, from_file=from_file,
+        from_time=parse_time(from_time) if from_time else None,
+        to_time=parse_time(to_time) if to_time else None,
+        from_offsets=parse_partition_offsets(from_offset, "--from-offset"),
+        to_offsets=parse_partition_offsets(to_offset, "--to-offset"),
+        partitions=list(partitions) or None, filter_key=filter_key, rate=parse_rate(rate),
+        by_key=None if partitioning is None else partitioning == "by-key", now=now,
+        provenance=not no_provenance, transactional=transactional, dry_run=dry_run,
+        allow_same_topic=yes)
+    clients = g.clients()
+    if stderr_is_tty():
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"replay to {to_topic}", total=planned_count(clients, options))
+            summary = run_replay(clients, options, lambda n: bar.advance(task, n))
+    else:
+        summary = run_replay(clients, options)
+    doc = summary.to_dict()
+    verb = "would copy" if dry_run else "copied"
+    emit(Listing(doc["partitions"],
+                 [Column("partition", justify="right"), Column("records", justify="right"),
+                  Column("first_offset", justify="right"), Column("last_offset", justify="right"),
+                  Column("first_time"), Column("last_time")],
+                 document=doc, title=f"{verb} {doc['records']} record(s) from {doc['source']} to {to_topic} "
+                                     f"({doc['partitioning']}) in {doc['seconds']:.1f}s"), output)
+    if summary.skipped_by_filter:
+        info(f"{summary.skipped_by_filter} record(s) did not match --filter-key")

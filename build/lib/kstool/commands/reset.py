@@ -1,0 +1,104 @@
+"""kstool reset: reset an application's offsets, internal topics and local state."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kstool.engine.app import default_state_dir
+from kstool.names import validate_name
+from kstool.output import Column, Listing, emit, info, stdout_is_tty, warn
+from kstool.reset.apply import apply_plan
+from kstool.reset.plan import ResetOptions, build_plan
+from kstool.reset.spec import build_spec, format_offsets_csv
+
+from kstool.commands.completion import complete_groups
+from kstool.commands.context import Globals, pass_globals
+
+
+def _topic_list(values: tuple[str, ...]) -> list[str]:
+    """Kafka's tools take comma-separated lists; kstool also takes the option repeated."""
+    return [t.strip() for v in values for t in v.split(",") if t.strip()]
+
+
+@click.command()
+@click.option("--application-id", "--app-id", "app_id", required=True, shell_complete=complete_groups,
+              help="The application id (= consumer group) to reset.")
+@click.option("--input-topics", multiple=True, metavar="T[,T...]",
+              help="Input topics (default for kstool apps: from the manifest).")
+@click.option("--intermediate-topics", multiple=True, metavar="T[,T...]",
+              help="Intermediate topics: the group is moved to their end (deprecated in Kafka).")
+@click.option("--internal-topics", multiple=True, metavar="T[,T...]",
+              help="Internal topics to delete; must be among the detected ones [default: all of them].")
+@click.option("--to-earliest", is_flag=True, help="Reset inputs to the log start (the default).")
+@click.option("--to-latest", is_flag=True, help="Reset inputs to the log end.")
+@click.option("--to-offset", type=click.IntRange(min=0), metavar="N", help="Reset inputs to offset N.")
+@click.option("--to-datetime", metavar="TIME", help="Reset to the first record at or after TIME (UTC unless a zone is given).")
+@click.option("--by-duration", metavar="DURATION", help="Reset to the first record at or after now - DURATION (PnDTnHnMnS, 1h).")
+@click.option("--shift-by", type=int, metavar="N", help="Move committed offsets by N (may be negative).")
+@click.option("--from-file", type=click.Path(dir_okay=False), metavar="CSV", help="Offsets from CSV lines topic,partition,offset.")
+@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing at all.")
+@click.option("--force", is_flag=True, help="Remove active group members first.")
+@click.option("--state-dir", type=click.Path(file_okay=False), help="Where the app's local state lives [default: $KSTOOL_HOME/apps].")
+@click.option("--keep-local-state", is_flag=True, help="Do not delete the app's local state.")
+@click.option("--export", type=click.Path(dir_okay=False), metavar="CSV", help="Write the planned offsets as CSV (for --from-file).")
+@click.option("--bootstrap-server", "bootstrap_server", metavar="HOST:PORT", help="As -b (Kafka's name).")
+@click.option("--command-config", "reset_command_config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Client properties file (as the global option).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@pass_globals
+def reset(g: Globals, app_id, input_topics, intermediate_topics, internal_topics, to_earliest, to_latest,
+          to_offset, to_datetime, by_duration, shift_by, from_file, dry_run, force, state_dir,
+          keep_local_state, export, bootstrap_server, reset_command_config, yes, output):
+    """Reset an application so it reprocesses its input: plan, then commit the new offsets,
+    delete its internal topics and its local state (what Kafka's tool leaves to you)."""
+    validate_name(app_id)
+    if bootstrap_server:
+        g.bootstrap = bootstrap_server
+    if reset_command_config:
+        g.command_config = reset_command_config
+    spec = build_spec(to_earliest, to_latest, to_offset, to_datetime, by_duration, shift_by, from_file)
+    root = Path(state_dir).expanduser() if state_dir else default_state_dir()
+    options = ResetOptions(
+        app_id=app_id, spec=spec, state_dir=root,
+        input_topics=_topic_list(input_topics) if input_topics else None,
+        intermediate_topics=_topic_list(intermediate_topics),
+        internal_topics=_topic_list(internal_topics) if internal_topics else None,
+        state_dir_given=state_dir is not None, keep_local_state=keep_local_state, force=force)
+    clients = g.clients()
+    plan = build_plan(clients, options)
+    for message in plan.warnings:
+        warn(message)
+    if export:
+        Path(export).write_text(format_offsets_csv(plan.new_offsets()), encoding="utf-8")
+        info(f"planned offsets written to {export}")
+    _show(plan, output, dry_run)
+    if dry_run:
+        info("dry run: nothing was changed")
+        return
+    if stdout_is_tty() and sys.stdin.isatty() and not yes:
+        click.confirm(f"Apply this reset to {app_id}?", abort=True, err=True)
+    for step in apply_plan(clients, plan, root):
+        info(f"{step.step}: {step.status}")
+
+
+def _show(plan, output: str, dry_run: bool) -> None:
+    rows = [c.__dict__ for c in plan.offsets]
+    extra = []
+    if output == "table":
+        deletes = [{"what": "topic", "name": t} for t in plan.topics_to_delete]
+        if plan.local_state:
+            deletes.append({"what": f"local state ({plan.local_state.kind})", "name": plan.local_state.path})
+        deletes += [{"what": "member", "name": f"{m['client_id']}@{m['host']} {m['member_id']}"}
+                    for m in plan.members]
+        if deletes:
+            extra.append(Listing(deletes, [Column("what", "TO DELETE"), Column("name")]))
+    document = {**plan.to_dict(), "dry_run": dry_run}
+    emit(Listing(rows, [Column("topic"), Column("partition", justify="right"), Column("kind"),
+                        Column("current", justify="right"), Column("target", "NEW", justify="right"),
+                        Column("delta", justify="right"), Column("note")],
+                 document=document, title=f"reset plan for {plan.app_id} ({plan.app_kind} app, {plan.spec})",
+                 extra_tables=extra), output)

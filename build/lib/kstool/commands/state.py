@@ -1,0 +1,166 @@
+"""kstool state stores|get|range|all|count|fetch|changes: query an app's state stores."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import click
+
+from kstool.engine.app import default_state_dir
+from kstool.engine.session import SparkOptions
+from kstool.errors import NotFoundError
+from kstool.output import Column, Listing, emit
+from kstool.serdes import FORMATS
+from kstool.state import query as ops
+from kstool.timeutil import parse_time
+
+from kstool.commands.completion import complete_apps
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import output_option
+
+ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column("window_end"),
+                 Column("partition", justify="right")]
+
+
+def source_options(with_batch: bool = True):
+    def decorate(func):
+        options = [
+            click.option("--app-id", help="The kstool app whose store to read.", shell_complete=complete_apps),
+            click.option("--store", help="Store name [default: the app's first store]."),
+            click.option("--state-dir", type=click.Path(file_okay=False), help="[default: $KSTOOL_HOME/apps]"),
+            click.option("--from-changelog", is_flag=True,
+                         help="Rebuild the store from its changelog topic (no Spark; fast)."),
+            click.option("--changelog-topic", metavar="TOPIC",
+                         help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
+            click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
+            click.option("--value-format", type=click.Choice(FORMATS), help="With --changelog-topic."),
+        ]
+        if with_batch:
+            options.append(click.option("--batch-id", type=click.IntRange(min=0),
+                                        help="The store as of this committed batch (checkpoint only)."))
+        return functools.reduce(lambda f, d: d(f), reversed(options), func)
+    return decorate
+
+
+def _open(g: Globals, kw: dict):
+    state_dir = kw.pop("state_dir")
+    source = ops.StateSource(
+        app_id=kw.pop("app_id"), state_dir=Path(state_dir).expanduser() if state_dir else default_state_dir(),
+        store=kw.pop("store"), from_changelog=kw.pop("from_changelog"),
+        changelog_topic=kw.pop("changelog_topic"), key_format=kw.pop("key_format"),
+        value_format=kw.pop("value_format"), batch_id=kw.pop("batch_id", None),
+        spark=SparkOptions(master="local[1]", debug=g.debug))
+    needs_kafka = source.from_changelog or source.changelog_topic
+    return ops.open_backend(g.clients() if needs_kafka else None, source)
+
+
+def _key(text: str, store):
+    """A key typed on the command line, as the store holds it (text without a manifest)."""
+    return ops.coerce_key(text, store.key_format if store else None)
+
+
+def _emit(entries, output):
+    emit(Listing([e.to_dict() for e in entries], ENTRY_COLUMNS), output)
+
+
+@click.group()
+def state():
+    """Query state stores from outside the app (read-only; safe while it runs)."""
+
+
+@state.command()
+@click.option("--app-id", required=True, shell_complete=complete_apps)
+@click.option("--state-dir", type=click.Path(file_okay=False))
+@output_option()
+def stores(app_id, state_dir, output):
+    """The app's stores: kind, Spark operator and store, partitions, formats, batches, changelog."""
+    rows = ops.list_stores(Path(state_dir).expanduser() if state_dir else default_state_dir(), app_id)
+    emit(Listing(rows, [Column("store"), Column("kind"), Column("spark_operator", "OPERATOR"),
+                        Column("partitions", justify="right"), Column("key_format"), Column("value_format"),
+                        Column("first_batch", justify="right"), Column("last_batch", justify="right"),
+                        Column("changelog_topic")]), output)
+
+
+@state.command()
+@click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+@source_options()
+@output_option()
+@pass_globals
+def get(g: Globals, keys, output, **kw):
+    """Values of KEY...; a missing key prints "not found" and exits 1."""
+    backend, store = _open(g, kw)
+    wanted = [_key(k, store) for k in keys]
+    found = backend.lookup(wanted)
+    _emit(found, output)
+    missing = [str(k) for k in wanted if k not in {e.key for e in found}]
+    if missing:
+        raise NotFoundError(f"not found: {', '.join(missing)}")
+
+
+@state.command("range")
+@click.option("--from", "low", metavar="KEY", help="First key (inclusive).")
+@click.option("--to", "high", metavar="KEY", help="Last key (inclusive).")
+@source_options()
+@output_option()
+@pass_globals
+def range_(g: Globals, low, high, output, **kw):
+    """Entries with keys from --from to --to (inclusive), in key order."""
+    backend, store = _open(g, kw)
+    entries = ops.key_range(backend.entries(), None if low is None else _key(low, store),
+                            None if high is None else _key(high, store))
+    _emit(entries, output)
+
+
+@state.command("all")
+@click.option("--limit", type=click.IntRange(min=1), help="At most N entries.")
+@source_options()
+@output_option()
+@pass_globals
+def all_(g: Globals, limit, output, **kw):
+    """Every entry, in key order."""
+    backend, _ = _open(g, kw)
+    entries = backend.entries()
+    _emit(entries[:limit] if limit else entries, output)
+
+
+@state.command()
+@source_options()
+@output_option(formats=("table", "json"))
+@pass_globals
+def count(g: Globals, output, **kw):
+    """The number of entries."""
+    backend, _ = _open(g, kw)
+    n = len(backend.entries())
+    emit(Listing([{"count": n}], [Column("count")], document={"count": n}), output)
+
+
+@state.command()
+@click.argument("key")
+@click.option("--from", "time_from", metavar="TIME", help="Window start (window stores) / session end (session) from.")
+@click.option("--to", "time_to", metavar="TIME", help="... to.")
+@source_options()
+@output_option()
+@pass_globals
+def fetch(g: Globals, key, time_from, time_to, output, **kw):
+    """Window and session stores: KEY's windows or sessions in a time range."""
+    backend, store = _open(g, kw)
+    kind = store.kind if store else backend.formats.key.layout
+    entries = ops.fetch(backend.entries(), _key(key, store),
+                        parse_time(time_from) if time_from else None,
+                        parse_time(time_to) if time_to else None, kind)
+    _emit(entries, output)
+
+
+@state.command()
+@click.option("--from-batch", type=click.IntRange(min=0), required=True)
+@click.option("--to-batch", type=click.IntRange(min=0))
+@source_options(with_batch=False)
+@output_option()
+@pass_globals
+def changes(g: Globals, from_batch, to_batch, output, **kw):
+    """The change feed: per committed batch, the keys that changed and their new values."""
+    backend, _ = _open(g, kw)
+    rows = [c.to_dict() for c in backend.changes(from_batch, to_batch)]
+    emit(Listing(rows, [Column("batch_id", "BATCH", justify="right"), Column("change_type", "CHANGE"),
+                        Column("key"), Column("value"), Column("partition", justify="right")]), output)

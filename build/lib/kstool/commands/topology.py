@@ -1,0 +1,43 @@
+"""kstool topology describe: a topology as Kafka Streams' Topology#describe() prints it."""
+
+from __future__ import annotations
+
+import click
+
+from kstool import apps as ops
+from kstool.engine.app import AppPaths, default_state_dir, load_manifest
+from kstool.output import dumps, render_topology
+from kstool.topologies import NAMES, from_manifest
+
+from kstool.commands.context import Globals, pass_globals
+
+
+@click.group()
+def topology():
+    """Describe topologies (sub-topologies, nodes, stores, Spark plan)."""
+
+
+@topology.command()
+@click.argument("name", type=click.Choice(NAMES))
+@click.option("--app-id", help="Describe this app's topology (topics and settings from its manifest).")
+@click.option("--input", "input_topic", default="<input>", show_default=True, metavar="TOPIC")
+@click.option("--output", "output_topic", default="<output>", show_default=True, metavar="TOPIC")
+@click.option("--spark-plan", is_flag=True, help="Add Spark's physical plan (starts Spark).")
+@click.option("-o", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@pass_globals
+def describe(g: Globals, name, app_id, input_topic, output_topic, spark_plan, fmt):
+    """Print NAME's topology: sub-topologies with source, processor and sink nodes, and stores."""
+    manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
+    if manifest is not None:
+        topo = from_manifest(manifest)
+    elif name == "aggregate":
+        from kstool.topologies.aggregate import Aggregate
+
+        topo = Aggregate(input_topic, output_topic)
+    else:
+        from kstool.topologies.wordcount import WordCount
+
+        topo = WordCount(input_topic, output_topic)
+    doc = ops.describe_topology(topo, app_id or name, spark_plan, g.debug)
+    click.echo(dumps(doc) if fmt == "json" else render_topology(doc))

@@ -1,0 +1,151 @@
+"""Effective Kafka client configuration: bootstrap, connection profile, --command-config, -X.
+
+Precedence for the bootstrap address: -b, $KSTOOL_BOOTSTRAP_SERVERS, bootstrap.servers in
+--command-config, the running embedded broker, localhost:9092. Client properties: the
+embedded broker's profile (only when talking to that broker), then --command-config, then -X.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kstool.broker.profile import load_running_profile
+from kstool.errors import UsageError
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+MASK = "********"
+_SECRET_KEY = re.compile(r"password|secret|ssl\.key\.pem|sasl\.jaas\.config|private", re.I)
+_JAAS_CREDENTIAL = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key))
+
+
+def mask_config(conf: dict[str, str]) -> dict[str, str]:
+    return {k: (MASK if is_secret_key(k) else v) for k, v in conf.items()}
+
+
+def parse_properties(text: str, origin: str) -> dict[str, str]:
+    """Parse a Java-style .properties file (the format Kafka's tools take)."""
+    props: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
+        if not match:
+            raise UsageError(f"{origin}:{lineno}: expected key=value")
+        props[match.group(1)] = match.group(2).strip()
+    return _translate_java_client_properties(props)
+
+
+def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
+    """Map the Java client's SASL JAAS line onto librdkafka's username/password settings,
+    so one client.properties serves Kafka's tools and kstool alike."""
+    jaas = props.pop("sasl.jaas.config", None)
+    if jaas:
+        creds = dict(_JAAS_CREDENTIAL.findall(jaas))
+        if "username" in creds:
+            props.setdefault("sasl.username", creds["username"])
+        if "password" in creds:
+            props.setdefault("sasl.password", creds["password"])
+    return props
+
+
+def parse_key_values(pairs: tuple[str, ...] | list[str], flag: str = "-X") -> dict[str, str]:
+    props: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{flag} expects key=value, got {pair!r}")
+        props[key.strip()] = value
+    return props
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything needed to build any Kafka client; plain data, so it pickles to Spark executors."""
+
+    bootstrap_servers: str
+    bootstrap_source: str
+    common: dict[str, str] = field(default_factory=dict)
+    producer: dict[str, str] = field(default_factory=dict)
+    consumer: dict[str, str] = field(default_factory=dict)
+    profile_name: str | None = None
+    single_record_tail: bool = False
+    timeout_s: float = 10.0
+    debug: bool = False
+
+    def base(self) -> dict[str, str]:
+        return {**self.common, "bootstrap.servers": self.bootstrap_servers}
+
+    def producer_conf(self, **extra: str) -> dict[str, str]:
+        return {**self.base(), **self.producer, **extra}
+
+    def consumer_conf(self, **extra: str) -> dict[str, str]:
+        return {**self.base(), **self.consumer, **extra}
+
+    def describe(self) -> dict:
+        """The effective configuration for display, secrets masked."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "bootstrap_source": self.bootstrap_source,
+            "profile": self.profile_name,
+            "single_record_tail": self.single_record_tail,
+            "timeout_s": self.timeout_s,
+            "common": mask_config(self.common),
+            "producer": mask_config(self.producer),
+            "consumer": mask_config(self.consumer),
+        }
+
+
+def build_client_config(
+    bootstrap: str | None = None,
+    command_config: str | None = None,
+    overrides: tuple[str, ...] | list[str] = (),
+    timeout_s: float = 10.0,
+    debug: bool = False,
+) -> ClientConfig:
+    file_props: dict[str, str] = {}
+    if command_config:
+        path = Path(command_config).expanduser()
+        try:
+            file_props = parse_properties(path.read_text(encoding="utf-8"), str(path))
+        except OSError as exc:
+            raise UsageError(f"cannot read --command-config {path}: {exc.strerror}") from None
+    x_props = parse_key_values(overrides)
+    user_props = {**file_props, **x_props}
+    profile = load_running_profile()
+
+    if bootstrap:
+        servers, source = bootstrap, "--bootstrap-servers"
+    elif os.environ.get("KSTOOL_BOOTSTRAP_SERVERS"):
+        servers, source = os.environ["KSTOOL_BOOTSTRAP_SERVERS"], "KSTOOL_BOOTSTRAP_SERVERS"
+    elif "bootstrap.servers" in user_props:
+        servers, source = user_props["bootstrap.servers"], "client properties"
+    elif profile is not None:
+        servers, source = profile.bootstrap_servers, "embedded broker"
+    else:
+        servers, source = DEFAULT_BOOTSTRAP, "default"
+    user_props.pop("bootstrap.servers", None)
+
+    common, producer, consumer, profile_name, tail = {}, {}, {}, None, False
+    if profile is not None and profile.bootstrap_servers == servers:
+        common, producer, consumer = dict(profile.common), dict(profile.producer), dict(profile.consumer)
+        profile_name, tail = profile.name, profile.single_record_tail
+    common.update(user_props)
+    return ClientConfig(
+        bootstrap_servers=servers,
+        bootstrap_source=source,
+        common=common,
+        producer=producer,
+        consumer=consumer,
+        profile_name=profile_name,
+        single_record_tail=tail,
+        timeout_s=timeout_s,
+        debug=debug,
+    )

@@ -1,0 +1,170 @@
+"""An application's home on disk: its Spark checkpoint, its manifest (app.json) and its run
+lock. Layout: <state-dir>/<app-id>/{app.json, checkpoint/, run.lock, spark.log}."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from kstool import __version__
+from kstool.engine.exceptions import AppBusyError, IncompatibleRunError
+from kstool.home import kstool_home, private_dir, read_json, write_private_json
+from kstool.names import validate_name
+
+MANIFEST = "app.json"
+
+
+def default_state_dir() -> Path:
+    return kstool_home() / "apps"
+
+
+@dataclass(frozen=True)
+class AppPaths:
+    state_dir: Path
+    app_id: str
+
+    @property
+    def root(self) -> Path:
+        return self.state_dir / validate_name(self.app_id)
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / MANIFEST
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "run.lock"
+
+    @property
+    def spark_log(self) -> Path:
+        return self.root / "spark.log"
+
+    @property
+    def client_config(self) -> Path:
+        """The client settings for this run's executors (may hold secrets; 0600, run only)."""
+        return self.root / "client.json"
+
+
+@dataclass
+class StoreSpec:
+    name: str
+    kind: str  # key-value | window | session
+    changelog_topic: str
+    key_format: str
+    value_format: str
+    operator_id: int = 0
+    spark_store: str = "default"
+    # where the store's key and value sit in Spark's state rows (key.<field>, value.<field>);
+    # empty: the key struct's only field and the value struct's first field
+    spark_key_field: str = ""
+    spark_value_field: str = ""
+
+
+@dataclass
+class Manifest:
+    app_id: str
+    topology: str
+    parameters: dict[str, Any]
+    input_topics: list[str]
+    output_topics: list[str]
+    stores: list[StoreSpec] = field(default_factory=list)
+    kstool_version: str = __version__
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Manifest":
+        stores = [StoreSpec(**s) for s in data.get("stores", [])]
+        return cls(**{**data, "stores": stores})
+
+
+def load_manifest(paths: AppPaths) -> Manifest | None:
+    data = read_json(paths.manifest)
+    return Manifest.from_dict(data) if isinstance(data, dict) else None
+
+
+def iter_apps(state_dir: Path) -> Iterator[tuple[AppPaths, Manifest]]:
+    """Every kstool app in a state dir (folders holding a manifest), by name."""
+    if not state_dir.is_dir():
+        return
+    for folder in sorted(state_dir.iterdir()):
+        if (folder / MANIFEST).is_file():
+            paths = AppPaths(state_dir, folder.name)
+            manifest = load_manifest(paths)
+            if manifest is not None:
+                yield paths, manifest
+
+
+def check_compatible(existing: Manifest, wanted: Manifest) -> None:
+    """Refuse a run that would reuse state built from other inputs or another topology."""
+    problems = []
+    if existing.topology != wanted.topology:
+        problems.append(f"topology {existing.topology} -> {wanted.topology}")
+    if sorted(existing.input_topics) != sorted(wanted.input_topics):
+        problems.append(f"input topics {existing.input_topics} -> {wanted.input_topics}")
+    if sorted(existing.output_topics) != sorted(wanted.output_topics):
+        problems.append(f"output topics {existing.output_topics} -> {wanted.output_topics}")
+    for key in sorted(set(existing.parameters) | set(wanted.parameters)):
+        if existing.parameters.get(key) != wanted.parameters.get(key):
+            problems.append(f"{key} {existing.parameters.get(key)!r} -> {wanted.parameters.get(key)!r}")
+    if problems:
+        raise IncompatibleRunError(
+            f"app {existing.app_id!r} was created with other settings ({'; '.join(problems)}); "
+            f"use another --app-id, or `kstool reset --app-id {existing.app_id}` to start over")
+
+
+def save_manifest(paths: AppPaths, manifest: Manifest) -> None:
+    write_private_json(paths.manifest, manifest.to_dict())
+
+
+class AppLock:
+    """One run per app at a time: a second run fails at once (cron must not pile up)."""
+
+    def __init__(self, paths: AppPaths):
+        self.paths = paths
+        self._fd: int | None = None
+
+    def __enter__(self) -> "AppLock":
+        private_dir(self.paths.root)
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise AppBusyError(f"app {self.paths.app_id!r} is already running (pid {holder})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def running_pid(paths: AppPaths) -> int | None:
+    """The pid holding the app's run lock, or None when the app is not running."""
+    if not paths.lock.exists():
+        return None
+    fd = os.open(paths.lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except BlockingIOError:
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)

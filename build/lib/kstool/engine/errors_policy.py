@@ -1,0 +1,86 @@
+"""--on-error for input records a topology cannot process: fail | skip | dlq:TOPIC.
+
+fail raises inside the Spark task (nothing of the batch is written or committed) and names
+the record; skip drops it; dlq writes the original record, with provenance headers, to a
+dead-letter topic and drops it. Bad records are counted in the progress output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from kstool.config import ClientConfig
+from kstool.errors import UsageError
+from kstool.kafka.client import KafkaClients
+
+BAD_RECORD_MARKER = "kstool-bad-record:"
+METRICS_NAME = "kstool_errors"
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    kind: str  # fail | skip | dlq
+    dlq_topic: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "ErrorPolicy":
+        if text in ("fail", "skip"):
+            return cls(text)
+        if text.startswith("dlq:") and len(text) > 4:
+            return cls("dlq", text[4:])
+        raise UsageError(f"invalid --on-error {text!r}: use fail, skip or dlq:TOPIC")
+
+
+VALID = "_kstool_valid"
+
+
+def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str, reason: str):
+    """Mark each record valid or not (a Spark column), then fail, skip or dead-letter the bad."""
+    from pyspark.sql import functions as F
+
+    marked = source.withColumn(VALID, valid)
+    if policy.kind == "fail":
+        message = F.concat(F.lit(f"{BAD_RECORD_MARKER} {reason} at "), F.col("topic"), F.lit(":"),
+                           F.col("partition").cast("string"), F.lit(" offset "),
+                           F.col("offset").cast("string"),
+                           F.lit("; use --on-error skip or dlq:TOPIC to go past it"))
+        checked = marked.withColumn("value", F.when(F.col(VALID), F.col("value")).otherwise(F.raise_error(message)))
+        return checked.drop(VALID)
+    counted = marked.observe(METRICS_NAME, F.sum(F.when(F.col(VALID), 0).otherwise(1)).alias("bad_records"))
+    if policy.kind == "dlq":
+        counted = counted.mapInArrow(dlq_tap(config, policy.dlq_topic, app_id, reason), counted.schema)
+    return counted.filter(F.col(VALID)).drop(VALID)
+
+
+def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
+    """Runs on executors: dead-letters the rows marked invalid and passes the batch on."""
+    def tap(batches):
+        producer = None
+        failures: list[str] = []
+        for batch in batches:
+            valid = batch.column(VALID)
+            if pc.all(valid).as_py() is not False:
+                yield batch
+                continue
+            producer = producer or KafkaClients(config).producer(**{"enable.idempotence": True})
+            for ok, row in zip(valid.to_pylist(), batch.to_pylist()):
+                if not ok:
+                    _send_dead_letter(producer, topic, row, app_id, reason, failures)
+            yield batch
+        if producer is not None and (producer.flush(max(config.timeout_s, 60)) or failures):
+            raise RuntimeError(f"kstool-sink: dead-letter records to {topic} not delivered")
+    return tap
+
+
+def _send_dead_letter(producer, topic, row, app_id, reason, failures) -> None:
+    headers = [(h["key"], h["value"]) for h in row["headers"] or []]
+    headers += [("kstool.dlq.app", app_id.encode()), ("kstool.dlq.topic", row["topic"].encode()),
+                ("kstool.dlq.partition", str(row["partition"]).encode()),
+                ("kstool.dlq.offset", str(row["offset"]).encode()),
+                ("kstool.dlq.error", reason.encode())]
+    ts = row["timestamp"]
+    producer.produce(topic, key=row["key"], value=row["value"], headers=headers,
+                     timestamp=int(ts.timestamp() * 1000) if ts else 0,
+                     on_delivery=lambda err, _m: failures.append(err.str()) if err else None)
+    producer.poll(0)

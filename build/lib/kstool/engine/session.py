@@ -1,0 +1,110 @@
+"""The Spark session factory. The only module that starts Spark; pyspark is imported here,
+never at the import time of modules the Kafka-only commands load."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kstool.engine.java import require_java
+from kstool.engine.jvmcache import JvmCache
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+@dataclass
+class SparkOptions:
+    master: str = "local[*]"
+    conf: dict[str, str] = field(default_factory=dict)
+    shuffle_partitions: int | None = None
+    ui: bool = False
+    debug: bool = False
+
+
+def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str, str]:
+    log_opt = "" if options.debug else f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    conf = {
+        "spark.ui.enabled": str(options.ui).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # the change feed and snapshot reads of `kstool state` need changelog checkpointing
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        # Hadoop applies its own umask (022) to the checkpoint files it writes
+        "spark.hadoop.fs.permissions.umask-mode": "077",
+        "spark.driver.extraJavaOptions": f"{log_opt} {driver_java_options}".strip(),
+        "spark.executor.extraJavaOptions": log_opt,
+    }
+    if options.shuffle_partitions:
+        conf["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
+    conf.update(options.conf)
+    return conf
+
+
+def _quiet_pyspark_loggers() -> None:
+    """PySpark logs every failed DataFrame call as a JSON stack trace on stderr; kstool reports
+    errors itself, in one line."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None):
+    """Return (spark, owned). Starts Spark unless a SparkContext is already active in this
+    process (tests share one), in which case a new session on it gets this run's SQL settings
+    and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
+    (or is dropped): operators read kstool's lines; --debug shows everything."""
+    java_major = require_java()
+    # Python workers must run this interpreter, or they will not find confluent-kafka
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    # Spark writes checkpoints and logs under kstool's home: private to the user, like the rest
+    os.umask(0o077)
+    if not options.debug:
+        _quiet_pyspark_loggers()
+    owned = SparkContext._active_spark_context is None
+    jvm_cache = JvmCache(java_major) if owned else None
+    settings = spark_conf(options, jvm_cache.java_option() if jvm_cache else "")
+    if owned:
+        conf = SparkConf().setMaster(options.master).setAppName(app_name)
+        for key, value in settings.items():
+            conf.set(key, value)
+        if options.debug:
+            context = SparkContext(conf=conf)
+        else:
+            # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
+            # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
+            # when kstool does: it watches its stdin pipe.
+            with open(log_file or os.devnull, "ab") as sink:
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink,
+                                                             "start_new_session": True})
+            jvm_cache.started(getattr(gateway, "proc", None) and gateway.proc.pid)
+            context = SparkContext(conf=conf, gateway=gateway)
+        context.setLogLevel("DEBUG" if options.debug else "ERROR")
+        spark = SparkSession(context)
+    else:
+        spark = SparkSession(SparkContext._active_spark_context)
+        for key, value in settings.items():
+            if key.startswith("spark.sql."):
+                spark.conf.set(key, value)
+    from pyspark.errors import AnalysisException
+
+    from kstool.engine.source import KafkaDataSource
+
+    try:
+        spark.dataSource.register(KafkaDataSource)
+    except AnalysisException as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):  # a shared session has it already
+            raise
+    return spark, owned

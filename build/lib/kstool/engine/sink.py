@@ -1,0 +1,127 @@
+"""The Kafka sink: a foreachBatch writer. Each batch's encoded rows come to the driver as
+Arrow (toArrow, no Python worker start-up) and are produced by one long-lived idempotent
+bulk writer. At-least-once: Spark commits a batch only after every row was acknowledged, and
+a batch re-run after a crash writes its rows again."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+from confluent_kafka import KafkaException, TopicPartition
+
+from kstool.engine.checkpoint import batch_end_offsets
+from kstool.engine.exceptions import QueryFailedError
+from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.client import KafkaClients, produce
+from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.groups import committed_offsets
+
+
+@dataclass(frozen=True)
+class SinkTarget:
+    """Write column `value_column` (binary) with the row's `key` and `timestamp` to `topic`."""
+
+    topic: str
+    value_column: str
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    written: dict[str, int]
+    seconds: float  # producing and flushing only
+
+
+def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
+    """(topic, key, value, timestamp ms) for every target and row, and the count per topic."""
+    keys = table.column("key").to_pylist()
+    stamps = [ts // 1000 if ts else 0  # us -> ms; 0 = now
+              for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
+    records = ((target.topic, key, value, ts) for target in targets
+               for key, value, ts in zip(keys, table.column(target.value_column).to_pylist(), stamps))
+    return records, {target.topic: len(keys) for target in targets}
+
+
+class KafkaSink:
+    def __init__(self, clients: KafkaClients, targets: list[SinkTarget]):
+        self.clients = clients
+        self.targets = targets
+        self._writer: BulkWriter | None = None
+
+    def writer(self) -> BulkWriter:
+        if self._writer is None:
+            counts = {t: len(p) for t, p in self.clients.require_topics([t.topic for t in self.targets]).items()}
+            self._writer = BulkWriter(self.clients, counts, **{"enable.idempotence": True})
+        return self._writer
+
+    def write(self, table: pa.Table) -> dict[str, int]:
+        writer = self.writer()
+        records, written = _records(table, self.targets)
+        for topic, key, value, ts in records:
+            writer.send(topic, key, value, ts)
+        try:
+            writer.flush()
+        except KafkaOperationError as exc:
+            raise QueryFailedError(f"output not written: {exc}") from None
+        return written
+
+    def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
+        return self.write(table)
+
+    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+        """The foreachBatch function (runs in the driver for each micro-batch). `encode` turns
+        the batch's updates into key, timestamp and value columns: a DataFrame (collected as
+        Arrow here, which runs the batch's Spark job) or an Arrow table."""
+
+        def write(batch_df, batch_id: int) -> None:
+            encoded = encode(batch_df)
+            table = encoded.toArrow() if hasattr(encoded, "toArrow") else encoded
+            started = time.monotonic()
+            written = self.write_batch(table, batch_id)
+            on_batch(BatchReport(batch_id, written, time.monotonic() - started))
+        return write
+
+
+class TransactionalSink(KafkaSink):
+    """exactly_once_v2, Kafka Streams' way: each batch's output and changelog records and the
+    batch's end input offsets (committed to the app's group with sendOffsetsToTransaction)
+    commit in one Kafka transaction. The transactional id is stable per app, so a restarted run
+    fences a zombie. A batch that Spark runs again after a crash is skipped when the group
+    already holds its end offsets: its transaction committed before the crash."""
+
+    def __init__(self, clients: KafkaClients, targets: list[SinkTarget], app_id: str, checkpoint: Path):
+        super().__init__(clients, targets)
+        self.app_id, self.checkpoint = app_id, checkpoint
+        self.timeout = max(clients.timeout, 30)
+        self.producer = clients.producer(**{"transactional.id": f"kstool-{app_id}"})
+        self.producer.init_transactions(self.timeout)
+        self.group_member = clients.consumer(group_id=app_id)  # for its group metadata only
+
+    def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
+        end = batch_end_offsets(self.checkpoint, batch_id)
+        committed = committed_offsets(self.clients, self.app_id)
+        if end and all(committed.get(tp) == offset for tp, offset in end.items()):
+            return {}  # this batch's transaction committed before a crash
+        self.producer.begin_transaction()
+        try:
+            records, written = _records(table, self.targets)
+            for topic, key, value, ts in records:
+                produce(self.producer, topic, key=key, value=value, timestamp=ts)
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in sorted(end.items())],
+                self.group_member.consumer_group_metadata(), self.timeout)
+            self.producer.commit_transaction(self.timeout)
+        except KafkaException as exc:
+            self._abort()
+            raise QueryFailedError(f"batch {batch_id} not written (transaction aborted): {exc}") from None
+        return written
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(self.timeout)
+        except KafkaException:
+            pass  # fenced or broker gone: the next run's init_transactions aborts it

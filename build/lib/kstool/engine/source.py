@@ -1,0 +1,308 @@
+"""The Kafka streaming source: a PySpark Python data source built on confluent-kafka.
+
+Offsets are {topic: {partition: next offset}} (string keys: Spark stores them as JSON).
+The initial offsets are the committed offsets of the application's consumer group, so a reset
+of the group is what a fresh checkpoint starts from; after each batch the processed offsets are
+committed to that group, so `kstool groups describe <app-id>` and every lag tool see progress.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
+
+from kstool.config import ClientConfig
+from kstool.home import write_private_text
+from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
+
+SOURCE_NAME = "kstool_kafka"
+# The client configuration may hold secrets (SASL passwords): it travels to the executors as
+# the path of a private file, never as an option value that plans and debug logs would show.
+CLIENT_CONFIG_FILE_OPTION = "client_config_file"
+ARROW_BATCH_ROWS = 65_536
+DATA_LOSS_MARKER = "kstool-data-loss:"
+
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("offset", LongType(), False),
+    StructField("timestamp", TimestampType()),
+    StructField("timestamp_type", IntegerType(), False),
+    StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                 StructField("value", BinaryType())]))),
+])
+# read() must return exactly the Arrow form Spark derives from SCHEMA
+HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
+ARROW_SCHEMA = pa.schema([
+    pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+    pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False), pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestamp_type", pa.int32(), nullable=False), pa.field("headers", HEADERS_TYPE),
+])
+
+Offsets = dict[str, dict[str, int]]
+
+
+def write_client_config(config: ClientConfig, path: Path) -> Path:
+    """Write the config for this run's executors (mode 0600; the caller deletes it)."""
+    write_private_text(path, json.dumps(asdict(config)))
+    return path
+
+
+def read_client_config(path: str) -> ClientConfig:
+    with open(path, encoding="utf-8") as f:
+        return ClientConfig(**json.load(f))
+
+
+@dataclass
+class OffsetRange(InputPartition):
+    topic: str
+    partition: int
+    start: int
+    end: int  # exclusive
+
+
+class KafkaDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self):
+        return SCHEMA
+
+    def streamReader(self, schema):
+        return KafkaStreamReader(self.options)
+
+
+def _flatten(offsets: Offsets) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
+
+
+def _nest(flat: dict[tuple[str, int], int]) -> Offsets:
+    out: Offsets = {}
+    for (t, p), o in sorted(flat.items()):
+        out.setdefault(t, {})[str(p)] = o
+    return out
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side: plans offset ranges. read() runs on executors from a pickled copy."""
+
+    def __init__(self, options):
+        self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
+        self.topics = [t for t in options["topics"].split(",") if t]
+        self.group = options["group"]
+        self.starting = options.get("starting", "earliest")
+        self.on_data_loss = options.get("on_data_loss", "fail")
+        max_batch = int(options.get("max_records_per_batch", "0"))
+        self.max_records_per_batch = max_batch or None
+        self.max_records_per_task = int(options.get("max_records_per_task", "500000"))
+        self._stop = _flatten(json.loads(options.get("stop_offsets", "{}")))  # reprocess --to-time
+        self.commit_offsets = options.get("commit_offsets", "true") == "true"
+        self._target: dict[tuple[str, int], int] | None = None
+        self._latest: dict[tuple[str, int], int] | None = None
+
+    # -- driver ----------------------------------------------------------------------------
+    def _clients(self) -> KafkaClients:
+        return KafkaClients(self.config)
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        clients = self._clients()
+        found = clients.require_topics(self.topics)
+        return [(t, p) for t in self.topics for p in found[t]]
+
+    def initialOffset(self) -> Offsets:
+        from kstool.kafka.groups import committed_offsets
+
+        clients = self._clients()
+        tps = self._partitions()
+        marks = clients.watermarks(tps)
+        committed = committed_offsets(clients, self.group)
+        start = {}
+        for tp in tps:
+            low, high = marks[tp]
+            start[tp] = committed.get(tp, low if self.starting == "earliest" else high)
+        return _nest(start)
+
+    def getDefaultReadLimit(self):
+        if self.max_records_per_batch:
+            return ReadMaxRows(self.max_records_per_batch)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._partitions()
+        self._target = {tp: high for tp, (_, high) in self._clients().watermarks(tps).items()}
+
+    def latestOffset(self, start: Offsets, limit) -> Offsets:
+        current = _flatten(start)
+        marks = self._clients().watermarks(self._partitions())
+        latest = dict(self._target) if self._target is not None else {tp: h for tp, (_, h) in marks.items()}
+        latest = {tp: min(o, self._stop.get(tp, o)) for tp, o in latest.items()}
+        self._latest = latest
+        behind = {tp: (current[tp], high) for tp, (_, high) in marks.items()
+                  if tp in current and current[tp] > high}
+        if behind and self.on_data_loss == "fail":
+            detail = ", ".join(f"{t}:{p} is at offset {o} but the log ends at {h}"
+                               for (t, p), (o, h) in sorted(behind.items()))
+            raise RuntimeError(f"{DATA_LOSS_MARKER} input offsets are past the end of the log "
+                               f"({detail}): was the topic deleted and recreated? Rerun with "
+                               "--on-data-loss earliest to start over from the log start")
+        for tp in latest:
+            current.setdefault(tp, 0)  # a partition added since the last batch starts at 0
+        end = {tp: latest.get(tp, o) if tp in behind else max(latest.get(tp, o), o)
+               for tp, o in current.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = _cap(current, end, limit.max_rows)
+        return _nest(end)
+
+    def reportLatestOffset(self):
+        return _nest(self._latest) if self._latest else None
+
+    def partitions(self, start: Offsets, end: Offsets):
+        begin, finish = _flatten(start), _flatten(end)
+        firsts = self._first_offsets(begin, finish)
+        ranges = []
+        for tp, stop in sorted(finish.items()):
+            for chunk_start in range(firsts.get(tp, stop), stop, self.max_records_per_task):
+                ranges.append(OffsetRange(tp[0], tp[1], chunk_start,
+                                          min(chunk_start + self.max_records_per_task, stop)))
+        return ranges
+
+    def _first_offsets(self, begin, finish) -> dict[tuple[str, int], int]:
+        """Where each range starts: the batch start, or the log start when records before it
+        are gone (retention) or the log was recreated (only with --on-data-loss earliest)."""
+        todo = [tp for tp, stop in finish.items() if stop != begin.get(tp, 0)]
+        if not todo:
+            return {}
+        marks = self._clients().watermarks(todo)
+        firsts, lost = {}, {}
+        for tp in todo:
+            first, low = begin.get(tp, 0), marks[tp][0]
+            if first > finish[tp]:  # recreated: latestOffset let this through on purpose
+                first = low
+            elif first < low:
+                lost[tp] = (first, low)
+                first = low
+            firsts[tp] = first
+        if lost and self.on_data_loss == "fail":
+            detail = ", ".join(f"{t}:{p} offsets {a}..{b - 1} ({b - a} records)"
+                               for (t, p), (a, b) in sorted(lost.items()))
+            raise RuntimeError(f"{DATA_LOSS_MARKER} records were deleted (retention) before they "
+                               f"were processed: {detail}; rerun with --on-data-loss earliest to "
+                               "continue from the log start")
+        return firsts
+
+    def commit(self, end: Offsets) -> None:
+        from kstool.kafka.groups import commit_offsets
+
+        if self.commit_offsets:
+            commit_offsets(self._clients(), self.group, _flatten(end))
+
+    # -- executors -------------------------------------------------------------------------
+    def read(self, partition: OffsetRange):
+        yield from read_range(self.config, partition)
+
+
+def _cap(start: dict, end: dict, budget: int) -> dict:
+    """Split a record budget across partitions in proportion to what each has available."""
+    available = {tp: end[tp] - start.get(tp, 0) for tp in end}
+    total = sum(available.values())
+    if total <= budget:
+        return end
+    capped = {}
+    for tp, n in available.items():
+        share = max(1, budget * n // total) if n else 0
+        capped[tp] = start.get(tp, 0) + min(n, share)
+    return capped
+
+
+class _Columns:
+    """The Arrow columns of one record batch of a partition range, filled record by record."""
+
+    def __init__(self, rng: OffsetRange):
+        self.rng = rng
+        self.keys, self.values, self.offsets, self.stamps, self.types, self.headers = [], [], [], [], [], []
+
+    def add(self, msg) -> None:
+        ts_type, ts = msg.timestamp()
+        headers = msg.headers()
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.offsets.append(msg.offset())
+        self.stamps.append(ts * 1000 if ts_type else None)  # ms -> us
+        self.types.append(ts_type)
+        self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def batch(self) -> pa.RecordBatch:
+        n = len(self.keys)
+        arrays = [
+            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+            pa.array([self.rng.topic] * n, pa.string()), pa.array([self.rng.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()), pa.array(self.stamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()), pa.array(self.headers, HEADERS_TYPE),
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def read_range(config: ClientConfig, rng: OffsetRange):
+    """Yield Arrow record batches of the records in [start, end) of one partition."""
+    if rng.start >= rng.end:
+        return
+    consumer = KafkaClients(config).consumer(**BULK_READ_SETTINGS)
+    consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+    columns = _Columns(rng)
+    position = rng.start
+    stall_limit = max(60.0, 3 * config.timeout_s)
+    last_progress = time.monotonic()
+    try:
+        while position < rng.end:
+            # never ask for more than the range holds: consume() waits for the full count
+            batch = consumer.consume(num_messages=min(10_000, rng.end - position), timeout=1.0)
+            if not batch:
+                moved = _position(consumer, rng)
+                if moved > position:
+                    position, last_progress = moved, time.monotonic()
+                elif time.monotonic() - last_progress > stall_limit:
+                    raise RuntimeError(  # a lost broker must fail the batch, not hang it
+                        f"no records from {rng.topic}:{rng.partition} at offset {position} "
+                        f"for {stall_limit:.0f}s (expected up to {rng.end - 1})")
+                continue
+            last_progress = time.monotonic()
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF or err.retriable():
+                        continue
+                    raise RuntimeError(f"reading {rng.topic}:{rng.partition}: {err.str()}")
+                if msg.offset() >= rng.end:
+                    position = rng.end
+                    break
+                columns.add(msg)
+                position = msg.offset() + 1
+            if len(columns) >= ARROW_BATCH_ROWS:
+                yield columns.batch()
+                columns = _Columns(rng)
+        if len(columns):
+            yield columns.batch()
+    finally:
+        consumer.close()
+
+
+def _position(consumer, rng: OffsetRange) -> int:
+    """Where the consumer stands, to get past offsets with no record (transaction markers)."""
+    pos = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
+    return pos if pos >= 0 else rng.start

@@ -1,0 +1,1 @@
+"""Kafka client layer: clients, topics, groups, produce, consume, time-to-offset resolution."""

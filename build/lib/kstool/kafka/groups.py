@@ -1,0 +1,96 @@
+"""Consumer groups: list, describe with per-partition lag, commit offsets, remove members."""
+
+from __future__ import annotations
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
+
+_NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
+
+
+def list_groups(clients: KafkaClients) -> list[dict]:
+    try:
+        result = clients.admin().list_consumer_groups(request_timeout=clients.timeout).result()
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    rows = [{"group": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
+            for g in result.valid]
+    return sorted(rows, key=lambda r: r["group"])
+
+
+def _state(state) -> str:
+    return state.name if state is not None else "UNKNOWN"
+
+
+def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[dict]]:
+    """(state, members) of a group; members carry id, client id, host and assignment."""
+    try:
+        desc = clients.admin().describe_consumer_groups(
+            [group], request_timeout=clients.timeout)[group].result()
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    members = [{
+        "member_id": m.member_id,
+        "client_id": m.client_id,
+        "host": m.host,
+        "group_instance_id": m.group_instance_id,
+        "assignment": [f"{tp.topic}:{tp.partition}" for tp in (m.assignment.topic_partitions
+                                                                if m.assignment else [])],
+    } for m in desc.members]
+    return _state(desc.state), members
+
+
+def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int], int]:
+    """Committed offset per (topic, partition); partitions with nothing committed are left out."""
+    request = [ConsumerGroupTopicPartitions(group)]
+    try:
+        result = clients.admin().list_consumer_group_offsets(
+            request, request_timeout=clients.timeout)[group].result()
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+            if tp.offset != _NO_OFFSET and tp.offset >= 0}
+
+
+def describe_group(clients: KafkaClients, group: str) -> dict:
+    state, members = describe_members(clients, group)
+    committed = committed_offsets(clients, group)
+    if state in ("DEAD", "UNKNOWN") and not committed and not members:
+        raise GroupNotFoundError(group)
+    marks = clients.watermarks(sorted(committed))
+    owners = {tp: m["member_id"] for m in members for tp in m["assignment"]}
+    partitions = []
+    for (topic, partition), offset in sorted(committed.items()):
+        end = marks[(topic, partition)][1]
+        partitions.append({"topic": topic, "partition": partition, "committed": offset,
+                           "end_offset": end, "lag": max(end - offset, 0),
+                           "member_id": owners.get(f"{topic}:{partition}")})
+    return {
+        "group": group,
+        "state": state,
+        "members": members,
+        "partitions": partitions,
+        "total_lag": sum(p["lag"] for p in partitions),
+    }
+
+
+def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit offsets for a group that has no active members (as Kafka's tools require)."""
+    request = [ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])]
+    try:
+        result = clients.admin().alter_consumer_group_offsets(
+            request, request_timeout=clients.timeout)[group].result()
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions if tp.error]
+    if failed:
+        raise KafkaOperationError(f"offset commit for group {group!r} failed: {', '.join(failed)}")
+
+
+def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> None:
+    from kstool.kafka.protocol import leave_group
+
+    leave_group(clients.config, group, member_ids)

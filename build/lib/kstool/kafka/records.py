@@ -1,0 +1,92 @@
+"""Records as kstool moves them, and the jsonl envelope `consume -o jsonl` writes and
+`produce --format jsonl` / `replay --from-file` read back:
+
+    {"topic", "partition", "offset", "timestamp" (epoch ms), "timestamp_type",
+     "key", "value", "headers": [[name, value], ...]}
+
+Keys, values and header values are decoded with the chosen serde; bytes it cannot represent
+are {"base64": "..."}; null stays null.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
+
+from kstool.serdes import EncodeError, decoder, encoder
+
+TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
+
+
+@dataclass
+class Record:
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    timestamp: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp_type: str = "CreateTime"
+
+    @classmethod
+    def from_message(cls, msg: Message) -> "Record":
+        ts_type, ts = msg.timestamp()
+        return cls(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None,
+                   msg.key(), msg.value(), list(msg.headers() or []),
+                   TIMESTAMP_TYPES.get(ts_type, "NoTimestampType"))
+
+
+class EnvelopeError(ValueError):
+    pass
+
+
+def to_envelope(record: Record, decode_key: Callable, decode_value: Callable) -> dict[str, Any]:
+    decode_header = decoder("string")
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestamp_type": record.timestamp_type,
+        "key": decode_key(record.key),
+        "value": decode_value(record.value),
+        "headers": [[name, decode_header(value)] for name, value in record.headers],
+    }
+
+
+def from_envelope(line: str, key_format: str = "string", value_format: str = "string") -> Record:
+    """Parse one jsonl line back into a record; topic and offset are informational only."""
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise EnvelopeError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise EnvelopeError("expected a JSON object")
+    try:
+        key = encoder(key_format)(obj.get("key"))
+        value = encoder(value_format)(obj.get("value"))
+        headers = [_header(h) for h in obj.get("headers") or []]
+    except EncodeError as exc:
+        raise EnvelopeError(str(exc)) from None
+    partition = _optional_int(obj, "partition")
+    timestamp = _optional_int(obj, "timestamp")
+    return Record(obj.get("topic"), partition, None, timestamp, key, value, headers)
+
+
+def _header(item: Any) -> tuple[str, bytes | None]:
+    if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+        raise EncodeError("headers must be [[name, value], ...]")
+    return item[0], encoder("string")(item[1])
+
+
+def _optional_int(obj: dict, name: str) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EnvelopeError(f'"{name}" must be a non-negative integer, got {value!r}')
+    return value

@@ -1,0 +1,200 @@
+"""All rendering lives here: operations return data, commands hand it to `emit`.
+
+Formats: `table` (rich on a TTY, plain tabulate when piped), `json` (one stable document),
+`jsonl` (one object per row), `csv` (header + rows). JSON keys are snake_case and stable.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMATS = ("table", "json", "jsonl", "csv")
+
+
+@dataclass
+class Column:
+    key: str
+    header: str | None = None
+    justify: str = "left"
+
+    @property
+    def title(self) -> str:
+        return self.header or self.key.upper().replace("_", " ")
+
+
+@dataclass
+class Listing:
+    """Rows for table/jsonl/csv, and the JSON document (defaults to the rows)."""
+
+    rows: list[dict[str, Any]]
+    columns: list[Column]
+    document: Any = None
+    title: str | None = None
+    footer: list[str] = field(default_factory=list)
+    extra_tables: list["Listing"] = field(default_factory=list)
+
+    def json_document(self) -> Any:
+        return self.rows if self.document is None else self.document
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def stderr_is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (dict, list)):
+        return dumps(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def emit(listing: Listing, fmt: str = "table", out=None) -> None:
+    out = out or sys.stdout
+    if fmt == "json":
+        out.write(json.dumps(listing.json_document(), indent=2, ensure_ascii=False) + "\n")
+    elif fmt == "jsonl":
+        for row in listing.rows:
+            out.write(dumps(row) + "\n")
+    elif fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow([c.key for c in listing.columns])
+        for row in listing.rows:
+            writer.writerow(["" if row.get(c.key) is None else _csv_cell(row.get(c.key))
+                             for c in listing.columns])
+    else:
+        _emit_table(listing, out)
+        for extra in listing.extra_tables:
+            out.write("\n")
+            _emit_table(extra, out)
+        for line in listing.footer:
+            out.write(line + "\n")
+
+
+def _csv_cell(value: Any) -> str:
+    return dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _emit_table(listing: Listing, out) -> None:
+    if out is sys.stdout and stdout_is_tty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=listing.title, title_justify="left", box=None, header_style="bold")
+        for col in listing.columns:
+            table.add_column(col.title, justify=col.justify)
+        for row in listing.rows:
+            table.add_row(*(_cell(row.get(c.key)) for c in listing.columns))
+        Console().print(table)
+        return
+    from tabulate import tabulate
+
+    if listing.title:
+        out.write(listing.title + "\n")
+    rows = [[_cell(row.get(c.key)) for c in listing.columns] for row in listing.rows]
+    out.write(tabulate(rows, headers=[c.title for c in listing.columns], tablefmt="plain",
+                       disable_numparse=True) + "\n")
+
+
+def format_counts(counts: dict[str, int]) -> str:
+    """Records per topic for progress lines: "out: 3, changelog: 3", or "nothing"."""
+    return ", ".join(f"{topic}: {n}" for topic, n in counts.items()) or "nothing"
+
+
+def info(message: str) -> None:
+    """A human note on stderr (never mixed into data on stdout)."""
+    sys.stderr.write(message + "\n")
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"kstool: warning: {message}\n")
+
+
+_FORMAT_TOKEN = re.compile(r"%[kstpoThKS%]|\\[nt\\]")
+
+
+def compile_record_format(fmt: str):
+    """kcat-style record format: %k key, %s value, %t topic, %p partition, %o offset,
+    %T timestamp (ms), %h headers (k=v,...), %K / %S key / value length, %% a percent sign,
+    and the escapes \\n \\t \\\\. Returns a function (envelope) -> str."""
+    parts: list = []
+    pos = 0
+    for match in _FORMAT_TOKEN.finditer(fmt):
+        parts.append(fmt[pos:match.start()])
+        parts.append(_TOKENS[match.group(0)])
+        pos = match.end()
+    parts.append(fmt[pos:])
+
+    def render(env: dict) -> str:
+        return "".join(p if isinstance(p, str) else p(env) for p in parts)
+    return render
+
+
+def as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return dumps(value)
+
+
+_TOKENS = {
+    "%k": lambda e: as_text(e["key"]),
+    "%s": lambda e: as_text(e["value"]),
+    "%t": lambda e: str(e["topic"]),
+    "%p": lambda e: str(e["partition"]),
+    "%o": lambda e: str(e["offset"]),
+    "%T": lambda e: "" if e["timestamp"] is None else str(e["timestamp"]),
+    "%h": lambda e: ",".join(f"{k}={as_text(v)}" for k, v in e["headers"]),
+    "%K": lambda e: str(len(as_text(e["key"]))) if e["key"] is not None else "-1",
+    "%S": lambda e: str(len(as_text(e["value"]))) if e["value"] is not None else "-1",
+    "%%": lambda e: "%",
+    "\\n": lambda e: "\n",
+    "\\t": lambda e: "\t",
+    "\\\\": lambda e: "\\",
+}
+
+
+def render_topology(doc: dict) -> str:
+    """Text in the shape of Kafka Streams' Topology#describe()."""
+    lines = ["Topologies:"]
+    for sub in doc["sub_topologies"]:
+        lines.append(f"   Sub-topology: {sub['id']}")
+        predecessors: dict[str, list[str]] = {}
+        for node in sub["nodes"]:
+            for succ in node.get("successors", []):
+                predecessors.setdefault(succ, []).append(node["name"])
+        for node in sub["nodes"]:
+            kind = node["type"]
+            if kind == "source":
+                lines.append(f"    Source: {node['name']} (topics: [{', '.join(node['topics'])}])")
+            elif kind == "sink":
+                lines.append(f"    Sink: {node['name']} (topic: {node['topic']})")
+            else:
+                lines.append(f"    Processor: {node['name']} (stores: [{', '.join(node['stores'])}])")
+            if node.get("successors"):
+                lines.append(f"      --> {', '.join(node['successors'])}")
+            if predecessors.get(node["name"]):
+                lines.append(f"      <-- {', '.join(predecessors[node['name']])}")
+        lines.append("")
+    for store in doc.get("stores", []):
+        lines.append(f"Store: {store['name']} ({store['kind']}, key {store['key_format']}, "
+                     f"value {store['value_format']}) changelog: {store['changelog_topic']}")
+    if doc.get("spark_plan"):
+        lines += ["", "Spark plan:", doc["spark_plan"]]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""`kstool replay`: copy a slice of a topic (or a jsonl dump) into a topic for reprocessing."""

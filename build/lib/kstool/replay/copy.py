@@ -1,0 +1,264 @@
+"""Replay: plan the source slice, then copy it record by record, keeping keys, values, headers
+and timestamps (unless --now), adding provenance headers, optionally rate-limited, optionally
+in Kafka transactions that a rerun resumes from."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from kstool.errors import UsageError
+from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.client import KafkaClients, produce
+from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
+from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.groups import committed_offsets
+from kstool.kafka.records import EnvelopeError, Record, from_envelope
+from kstool.timeutil import format_time
+
+PROVENANCE = ("kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset")
+TRANSACTION_CHUNK = 1000
+
+
+@dataclass
+class ReplayOptions:
+    to_topic: str
+    from_topic: str | None = None
+    from_file: Path | None = None
+    from_time: int | None = None
+    to_time: int | None = None
+    from_offsets: dict[int, int] = field(default_factory=dict)
+    to_offsets: dict[int, int] = field(default_factory=dict)  # inclusive
+    partitions: list[int] | None = None
+    filter_key: str | None = None
+    rate: float | None = None  # records per second
+    by_key: bool | None = None  # None: keep partitions when the counts match
+    now: bool = False
+    provenance: bool = True
+    transactional: bool = False
+    dry_run: bool = False
+    allow_same_topic: bool = False
+
+
+@dataclass
+class PartitionSummary:
+    partition: int
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    first_timestamp: int | None = None
+    last_timestamp: int | None = None
+
+    def add(self, record: Record) -> None:
+        self.records += 1
+        if self.first_offset is None:
+            self.first_offset, self.first_timestamp = record.offset, record.timestamp
+        self.last_offset, self.last_timestamp = record.offset, record.timestamp
+
+
+@dataclass
+class ReplaySummary:
+    source: str
+    target: str
+    dry_run: bool
+    partitioning: str
+    partitions: dict[int, PartitionSummary] = field(default_factory=dict)
+    skipped_by_filter: int = 0
+    resumed_from: dict[int, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions.values())
+
+    def to_dict(self) -> dict:
+        rows = []
+        for p in sorted(self.partitions.values(), key=lambda s: s.partition):
+            rows.append({**p.__dict__, "first_time": format_time(p.first_timestamp),
+                         "last_time": format_time(p.last_timestamp)})
+        return {"source": self.source, "target": self.target, "dry_run": self.dry_run,
+                "partitioning": self.partitioning, "records": self.records,
+                "skipped_by_filter": self.skipped_by_filter,
+                "resumed_from": {str(p): o for p, o in sorted(self.resumed_from.items())},
+                "seconds": round(self.seconds, 3), "partitions": rows}
+
+
+def transactional_id(options: ReplayOptions) -> str:
+    """Stable per replay (same arguments, same id): a rerun fences the old run and resumes."""
+    key = repr((options.from_topic, options.to_topic, options.from_time, options.to_time,
+                sorted(options.from_offsets.items()), sorted(options.to_offsets.items()),
+                options.partitions, options.filter_key, options.by_key, options.now))
+    return "kstool-replay-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def replay(clients: KafkaClients, options: ReplayOptions,
+           progress: Callable[[int], None] | None = None) -> ReplaySummary:
+    if (options.from_topic is None) == (options.from_file is None):
+        raise UsageError("give exactly one of --from-topic and --from-file")
+    if options.from_topic == options.to_topic and not options.allow_same_topic:
+        raise UsageError(f"replaying {options.to_topic!r} into itself duplicates its records; "
+                         "add --yes if that is what you want")
+    if options.transactional and options.from_topic is None:
+        raise UsageError("--transactional resumes from the source topic's offsets: use it with --from-topic")
+    try:
+        key_filter = re.compile(options.filter_key) if options.filter_key else None
+    except re.error as exc:
+        raise UsageError(f"invalid --filter-key regex: {exc}") from None
+    target_partitions = len(clients.topic_partitions(options.to_topic))
+    if options.from_topic is not None:
+        source_partitions = len(clients.topic_partitions(options.from_topic))
+        by_key = options.by_key if options.by_key is not None else source_partitions != target_partitions
+        if not by_key and source_partitions > target_partitions:
+            raise UsageError(f"{options.from_topic!r} has {source_partitions} partitions, "
+                             f"{options.to_topic!r} only {target_partitions}: use --by-key")
+        records, resumed = _from_topic(clients, options)
+    else:
+        resumed = {}
+        by_key = bool(options.by_key)
+        records = _from_file(options.from_file)
+    summary = ReplaySummary(options.from_topic or str(options.from_file), options.to_topic,
+                            options.dry_run, "by-key" if by_key else "keep-partitions",
+                            resumed_from=resumed)
+    started = time.monotonic()
+    writer = _Writer(clients, options, target_partitions) if not options.dry_run else None
+    limiter = _RateLimiter(options.rate)
+    try:
+        for record in records:
+            if key_filter is not None and not key_filter.search(
+                    (record.key or b"").decode("utf-8", "replace")):
+                summary.skipped_by_filter += 1
+                continue
+            if writer is not None:
+                limiter.wait()
+                writer.send(record, None if by_key else record.partition)
+            part = record.partition if record.partition is not None else -1
+            summary.partitions.setdefault(part, PartitionSummary(part)).add(record)
+            if progress:
+                progress(1)
+        if writer is not None:
+            writer.close()
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def planned_count(clients: KafkaClients, options: ReplayOptions) -> int | None:
+    """How many source records the slice holds (for a progress bar); None for files."""
+    if options.from_topic is None:
+        return None
+    plan = plan_positions(clients, _consume_options(options))
+    return sum(max(plan.stop[tp] - start, 0) for tp, start in plan.start.items())
+
+
+def _consume_options(options: ReplayOptions, resume: dict[int, int] | None = None) -> ConsumeOptions:
+    starts = {**options.from_offsets, **(resume or {})}
+    return ConsumeOptions(
+        options.from_topic, from_time=options.from_time, to_time=options.to_time,
+        partitions=options.partitions, exit_at_end=True,
+        start_offsets=starts or None,
+        stop_offsets={p: o + 1 for p, o in options.to_offsets.items()} or None)
+
+
+def _from_topic(clients: KafkaClients, options: ReplayOptions) -> tuple[Iterator[Record], dict[int, int]]:
+    """The source records, and where a transactional rerun resumes (its committed offsets)."""
+    resume: dict[int, int] = {}
+    if options.transactional and not options.dry_run:
+        resume = {p: o for (t, p), o in committed_offsets(clients, transactional_id(options)).items()
+                  if t == options.from_topic}
+    return consume(clients, _consume_options(options, resume)), resume
+
+
+def _from_file(path: Path) -> Iterator[Record]:
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = from_envelope(line)
+            except EnvelopeError as exc:
+                raise UsageError(f"{path}:{lineno}: {exc}") from None
+            record.offset = lineno  # provenance of a dump record: its line
+            yield record
+
+
+class _RateLimiter:
+    def __init__(self, rate: float | None):
+        self.interval = 1.0 / rate if rate else 0.0
+        self.next_at = time.monotonic()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        now = time.monotonic()
+        if now < self.next_at:
+            time.sleep(self.next_at - now)
+        self.next_at = max(self.next_at, now) + self.interval
+
+
+class _Writer:
+    def __init__(self, clients: KafkaClients, options: ReplayOptions, partitions: int):
+        self.options, self.clients = options, clients
+        self.pending = 0
+        self.offsets: dict[int, int] = {}
+        if options.transactional:
+            self.group = transactional_id(options)
+            self.producer = clients.producer(**{"transactional.id": self.group})
+            self.producer.init_transactions(max(clients.timeout, 30))  # fences an older run
+            self.producer.begin_transaction()
+            self.consumer = clients.consumer(group_id=self.group)  # only for its group metadata
+            self.bulk = None
+        else:
+            self.bulk = BulkWriter(clients, {options.to_topic: partitions})
+
+    def send(self, record: Record, partition: int | None) -> None:
+        headers = list(record.headers)
+        if self.options.provenance and self.options.from_topic:
+            headers += [(PROVENANCE[0], self.options.from_topic.encode()),
+                        (PROVENANCE[1], str(record.partition).encode()),
+                        (PROVENANCE[2], str(record.offset).encode())]
+        # 0 lets the producer stamp the record as it is sent
+        timestamp = 0 if self.options.now or record.timestamp is None else record.timestamp
+        if self.bulk is not None:
+            self.bulk.send(self.options.to_topic, record.key, record.value, timestamp, headers, partition)
+            return
+        kwargs = {"key": record.key, "value": record.value, "timestamp": timestamp, "headers": headers or None}
+        if partition is not None:
+            kwargs["partition"] = partition
+        try:
+            produce(self.producer, self.options.to_topic, **kwargs)
+        except KafkaException as exc:
+            raise KafkaOperationError(f"writing to {self.options.to_topic!r} failed: {exc}") from None
+        self.offsets[record.partition] = record.offset + 1
+        self.pending += 1
+        if self.pending >= TRANSACTION_CHUNK:
+            self._commit_chunk(begin_next=True)
+
+    def _commit_chunk(self, begin_next: bool) -> None:
+        """Records and the source position commit together: a crash leaves no partial chunk
+        visible to read_committed consumers, and a rerun resumes after the last chunk."""
+        offsets = [TopicPartition(self.options.from_topic, p, o) for p, o in sorted(self.offsets.items())]
+        if offsets:
+            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
+                                                      max(self.clients.timeout, 30))
+        self.producer.commit_transaction(max(self.clients.timeout, 30))
+        self.pending = 0
+        if begin_next:
+            self.producer.begin_transaction()
+
+    def close(self) -> None:
+        if self.bulk is not None:
+            self.bulk.flush()
+            return
+        self._commit_chunk(begin_next=False)
+        self.consumer.close()

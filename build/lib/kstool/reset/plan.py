@@ -1,0 +1,209 @@
+"""Plan a reset: resolve every target offset, check every topic, find internal topics and
+local state. Nothing is changed here; `apply` carries a plan out."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kstool.engine.app import AppPaths, load_manifest, running_pid
+from kstool.engine.exceptions import AppBusyError
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.exceptions import TopicNotFoundError
+from kstool.kafka.groups import committed_offsets, describe_members
+from kstool.kafka.offsets import offsets_for_time
+from kstool.reset.exceptions import ResetPlanError, ResetRefusedError
+from kstool.reset.spec import ResetSpec
+
+INTERNAL_SUFFIXES = ("-changelog", "-repartition", "-subscription-registration-topic",
+                     "-subscription-response-topic")
+FK_JOIN_TOPIC = re.compile(r".+-KTABLE-FK-JOIN-SUBSCRIPTION-(REGISTRATION|RESPONSE)-\d+-topic")
+KAFKA_STREAMS_TASK_DIR = re.compile(r"\d+_\d+")
+# Kafka resets only groups that are EMPTY or DEAD
+ACTIVE_GROUP_STATES = ("STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE")
+
+
+@dataclass
+class ResetOptions:
+    app_id: str
+    spec: ResetSpec
+    state_dir: Path
+    input_topics: list[str] | None = None  # None: from the kstool manifest
+    intermediate_topics: list[str] = field(default_factory=list)
+    internal_topics: list[str] | None = None  # None: every detected internal topic
+    state_dir_given: bool = False
+    keep_local_state: bool = False
+    force: bool = False
+
+
+@dataclass
+class OffsetChange:
+    topic: str
+    partition: int
+    kind: str  # input | intermediate
+    current: int | None
+    target: int
+    delta: int | None
+    note: str | None = None
+
+
+@dataclass
+class LocalState:
+    path: str
+    kind: str  # kstool | kafka-streams
+    entries: list[str]
+
+
+@dataclass
+class ResetPlan:
+    app_id: str
+    app_kind: str  # kstool | kafka-streams
+    spec: str
+    offsets: list[OffsetChange]
+    topics_to_delete: list[str]
+    local_state: LocalState | None
+    members: list[dict]
+    warnings: list[str] = field(default_factory=list)
+
+    def new_offsets(self) -> dict[tuple[str, int], int]:
+        return {(c.topic, c.partition): c.target for c in self.offsets}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def detect_internal_topics(app_id: str, topics: list[str], excluded: set[str]) -> list[str]:
+    """Kafka Streams' rule: `<app-id>-` prefix, an internal suffix, not an input/intermediate."""
+    prefix = f"{app_id}-"
+    return sorted(t for t in topics if t.startswith(prefix) and t not in excluded
+                  and (t.endswith(INTERNAL_SUFFIXES) or FK_JOIN_TOPIC.fullmatch(t)))
+
+
+def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
+    paths = AppPaths(options.state_dir, options.app_id)
+    manifest = load_manifest(paths)
+    pid = running_pid(paths) if manifest is not None else None
+    if pid is not None:
+        raise AppBusyError(f"app {options.app_id!r} is running (pid {pid}); stop it before a reset")
+    warnings: list[str] = []
+    inputs = options.input_topics if options.input_topics is not None else (
+        manifest.input_topics if manifest is not None else [])
+    if not inputs:
+        warnings.append("no input topics given: input offsets stay as they are")
+
+    state, members = describe_members(clients, options.app_id)
+    active = bool(members) or state in ACTIVE_GROUP_STATES
+    if active and not options.force:
+        names = (", ".join(f"{m['client_id']}@{m['host']} ({m['member_id']})" for m in members)
+                 or "the broker does not name them")
+        raise ResetRefusedError(
+            f"group {options.app_id!r} is {state} with active member(s): {names}. Make sure to "
+            "stop all running application instances, or use --force to remove them")
+    if active and not members:
+        raise ResetRefusedError(
+            f"group {options.app_id!r} is {state} but the broker does not name its members, so "
+            "--force cannot remove them; stop the instances or wait for their session timeout")
+
+    existing = clients.metadata().topics
+    for topic in [*inputs, *options.intermediate_topics]:
+        if topic not in existing:
+            raise TopicNotFoundError(topic)
+    detected = detect_internal_topics(options.app_id, sorted(existing),
+                                      set(inputs) | set(options.intermediate_topics))
+    if options.internal_topics is not None:
+        unknown = sorted(set(options.internal_topics) - set(detected))
+        if unknown:
+            raise ResetPlanError(f"--internal-topics must be internal topics of {options.app_id!r} "
+                                 f"(detected: {', '.join(detected) or 'none'}); not: {', '.join(unknown)}")
+        to_delete = sorted(options.internal_topics)
+    else:
+        to_delete = detected
+
+    committed = committed_offsets(clients, options.app_id)
+    changes = _input_changes(clients, options.spec, inputs, existing, committed, warnings)
+    for topic in options.intermediate_topics:
+        tps = [(topic, p) for p in sorted(existing[topic].partitions)]
+        for tp, (_, high) in sorted(clients.watermarks(tps).items()):
+            current = committed.get(tp)
+            changes.append(OffsetChange(tp[0], tp[1], "intermediate", current, high,
+                                        None if current is None else high - current))
+    local = None if options.keep_local_state else _local_state(paths, manifest, options)
+    if local is None and not options.keep_local_state:
+        if options.state_dir_given:  # told where the state is, and it is not there: a typo?
+            raise ResetRefusedError(
+                f"no state of app {options.app_id!r} in {options.state_dir} (neither a kstool app "
+                "folder with its manifest nor a Kafka Streams state folder named after it); "
+                "nothing was changed. Check --state-dir, or use --keep-local-state")
+        warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
+    return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
+                     options.spec.describe(), changes, to_delete, local, members, warnings)
+
+
+def _input_changes(clients, spec: ResetSpec, inputs, existing, committed, warnings) -> list[OffsetChange]:
+    tps = [(t, p) for t in inputs for p in sorted(existing[t].partitions)]
+    if spec.kind == "from-file":
+        stray = sorted({t for t, _ in spec.file_offsets} - set(inputs))
+        if stray:
+            raise ResetPlanError(f"--from-file names topics that are not input topics: {', '.join(stray)}")
+        unknown = sorted(tp for tp in spec.file_offsets if tp not in set(tps))
+        if unknown:
+            raise ResetPlanError(f"--from-file names partitions that do not exist: "
+                                 f"{', '.join(f'{t}:{p}' for t, p in unknown)}")
+        tps = sorted(spec.file_offsets)
+    if spec.kind == "shift-by":
+        missing = [f"{t}:{p}" for t, p in tps if (t, p) not in committed]
+        if missing:
+            raise ResetPlanError(f"--shift-by needs committed offsets; none for {', '.join(missing)}")
+    marks = clients.watermarks(tps)
+    by_time = offsets_for_time(clients, tps, spec.timestamp) if spec.timestamp is not None else {}
+    changes = []
+    for tp in tps:
+        low, high = marks[tp]
+        current = committed.get(tp)
+        wanted = {
+            "to-earliest": low, "to-latest": high,
+            "to-offset": spec.offset,
+            "to-datetime": by_time.get(tp), "by-duration": by_time.get(tp),
+            "shift-by": (current or 0) + (spec.offset or 0),
+            "from-file": (spec.file_offsets or {}).get(tp),
+        }[spec.kind]
+        target, note = _clamp(wanted, low, high)
+        if note:
+            warnings.append(f"{tp[0]}:{tp[1]}: {note}")
+        changes.append(OffsetChange(tp[0], tp[1], "input", current, target,
+                                    None if current is None else target - current, note))
+    return changes
+
+
+def _clamp(offset: int, low: int, high: int) -> tuple[int, str | None]:
+    if offset > high:
+        return high, f"offset {offset} is past the log end; reset to the end offset {high}"
+    if offset < low:
+        return low, f"offset {offset} is before the log start; reset to the start offset {low}"
+    return offset, None
+
+
+def _local_state(paths: AppPaths, manifest, options: ResetOptions) -> LocalState | None:
+    root = paths.root
+    if root.is_symlink():
+        return None
+    if manifest is not None and manifest.app_id == options.app_id:
+        entries = [e for e in ("checkpoint", "app.json", "spark.log") if (root / e).exists()]
+        return LocalState(str(root), "kstool", entries)
+    if options.state_dir_given and looks_like_kafka_streams_state(root):
+        return LocalState(str(root), "kafka-streams", sorted(p.name for p in root.iterdir()))
+    return None
+
+
+def looks_like_kafka_streams_state(path: Path) -> bool:
+    """A Kafka Streams state dir of one app holds only task folders (0_1, ...), `global`, its
+    `.lock` and `kafka-streams-process-metadata`; anything else means it is not one, and it
+    will not be deleted."""
+    if not path.is_dir() or path.is_symlink():
+        return False
+    entries = list(path.iterdir())
+    tasks = [e for e in entries if e.is_dir() and KAFKA_STREAMS_TASK_DIR.fullmatch(e.name)]
+    known = {".lock", "kafka-streams-process-metadata", "global"}
+    return bool(tasks or any(e.name == "kafka-streams-process-metadata" for e in entries)) and all(
+        e in tasks or e.name in known for e in entries)

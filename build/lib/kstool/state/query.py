@@ -1,0 +1,118 @@
+"""State queries: which stores an app has, and get / range / all / count / fetch / changes
+against either backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kstool.changelog.inspect import Formats, store_formats
+from kstool.changelog.layouts import KeySpec
+from kstool.engine.app import AppPaths, StoreSpec, load_manifest
+from kstool.engine.checkpoint import committed_batches
+from kstool.engine.session import SparkOptions
+from kstool.errors import UsageError
+from kstool.kafka.client import KafkaClients
+from kstool.names import validate_name
+from kstool.state.backend import Entry, StateBackend
+from kstool.state.checkpoint import CheckpointBackend
+from kstool.state.changelog import ChangelogBackend
+from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
+
+
+@dataclass
+class StateSource:
+    app_id: str | None
+    state_dir: Path
+    store: str | None = None
+    from_changelog: bool = False
+    changelog_topic: str | None = None  # Kafka Streams apps: no manifest
+    key_format: str | None = None
+    value_format: str | None = None
+    batch_id: int | None = None
+    spark: SparkOptions | None = None
+
+
+def list_stores(state_dir: Path, app_id: str) -> list[dict]:
+    paths = AppPaths(state_dir, validate_name(app_id))
+    manifest = load_manifest(paths)
+    if manifest is None:
+        raise StoreNotFoundError(f"no kstool app {app_id!r} in {state_dir}")
+    batches = committed_batches(paths.checkpoint)
+    return [{"store": s.name, "kind": s.kind, "spark_operator": s.operator_id, "spark_store": s.spark_store,
+             "partitions": _state_partitions(paths), "key_format": s.key_format,
+             "value_format": s.value_format, "first_batch": batches[0] if batches else None,
+             "last_batch": batches[-1] if batches else None, "changelog_topic": s.changelog_topic}
+            for s in manifest.stores]
+
+
+def _state_partitions(paths: AppPaths) -> int | None:
+    state = paths.checkpoint / "state" / "0"
+    return len([p for p in state.iterdir() if p.name.isdigit()]) if state.is_dir() else None
+
+
+def _store(state_dir: Path, app_id: str, name: str | None) -> StoreSpec:
+    manifest = load_manifest(AppPaths(state_dir, validate_name(app_id)))
+    if manifest is None:
+        raise StoreNotFoundError(f"no kstool app {app_id!r} in {state_dir}; for a Kafka Streams "
+                                 "app give --changelog-topic with --key-format/--value-format")
+    for store in manifest.stores:
+        if name is None or store.name == name:
+            return store
+    raise StoreNotFoundError(f"app {app_id!r} has no store {name!r} "
+                             f"(stores: {', '.join(s.name for s in manifest.stores)})")
+
+
+def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[StateBackend, StoreSpec | None]:
+    if source.changelog_topic:
+        spec = KeySpec.parse(source.key_format or "string")
+        formats = Formats(spec, source.value_format or "string", "flags")
+        return ChangelogBackend(clients, source.changelog_topic, formats), None
+    if not source.app_id:
+        raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
+    store = _store(source.state_dir, source.app_id, source.store)
+    if source.from_changelog:
+        if source.batch_id is not None:
+            raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
+        return ChangelogBackend(clients, store.changelog_topic, store_formats(store)), store
+    backend = CheckpointBackend(AppPaths(source.state_dir, source.app_id), store,
+                                source.spark or SparkOptions(master="local[1]"), source.batch_id)
+    return backend, store
+
+
+def coerce_key(text: str, key_format: str | None) -> Any:
+    """A key typed on the command line, as the store holds it."""
+    if key_format in ("long", "int"):
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"the store's keys are {key_format}s; {text!r} is not one") from None
+    if key_format == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise UsageError(f"the store's keys are doubles; {text!r} is not one") from None
+    return text
+
+
+def key_range(entries: list[Entry], low: Any, high: Any) -> list[Entry]:
+    return [e for e in entries if (low is None or e.key >= low) and (high is None or e.key <= high)]
+
+
+def fetch(entries: list[Entry], key: Any, time_from: int | None, time_to: int | None, kind: str) -> list[Entry]:
+    """Window stores: windows of KEY starting within [from, to]; session stores: sessions of
+    KEY that end at or after `from` and start at or before `to` (findSessions)."""
+    if kind == "key-value":
+        raise UnsupportedQueryError("fetch is for window and session stores; use get")
+    out = []
+    for e in entries:
+        if e.key != key:
+            continue
+        if kind == "window" and (time_from is None or e.window_start >= time_from) and (
+                time_to is None or e.window_start <= time_to):
+            out.append(e)
+        if kind == "session" and (time_from is None or e.window_end >= time_from) and (
+                time_to is None or e.window_start <= time_to):
+            out.append(e)
+    return out

@@ -1,0 +1,36 @@
+"""What the engine needs from a topology."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kstool.engine.app import StoreSpec
+from kstool.engine.sink import SinkTarget
+
+
+class Topology(Protocol):
+    name: str
+    invalid_reason: str  # what --on-error says about a record valid_record() rejects
+
+    def input_topics(self) -> list[str]: ...
+
+    def output_topics(self) -> list[str]: ...
+
+    def parameters(self) -> dict[str, Any]:
+        """Settings that shape state; a later run with other values is refused."""
+
+    def stores(self, app_id: str) -> list[StoreSpec]: ...
+
+    def valid_record(self):
+        """A Column: True where the input record can be processed (else --on-error applies)."""
+
+    def build(self, source):
+        """The updates DataFrame (streaming) from the source DataFrame."""
+
+    def encode(self, updates):
+        """Batch DataFrame of updates -> key, timestamp and one binary column per sink target."""
+
+    def sink_targets(self, app_id: str) -> list[SinkTarget]: ...
+
+    def describe(self, app_id: str) -> dict:
+        """Topology#describe()-style description: sub-topologies, nodes, stores."""

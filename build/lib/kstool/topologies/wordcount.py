@@ -1,0 +1,96 @@
+"""wordcount: lower-cased words of UTF-8 lines, counted per word, emitted as KTable updates.
+
+Words are runs of letters, digits (Unicode categories L and N) and underscores, which is
+Python's `\\w` (so `re.findall(r"\\w+", line.lower())` is the reference). The count store is
+a key-value store `counts` (changelog `<app-id>-counts-changelog`: key = word as UTF-8,
+value = 8-byte big-endian long, as Kafka Streams' count() writes it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kstool.engine.app import StoreSpec
+from kstool.engine.sink import SinkTarget
+from kstool.names import changelog_topic
+
+STORE = "counts"
+NON_WORD = r"[^\p{L}\p{N}_]+"
+VALUE_FORMATS = ("long", "string", "json")
+
+
+@dataclass
+class WordCount:
+    input_topic: str
+    output_topic: str
+    value_format: str = "long"
+    name: str = "wordcount"
+    invalid_reason: str = "not valid UTF-8"
+
+    def input_topics(self) -> list[str]:
+        return [self.input_topic]
+
+    def output_topics(self) -> list[str]:
+        return [self.output_topic]
+
+    def parameters(self) -> dict[str, Any]:
+        return {"value_format": self.value_format}
+
+    def stores(self, app_id: str) -> list[StoreSpec]:
+        return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string", "long",
+                          spark_key_field="word", spark_value_field="count")]
+
+    def sink_targets(self, app_id: str) -> list[SinkTarget]:
+        return [SinkTarget(self.output_topic, "out_value"),
+                SinkTarget(changelog_topic(app_id, STORE), "store_value")]
+
+    def valid_record(self):
+        from pyspark.sql import functions as F
+
+        return F.coalesce(F.is_valid_utf8(F.col("value")), F.lit(True))  # null: no words
+
+    def build(self, source):
+        from pyspark.sql import functions as F
+
+        words = source.select(
+            F.explode(F.split(F.lower(F.col("value").cast("string")), NON_WORD)).alias("word"),
+            F.col("timestamp"))
+        return (words.filter(F.col("word") != "")
+                .groupBy("word")
+                .agg(F.count(F.lit(1)).alias("count"), F.max("timestamp").alias("timestamp")))
+
+    def encode(self, updates):
+        from pyspark.sql import functions as F
+
+        as_long = F.unhex(F.lpad(F.hex(F.col("count")), 16, "0"))
+        as_text = F.encode(F.col("count").cast("string"), "UTF-8")
+        return updates.select(
+            F.encode(F.col("word"), "UTF-8").alias("key"),
+            F.col("timestamp"),
+            (as_long if self.value_format == "long" else as_text).alias("out_value"),
+            as_long.alias("store_value"))
+
+    def describe(self, app_id: str) -> dict:
+        store = self.stores(app_id)[0]
+        return {
+            "topology": self.name,
+            "sub_topologies": [{
+                "id": 0,
+                "nodes": [
+                    {"name": "KSTREAM-SOURCE-0000000000", "type": "source",
+                     "topics": [self.input_topic], "successors": ["KSTREAM-FLATMAPVALUES-0000000001"]},
+                    {"name": "KSTREAM-FLATMAPVALUES-0000000001", "type": "processor",
+                     "stores": [], "successors": ["KSTREAM-AGGREGATE-0000000002"],
+                     "spark": "explode(split(lower(value), '[^\\p{L}\\p{N}_]+'))"},
+                    {"name": "KSTREAM-AGGREGATE-0000000002", "type": "processor",
+                     "stores": [store.name], "successors": ["KTABLE-TOSTREAM-0000000003"],
+                     "spark": "groupBy(word).count() (shuffle by word; stateful operator 0)"},
+                    {"name": "KTABLE-TOSTREAM-0000000003", "type": "processor", "stores": [],
+                     "successors": ["KSTREAM-SINK-0000000004"]},
+                    {"name": "KSTREAM-SINK-0000000004", "type": "sink", "topic": self.output_topic},
+                ],
+            }],
+            "stores": [{"name": store.name, "kind": store.kind, "changelog_topic": store.changelog_topic,
+                        "key_format": store.key_format, "value_format": store.value_format}],
+        }
