@@ -78,13 +78,14 @@ def execute(g: Globals, topology, app_id: str | None, kw: dict) -> None:
         click.echo(dumps(summary.to_dict()))
     elif not kw["quiet"]:
         bad = f", {summary.bad_records} bad record(s)" if summary.bad_records else ""
+        bad += f", {summary.late_records} late record(s) dropped" if summary.late_records else ""
         info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
              f"in {summary.processing_seconds:.1f}s, written {format_counts(summary.written)}{bad}")
 
 
 @click.group()
 def run():
-    """Run a topology (wordcount, aggregate) on Spark, reading and writing Kafka topics."""
+    """Run a topology (wordcount, aggregate, join) on Spark, reading and writing Kafka topics."""
 
 
 @run.command()
@@ -139,17 +140,52 @@ def reprocess(g: Globals, app_id, from_time, to_time, **kw):
               show_default=True, help="How input values hold their number.")
 @click.option("--value-format", type=click.Choice(["auto", "string", "json"]), default="auto", show_default=True,
               help="auto: 8-byte long for counts and whole sums/min/max, 8-byte double otherwise.")
-@click.option("--window", metavar="SPEC", help="Windowed aggregation (tumbling/hopping/session): not available yet.")
+@click.option("--window", metavar="SPEC",
+              help="tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP (epoch-aligned, as Kafka Streams).")
+@click.option("--grace", default="0ms", show_default=True, metavar="DURATION",
+              help="How long after a window's end records are still accepted (later: dropped, counted).")
+@click.option("--time", "time_spec", default="record", show_default=True, metavar="record|field:PATH",
+              help="Event time: the record timestamp, or a JSON field (epoch ms or ISO-8601).")
+@click.option("--emit", type=click.Choice(["update", "final"]), default="update", show_default=True,
+              help="update: every change; final: each window once, after end + grace (suppress).")
+@click.option("--key-format", type=click.Choice(["windowed", "json"]), default="windowed", show_default=True,
+              help="Windowed output keys: Kafka Streams' layout (key+start, sessions key+end+start) or JSON.")
 @app_options
 @engine_options
 @pass_globals
 def aggregate(g: Globals, input_topic, output_topic, agg, value_field, group_by, input_value_format,
-              value_format, window, app_id, **kw):
-    """Aggregate numbers per key (count, sum, min, max, avg); emit each changed aggregate."""
-    from kstool.errors import UsageError
+              value_format, window, grace, time_spec, emit, key_format, app_id, **kw):
+    """Aggregate numbers per key (count, sum, min, max, avg), optionally in windows; emit each
+    changed aggregate, or each window's final result."""
     from kstool.topologies.aggregate import Aggregate
 
-    if window:
-        raise UsageError("windowed aggregation is not available yet; run without --window")
     execute(g, Aggregate(input_topic, output_topic, agg, value_field, group_by, input_value_format,
-                         value_format), app_id, kw)
+                         value_format, window, parse_duration(grace), time_spec, emit, key_format),
+            app_id, kw)
+
+
+@run.command()
+@click.option("--left", "left_topic", required=True, metavar="TOPIC", shell_complete=complete_topics)
+@click.option("--right", "right_topic", required=True, metavar="TOPIC", shell_complete=complete_topics)
+@click.option("--output", "output_topic", required=True, metavar="TOPIC", shell_complete=complete_topics)
+@click.option("--kind", type=click.Choice(["stream-stream", "stream-table", "table-table"]),
+              default="stream-stream", show_default=True, help="Which sides are streams and which tables.")
+@click.option("--how", type=click.Choice(["inner", "left", "outer"]), default="inner", show_default=True)
+@click.option("--within", metavar="DURATION", help="stream-stream: how far apart two records' timestamps may be.")
+@click.option("--grace", default="0ms", show_default=True, metavar="DURATION",
+              help="stream-stream: how long after the window records are still accepted.")
+@click.option("--joiner", type=click.Choice(["json", "concat"]), default="json", show_default=True,
+              help='json: {"left": ..., "right": ...}; concat: left + separator + right.')
+@click.option("--separator", default=",", show_default=True, help="For --joiner concat.")
+@click.option("--repartition", is_flag=True, help="Re-group both inputs by key when their partition counts differ.")
+@app_options
+@engine_options
+@pass_globals
+def join(g: Globals, left_topic, right_topic, output_topic, kind, how, within, grace, joiner, separator,
+         repartition, app_id, **kw):
+    """Join two topics by key: stream-stream (windowed), stream-table or table-table."""
+    from kstool.topologies.join import Join
+
+    execute(g, Join(left_topic, right_topic, output_topic, kind, how,
+                    parse_duration(within) if within else None, parse_duration(grace), joiner, separator,
+                    repartition), app_id, kw)

@@ -72,3 +72,17 @@ def end_offsets(kafka, topic: str) -> dict[int, int]:
                 for p in admin.list_topics(timeout=10).topics[topic].partitions}
     finally:
         consumer.close()
+
+
+# 2026-01-01T00:00:00Z: scripted inputs give times as seconds after it
+T0 = 1_767_225_600_000
+
+
+def produce_keyed(kafka, topic: str, records, partition: int = 0) -> None:
+    """records: (key, value, seconds after T0), produced in this order (value None = tombstone)."""
+    producer = Producer(kafka.producer_conf())
+    for key, value, seconds in records:
+        producer.produce(topic, key=key.encode() if isinstance(key, str) else key,
+                         value=value.encode() if isinstance(value, str) else value,
+                         partition=partition, timestamp=T0 + round(seconds * 1000))
+    assert producer.flush(30) == 0

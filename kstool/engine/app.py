@@ -65,6 +65,10 @@ class StoreSpec:
     # empty: the key struct's only field and the value struct's first field
     spark_key_field: str = ""
     spark_value_field: str = ""
+    # stores kept by a transformWithState processor: the state variable holding them (a map
+    # from the changelog key bytes to the value)
+    spark_state_var: str = ""
+    retention_ms: int | None = None  # window and session stores
 
 
 @dataclass

@@ -53,6 +53,7 @@ class RunSummary:
     input_records: int = 0
     written: dict[str, int] = field(default_factory=dict)
     bad_records: int = 0
+    late_records: int = 0  # dropped: their windows had closed (end + grace before stream time)
     last_batch: int | None = None
     committed: dict[str, int] = field(default_factory=dict)
     spark_start_seconds: float = 0.0
@@ -93,13 +94,15 @@ def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     if existing is not None:
         check_compatible(existing, wanted)
     inputs = clients.require_topics(topology.input_topics())
+    topology.check_partitions({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())
     for topic in topology.output_topics():
         ensure_topic(clients, CreateTopicOptions(topic, partitions))
     for store in topology.stores(options.app_id):
-        policy = "compact" if store.kind == "key-value" else "compact,delete"
-        ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions,
-                                                 configs={"cleanup.policy": policy}))
+        configs = {"cleanup.policy": "compact" if store.kind == "key-value" else "compact,delete"}
+        if store.retention_ms is not None:  # Kafka Streams: the store's retention + 1 day
+            configs["retention.ms"] = str(store.retention_ms + 86_400_000)
+        ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions, configs=configs))
     if options.on_error.kind == "dlq":
         ensure_topic(clients, CreateTopicOptions(options.on_error.dlq_topic, partitions))
     save_manifest(paths, wanted)
@@ -143,7 +146,7 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
     else:
         sink = KafkaSink(clients, topology.sink_targets(options.app_id))
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
-    stream = (topology.build(checked).writeStream.outputMode("update").foreachBatch(writer)
+    stream = (topology.build(checked, partitions).writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", str(paths.checkpoint)).queryName(options.app_id))
     stream = (stream.trigger(availableNow=True) if options.once
               else stream.trigger(processingTime=f"{options.trigger_ms} milliseconds"))
@@ -196,13 +199,15 @@ def _account(progress, reports, seen: set[int], summary: RunSummary, reporter: R
     summary.batches += 1
     summary.input_records += rows
     summary.bad_records += bad
+    summary.late_records += report.late if report else 0
     summary.last_batch = batch_id
     written = report.written if report else {}
     for topic, n in written.items():
         summary.written[topic] = summary.written.get(topic, 0) + n
     reporter.batch(BatchStatus(batch_id, rows, progress.get("processedRowsPerSecond") or 0.0,
                                (progress.get("durationMs") or {}).get("triggerExecution", 0),
-                               written, report.seconds if report else 0.0, _lag(progress), bad))
+                               written, report.seconds if report else 0.0, _lag(progress), bad,
+                               report.late if report else 0))
 
 
 def _observed(progress, name: str, field_name: str) -> int:

@@ -19,14 +19,17 @@ from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
+from kstool.streams.task import LATE
 
 
 @dataclass(frozen=True)
 class SinkTarget:
-    """Write column `value_column` (binary) with the row's `key` and `timestamp` to `topic`."""
+    """Write column `value_column` (binary) with the row's `key` and `timestamp` to `topic`;
+    with a `role`, only the rows whose `role` column holds it."""
 
     topic: str
     value_column: str
+    role: str | None = None
 
 
 @dataclass
@@ -34,6 +37,7 @@ class BatchReport:
     batch_id: int
     written: dict[str, int]
     seconds: float  # producing and flushing only
+    late: int = 0  # records dropped because their windows had closed
 
 
 def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
@@ -41,9 +45,12 @@ def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple
     keys = table.column("key").to_pylist()
     stamps = [ts // 1000 if ts else 0  # us -> ms; 0 = now
               for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
-    records = ((target.topic, key, value, ts) for target in targets
-               for key, value, ts in zip(keys, table.column(target.value_column).to_pylist(), stamps))
-    return records, {target.topic: len(keys) for target in targets}
+    roles = table.column("role").to_pylist() if "role" in table.column_names else None
+    chosen = {target.topic: range(len(keys)) if target.role is None
+              else [i for i, role in enumerate(roles) if role == target.role] for target in targets}
+    records = ((target.topic, keys[i], values[i], stamps[i]) for target in targets
+               for values in [table.column(target.value_column).to_pylist()] for i in chosen[target.topic])
+    return records, {topic: len(rows) for topic, rows in chosen.items()}
 
 
 class KafkaSink:
@@ -82,7 +89,8 @@ class KafkaSink:
             table = encoded.toArrow() if hasattr(encoded, "toArrow") else encoded
             started = time.monotonic()
             written = self.write_batch(table, batch_id)
-            on_batch(BatchReport(batch_id, written, time.monotonic() - started))
+            late = table.column("role").to_pylist().count(LATE) if "role" in table.column_names else 0
+            on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
         return write
 
 

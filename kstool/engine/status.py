@@ -19,6 +19,7 @@ class BatchStatus:
     sink_seconds: float = 0.0
     lag: int | None = None
     errors: int = 0
+    late: int = 0
 
     def line(self) -> str:
         out = format_counts(self.written)
@@ -29,6 +30,8 @@ class BatchStatus:
             parts.append(f"lag {self.lag}")
         if self.errors:
             parts.append(f"bad records {self.errors}")
+        if self.late:
+            parts.append(f"late records dropped {self.late}")
         return " | ".join(parts)
 
 

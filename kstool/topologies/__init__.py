@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kstool.errors import UsageError
 
-NAMES = ("wordcount", "aggregate")
+NAMES = ("wordcount", "aggregate", "join")
 
 
 def from_manifest(manifest):
@@ -17,5 +17,10 @@ def from_manifest(manifest):
         from kstool.topologies.aggregate import Aggregate
 
         return Aggregate(manifest.input_topics[0], manifest.output_topics[0], **manifest.parameters)
+    if manifest.topology == "join":
+        from kstool.topologies.join import Join
+
+        params = dict(manifest.parameters)
+        return Join(params.pop("left_topic"), params.pop("right_topic"), manifest.output_topics[0], **params)
     raise UsageError(f"app {manifest.app_id!r} uses topology {manifest.topology!r}, "
                      "which this kstool version does not know")

@@ -7,13 +7,17 @@ JSON field (`--value-field a.b`). Groups: the record key, or a JSON field of the
 repartition topic). Output and changelog values: count, and sum/min/max of integers, as 8-byte
 longs; of decimals and avg as 8-byte doubles (`--value-format string|json` for text).
 Values that are not numbers (or not JSON where JSON is read) follow --on-error; null values
-and null group keys are ignored, as Kafka Streams ignores them. Windows (`--window`) are not
-available yet.
+and null group keys are ignored, as Kafka Streams ignores them.
+
+Windowed (`--window tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP`): event time from the
+record or a JSON field (`--time`), Kafka Streams' grace, late-record and emit rules
+(`kstool.streams.aggregate`), run per task with Spark's transformWithState. The store is a
+window or session store with Kafka Streams' changelog layouts; output keys are windowed keys
+(key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +27,16 @@ from kstool.engine.app import StoreSpec
 from kstool.engine.sink import SinkTarget
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
+from kstool.streams.aggregate import (AGGREGATIONS, STORE, VALUE_FORMATS, SessionAggregate,
+                                      WindowedAggregate, output_value, store_value)
+from kstool.streams.task import OUTPUT, changelog_role
+from kstool.streams.windows import WindowSpec
+from kstool.topologies import events
 
-STORE = "aggregate"
-AGGREGATIONS = ("count", "sum", "min", "max", "avg")
 INPUT_FORMATS = ("text", "long", "double", "json")
-VALUE_FORMATS = ("auto", "string", "json")
+EMIT_MODES = ("update", "final")
+KEY_FORMATS = ("windowed", "json")
+DAY_MS = 86_400_000
 
 
 @dataclass
@@ -39,8 +48,13 @@ class Aggregate:
     group_by: str = "key"  # key | field:PATH
     input_value_format: str = "text"
     value_format: str = "auto"  # auto: long or double as the result is integral or not
+    window: str | None = None  # tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP
+    grace: int = 0  # ms; Kafka Streams' ofSizeWithNoGrace default
+    time: str = "record"  # | field:PATH
+    emit: str = "update"  # | final
+    key_format: str = "windowed"  # | json (windowed output keys)
     name: str = "aggregate"
-    invalid_reason: str = "not a number (or not JSON)"
+    invalid_reason: str = "not a number (or not JSON, or no usable event time)"
 
     def __post_init__(self) -> None:
         if self.agg not in AGGREGATIONS:
@@ -51,6 +65,14 @@ class Aggregate:
             raise UsageError("--value-field reads JSON values: use --input-value-format json")
         if self.value_field:
             self.input_value_format = "json"
+        self.spec = WindowSpec.parse(self.window) if self.window else None
+        if self.spec is None and (self.grace or self.emit != "update" or self.time != "record"):
+            raise UsageError("--grace, --emit final and --time need --window")
+        if self.emit not in EMIT_MODES:
+            raise UsageError(f"--emit must be one of {', '.join(EMIT_MODES)}")
+        if self.grace < 0:
+            raise UsageError("--grace must not be negative")
+        events.check_time(self.time)
 
     def input_topics(self) -> list[str]:
         return [self.input_topic]
@@ -59,20 +81,31 @@ class Aggregate:
         return [self.output_topic]
 
     def parameters(self) -> dict[str, Any]:
+        windowed = {"window": self.window, "grace": self.grace, "time": self.time, "emit": self.emit,
+                    "key_format": self.key_format} if self.spec else {}
         return {"agg": self.agg, "value_field": self.value_field, "group_by": self.group_by,
-                "input_value_format": self.input_value_format, "value_format": self.value_format}
+                "input_value_format": self.input_value_format, "value_format": self.value_format,
+                **windowed}
 
-    def _value_kind(self) -> str:
-        return "long" if self.agg == "count" else "double"
+    def _store_kind(self) -> str:
+        return "key-value" if self.spec is None else "session" if self.spec.kind == "session" else "window"
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string",
-                          "long" if self.agg == "count" else "double",
-                          spark_key_field="group_key", spark_value_field="")]
+        value_kind = "long" if self.agg == "count" else "double"
+        if self.spec is None:
+            return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string", value_kind,
+                              spark_key_field="group_key", spark_value_field="")]
+        # Kafka Streams' default retention: size + grace (sessions: gap + grace)
+        retention = self.spec.size + self.grace
+        return [StoreSpec(STORE, self._store_kind(), changelog_topic(app_id, STORE), "string", value_kind,
+                          spark_state_var=STORE, retention_ms=retention)]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
-        return [SinkTarget(self.output_topic, "out_value"),
-                SinkTarget(changelog_topic(app_id, STORE), "store_value")]
+        if self.spec is None:
+            return [SinkTarget(self.output_topic, "out_value"),
+                    SinkTarget(changelog_topic(app_id, STORE), "store_value")]
+        return [SinkTarget(self.output_topic, "value", OUTPUT),
+                SinkTarget(changelog_topic(app_id, STORE), "value", changelog_role(STORE))]
 
     # -- Spark ------------------------------------------------------------------------------
     def _json_text(self):
@@ -101,6 +134,9 @@ class Aggregate:
             return F.col("key")
         return F.encode(F.get_json_object(self._json_text(), "$." + self.group_by[6:]), "UTF-8")
 
+    def check_partitions(self, partitions: dict[str, int]) -> None:
+        pass  # one input
+
     def valid_record(self):
         from pyspark.sql import functions as F
 
@@ -108,11 +144,25 @@ class Aggregate:
         json_ok = (F.get_json_object(self._json_text(), "$").isNotNull()
                    if self.input_value_format == "json" or self.group_by != "key" else F.lit(True))
         number_ok = F.lit(True) if self.agg == "count" else self._number().isNotNull()
-        return F.col("value").isNull() | F.coalesce(json_ok & (number_ok | self._group_key().isNull()), F.lit(False))
+        valid = F.col("value").isNull() | F.coalesce(json_ok & (number_ok | self._group_key().isNull()), F.lit(False))
+        return valid if self.spec is None else valid & events.valid_time(self.time)
 
-    def build(self, source):
+    def processor(self):
+        kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
+        return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
+
+    def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
+        if self.spec is not None:
+            from kstool.engine.tasks import run_tasks
+
+            rows = source.filter(F.col("value").isNotNull()).select(
+                events.task(self._group_key(), self.group_by != "key", tasks).alias("task"),
+                F.lit(0).alias("side"), self._group_key().alias("key"), F.col("value"),
+                self._number().alias("number"), events.event_time(self.time).alias("event_time"),
+                "partition", "offset")
+            return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor)
         rows = source.filter(F.col("value").isNotNull()).select(
             self._group_key().alias("group_key"), self._number().alias("n"), F.col("timestamp"))
         rows = rows.filter(F.col("group_key").isNotNull())
@@ -125,48 +175,47 @@ class Aggregate:
             aggregate.alias("result"), F.min(F.when(F.col("n") % 1 == 0, 1).otherwise(0)).alias("whole"),
             F.max("timestamp").alias("timestamp"))
 
-    def encode(self, updates) -> pa.Table:
+    def encode(self, updates):
+        if self.spec is not None:
+            from pyspark.sql import functions as F
+
+            return updates.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))
         table = updates.select("group_key", "result", "whole", "timestamp").toArrow()
         results, wholes = table.column("result").to_pylist(), table.column("whole").to_pylist()
-        out, store = [], []
-        for result, whole in zip(results, wholes):
-            integral = self.agg == "count" or (self.agg != "avg" and whole == 1 and -2**63 <= result < 2**63)
-            store.append(_long(result) if self.agg == "count" else _double(result))
-            if self.value_format == "auto":
-                out.append(_long(result) if integral else _double(result))
-            else:
-                text = str(int(result)) if integral else repr(float(result))
-                out.append(text.encode())
+        out = [output_value(self.agg, r, w == 1, self.value_format) for r, w in zip(results, wholes)]
+        store = [store_value(self.agg, r) for r in results]
         return pa.table({"key": table.column("group_key"), "timestamp": table.column("timestamp"),
                          "out_value": pa.array(out, pa.binary()), "store_value": pa.array(store, pa.binary())})
 
     def describe(self, app_id: str) -> dict:
         store = self.stores(app_id)[0]
+        aggregate = "KSTREAM-AGGREGATE-0000000002"
         select = "KSTREAM-SELECTKEY-0000000001" if self.group_by != "key" else None
         nodes = [{"name": "KSTREAM-SOURCE-0000000000", "type": "source", "topics": [self.input_topic],
-                  "successors": [select or "KSTREAM-AGGREGATE-0000000002"]}]
+                  "successors": [select or aggregate]}]
         if select:
-            nodes.append({"name": select, "type": "processor", "stores": [],
-                          "successors": ["KSTREAM-AGGREGATE-0000000002"],
-                          "spark": f"re-key by {self.group_by} (shuffle stands in for the repartition topic)"})
-        nodes += [
-            {"name": "KSTREAM-AGGREGATE-0000000002", "type": "processor", "stores": [store.name],
-             "successors": ["KTABLE-TOSTREAM-0000000003"], "spark": f"groupBy(key).agg({self.agg})"},
-            {"name": "KTABLE-TOSTREAM-0000000003", "type": "processor", "stores": [],
-             "successors": ["KSTREAM-SINK-0000000004"]},
-            {"name": "KSTREAM-SINK-0000000004", "type": "sink", "topic": self.output_topic},
-        ]
+            nodes.append({"name": select, "type": "processor", "stores": [], "successors": [aggregate],
+                          "spark": f"re-key by {self.group_by} (the task stands in for the repartition topic)"})
+        if self.spec is None:
+            spark = f"groupBy(key).agg({self.agg})"
+        else:
+            spark = (f"transformWithState per task: {self.spec.text()} windows, grace {self.grace}ms, "
+                     f"event time from {self.time}, {self.agg}")
+        chain = ["KTABLE-SUPPRESS-0000000003"] if self.emit == "final" else []
+        chain += ["KTABLE-TOSTREAM-0000000004", "KSTREAM-SINK-0000000005"]
+        nodes.append({"name": aggregate, "type": "processor", "stores": [store.name], "successors": chain[:1],
+                      "spark": spark})
+        for name, successor in zip(chain, chain[1:] + [None]):
+            if successor is None:
+                nodes.append({"name": name, "type": "sink", "topic": self.output_topic})
+            else:
+                node = {"name": name, "type": "processor", "stores": [], "successors": [successor]}
+                if name.startswith("KTABLE-SUPPRESS"):
+                    node["spark"] = "untilWindowCloses: emit each window once, when end + grace <= stream time"
+                nodes.append(node)
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
                 "stores": [{"name": store.name, "kind": store.kind, "changelog_topic": store.changelog_topic,
                             "key_format": store.key_format, "value_format": store.value_format}]}
-
-
-def _long(value) -> bytes:
-    return struct.pack(">q", int(value))
-
-
-def _double(value) -> bytes:
-    return struct.pack(">d", float(value))
 
 
 def _ieee754(column):

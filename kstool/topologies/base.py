@@ -24,8 +24,12 @@ class Topology(Protocol):
     def valid_record(self):
         """A Column: True where the input record can be processed (else --on-error applies)."""
 
-    def build(self, source):
-        """The updates DataFrame (streaming) from the source DataFrame."""
+    def check_partitions(self, partitions: dict[str, int]) -> None:
+        """Refuse inputs the topology cannot process together (joins: co-partitioning)."""
+
+    def build(self, source, tasks: int = 1):
+        """The updates DataFrame (streaming) from the source DataFrame; `tasks` is the input
+        partition count (the number of Kafka Streams tasks)."""
 
     def encode(self, updates):
         """Batch DataFrame of updates -> key, timestamp and one binary column per sink target."""

@@ -45,12 +45,15 @@ class WordCount:
         return [SinkTarget(self.output_topic, "out_value"),
                 SinkTarget(changelog_topic(app_id, STORE), "store_value")]
 
+    def check_partitions(self, partitions: dict[str, int]) -> None:
+        pass  # one input
+
     def valid_record(self):
         from pyspark.sql import functions as F
 
         return F.coalesce(F.is_valid_utf8(F.col("value")), F.lit(True))  # null: no words
 
-    def build(self, source):
+    def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
         words = source.select(

@@ -1,0 +1,234 @@
+"""Windowed and session aggregation (KStreamWindowAggregate, KStreamSessionWindowAggregate),
+with grace, late-record dropping and the two emit modes.
+
+Time windows: a record updates every window holding it whose end + grace is still after the
+task's stream time; a record no window accepts is late. A window closes when stream time
+reaches end + grace: `--emit final` emits it then (suppress(untilWindowCloses)), and the window
+leaves the store (its retention is size + grace, Kafka Streams' default).
+Sessions: a record merges the key's sessions within the gap into one; it is late when the
+merged session's end + grace is before stream time. Sessions replaced by a merge are deleted
+(tombstones in the changelog, and in the output with --emit update). `--emit final` emits a
+session when end + grace is before stream time (EmitStrategy.onWindowClose); the session stays
+in the store until end + gap + grace reaches stream time (its retention).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import struct
+from dataclasses import dataclass
+
+from kstool.streams.task import LATE, Record, StoreValue, TaskState
+from kstool.streams.windows import (WindowSpec, output_key, session_store_key, split_session_store_key,
+                                    split_window_store_key, window_store_key)
+
+STORE = "aggregate"
+AGGREGATIONS = ("count", "sum", "min", "max", "avg")
+VALUE_FORMATS = ("auto", "string", "json")
+
+
+@dataclass
+class Accumulator:
+    count: int = 0
+    total: float = 0.0
+    low: float = math.inf
+    high: float = -math.inf
+    whole: bool = True  # every number so far integral: sum/min/max are longs
+
+    def add(self, number: float | None) -> None:
+        self.count += 1
+        if number is not None:
+            self.total += number
+            self.low, self.high = min(self.low, number), max(self.high, number)
+            self.whole = self.whole and float(number).is_integer()
+
+    def merge(self, other: "Accumulator") -> None:
+        self.count += other.count
+        self.total += other.total
+        self.low, self.high = min(self.low, other.low), max(self.high, other.high)
+        self.whole = self.whole and other.whole
+
+    def result(self, agg: str) -> float:
+        return {"count": self.count, "sum": self.total, "min": self.low, "max": self.high,
+                "avg": self.total / self.count if self.count else math.nan}[agg]
+
+    def dump(self, **extra) -> str:
+        return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole, extra])
+
+    @classmethod
+    def load(cls, text: str) -> tuple["Accumulator", dict]:
+        count, total, low, high, whole, extra = json.loads(text)
+        return cls(count, total, math.inf if low is None else low,
+                   -math.inf if high is None else high, whole), extra
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def store_value(agg: str, result: float) -> bytes:
+    """The store's value: count as Kafka's 8-byte Long, everything else an 8-byte Double."""
+    return struct.pack(">q", int(result)) if agg == "count" else struct.pack(">d", float(result))
+
+
+def output_value(agg: str, result: float, whole: bool, value_format: str) -> bytes:
+    """auto: 8-byte long for counts and for sum/min/max of whole numbers, else 8-byte double;
+    string/json: the number as text."""
+    integral = agg == "count" or (agg != "avg" and whole and -2**63 <= result < 2**63)
+    if value_format == "auto":
+        return struct.pack(">q", int(result)) if integral else struct.pack(">d", float(result))
+    return (str(int(result)) if integral else repr(float(result))).encode()
+
+
+@dataclass
+class WindowedAggregate:
+    window: WindowSpec
+    agg: str
+    grace: int
+    emit: str  # update | final
+    value_format: str = "auto"
+    key_format: str = "windowed"  # | json
+    stores: tuple[str, ...] = (STORE,)
+
+    def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
+        end = start + self.window.size
+        state.emit(output_key(key, start, end, False, self.key_format),
+                   output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format), ts)
+
+    def process(self, record: Record, state: TaskState) -> None:
+        ends = self._ends(state)  # indexes the store before this record changes it
+        stream_time = state.advance(record.timestamp)
+        close = stream_time - self.grace
+        accepted = False
+        for start in self.window.starts_for(record.timestamp):
+            if start + self.window.size <= close:
+                continue  # this window has closed
+            accepted = True
+            store_key = window_store_key(record.key, start)
+            old = state.get(STORE, store_key)
+            acc = Accumulator.load(old.aux)[0] if old else Accumulator()
+            acc.add(record.number)
+            ts = max(record.timestamp, old.timestamp) if old else record.timestamp
+            state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), ts, acc.dump()))
+            if old is None:
+                heapq.heappush(ends, (start + self.window.size, store_key))
+            if self.emit == "update":
+                self._emit_window(state, record.key, start, acc, ts)
+        if not accepted:
+            state.emit(record.key, record.value, record.timestamp, LATE)
+        self._close_windows(state, close)
+
+    def _ends(self, state: TaskState) -> list[tuple[int, bytes]]:
+        """A heap of (window end, store key) over the store: which windows close next."""
+        if "ends" not in state.index:
+            ends = [(split_window_store_key(k)[1] + self.window.size, k) for k in state.stores[STORE]]
+            heapq.heapify(ends)
+            state.index["ends"] = ends
+        return state.index["ends"]
+
+    def _close_windows(self, state: TaskState, close: int) -> None:
+        ends = self._ends(state)
+        while ends and ends[0][0] <= close:  # suppress' order: window end, then key
+            _, store_key = heapq.heappop(ends)
+            value = state.get(STORE, store_key)
+            if value is None:
+                continue
+            if self.emit == "final":
+                key, start = split_window_store_key(store_key)
+                self._emit_window(state, key, start, Accumulator.load(value.aux)[0], value.timestamp)
+            state.delete(STORE, store_key, value.timestamp, log=False)  # expired, like a dropped segment
+
+
+@dataclass
+class SessionAggregate:
+    window: WindowSpec  # kind session; size = inactivity gap
+    agg: str
+    grace: int
+    emit: str
+    value_format: str = "auto"
+    key_format: str = "windowed"
+    stores: tuple[str, ...] = (STORE,)
+
+    def _emit_session(self, state, key: bytes, start: int, end: int, acc: Accumulator | None) -> None:
+        value = None if acc is None else output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format)
+        state.emit(output_key(key, start, end, True, self.key_format), value, end)
+
+    def process(self, record: Record, state: TaskState) -> None:
+        # index the store before this record changes it
+        by_key, ends, expiries = self._by_key(state), self._ends(state), self._ends(state, "expiries")
+        stream_time = state.advance(record.timestamp)
+        close = stream_time - self.grace
+        gap, ts = self.window.size, record.timestamp
+        sessions = by_key.setdefault(record.key, set())
+        overlapping = []
+        for store_key in sessions:
+            _, start, end = split_session_store_key(store_key)
+            if end >= ts - gap and start <= ts + gap:
+                overlapping.append((start, end, store_key, state.get(STORE, store_key)))
+        start = min([ts] + [s for s, *_ in overlapping])
+        end = max([ts] + [e for _, e, *_ in overlapping])
+        if end < close:
+            state.emit(record.key, record.value, ts, LATE)
+            self._close_sessions(state, close)
+            return
+        acc = Accumulator()
+        for old_start, old_end, store_key, value in sorted(overlapping):
+            acc.merge(Accumulator.load(value.aux)[0])
+            if (old_start, old_end) != (start, end):
+                state.delete(STORE, store_key, old_end)
+                sessions.discard(store_key)
+                if self.emit == "update":
+                    self._emit_session(state, record.key, old_start, old_end, None)
+        acc.add(record.number)
+        store_key = session_store_key(record.key, start, end)
+        state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), end,
+                                               acc.dump(emitted=False)))
+        if store_key not in sessions:
+            sessions.add(store_key)
+            heapq.heappush(ends, (end, store_key))
+            heapq.heappush(expiries, (end, store_key))
+        if self.emit == "update":
+            self._emit_session(state, record.key, start, end, acc)
+        self._close_sessions(state, close)
+
+    def _by_key(self, state: TaskState) -> dict[bytes, set[bytes]]:
+        if "by_key" not in state.index:
+            by_key: dict[bytes, set[bytes]] = {}
+            for store_key in state.stores[STORE]:
+                by_key.setdefault(split_session_store_key(store_key)[0], set()).add(store_key)
+            state.index["by_key"] = by_key
+        return state.index["by_key"]
+
+    def _ends(self, state: TaskState, name: str = "ends") -> list[tuple[int, bytes]]:
+        """A heap of (session end, store key): which sessions close (`ends`) or expire
+        (`expiries`) next; entries of sessions merged away are skipped when popped."""
+        if name not in state.index:
+            ends = [(split_session_store_key(k)[2], k) for k in state.stores[STORE]]
+            heapq.heapify(ends)
+            state.index[name] = ends
+        return state.index[name]
+
+    def _close_sessions(self, state: TaskState, close: int) -> None:
+        """Emit (final mode) sessions whose end + grace is before stream time; drop them from
+        the store once end + gap + grace reaches it (retention gap + grace, which Kafka
+        Streams' stores also enforce exactly on reads)."""
+        ends = self._ends(state)
+        while ends and ends[0][0] < close:
+            end, store_key = heapq.heappop(ends)
+            value = state.get(STORE, store_key)
+            if value is None or self.emit != "final":
+                continue
+            acc, extra = Accumulator.load(value.aux)
+            if not extra.get("emitted"):
+                key, start, _ = split_session_store_key(store_key)
+                self._emit_session(state, key, start, end, acc)
+                state.put(STORE, store_key, StoreValue(value.value, value.timestamp, acc.dump(emitted=True)),
+                          log=False)
+        expiries = self._ends(state, "expiries")
+        while expiries and expiries[0][0] <= close - self.window.size:
+            end, store_key = heapq.heappop(expiries)
+            if state.get(STORE, store_key) is not None:
+                state.delete(STORE, store_key, end, log=False)
+                self._by_key(state).get(split_session_store_key(store_key)[0], set()).discard(store_key)

@@ -1,0 +1,119 @@
+"""What a processor reads, writes and keeps: records in, emitted records out, task state."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Protocol
+
+LEFT, RIGHT = 0, 1
+OUTPUT = "output"
+LATE = "late"  # a record dropped because its windows had closed (counted, not written)
+NO_TIME = -1  # stream time before the task's first record
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    timestamp: int  # event time, epoch ms
+    side: int = LEFT
+    number: float | None = None  # the aggregate's input number
+    partition: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Emitted:
+    role: str  # OUTPUT, LATE, or changelog_role(store)
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+def changelog_role(store: str) -> str:
+    return f"changelog:{store}"
+
+
+@dataclass
+class StoreValue:
+    value: bytes | None
+    timestamp: int
+    aux: str = ""  # processor bookkeeping (an accumulator, a flag), JSON
+
+
+@dataclass
+class TaskState:
+    """One task's stores (each a dict from store key bytes to StoreValue) and stream time.
+    Writes are tracked so the engine persists only what changed, and logged writes become
+    changelog records, as Kafka Streams' logging stores do."""
+
+    stores: dict[str, dict[bytes, StoreValue]]
+    stream_time: int = NO_TIME
+    sequence: int = 0  # join stores' seqnum (Kafka Streams' retainDuplicates)
+    out: list[Emitted] = field(default_factory=list)
+    changed: dict[str, set[bytes]] = field(default_factory=dict)
+    index: dict[str, object] = field(default_factory=dict)  # a processor's lookup aids; not persisted
+
+    @classmethod
+    def empty(cls, names: Iterable[str]) -> "TaskState":
+        return cls({name: {} for name in names})
+
+    def get(self, store: str, key: bytes) -> StoreValue | None:
+        return self.stores[store].get(key)
+
+    def put(self, store: str, key: bytes, value: StoreValue, log: bool = True) -> None:
+        self.stores[store][key] = value
+        self.changed.setdefault(store, set()).add(key)
+        if log:
+            self.out.append(Emitted(changelog_role(store), key, value.value, value.timestamp))
+
+    def delete(self, store: str, key: bytes, timestamp: int, log: bool = True) -> None:
+        if self.stores[store].pop(key, None) is None:
+            return
+        self.changed.setdefault(store, set()).add(key)
+        if log:
+            self.out.append(Emitted(changelog_role(store), key, None, timestamp))
+
+    def emit(self, key: bytes | None, value: bytes | None, timestamp: int, role: str = OUTPUT) -> None:
+        self.out.append(Emitted(role, key, value, timestamp))
+
+    def advance(self, timestamp: int) -> int:
+        self.stream_time = max(self.stream_time, timestamp)
+        return self.stream_time
+
+
+class Processor(Protocol):
+    stores: tuple[str, ...]
+
+    def process(self, record: Record, state: TaskState) -> None: ...
+
+
+def processing_order(records: Iterable[Record]) -> Iterator[Record]:
+    """Kafka Streams' order within a task: each input partition in offset order; between the
+    two sides of a join, the queue whose head record has the smaller timestamp goes first
+    (ties: the right side, so a table update at time t is seen by a stream record at t)."""
+    queues: dict[int, list[Record]] = {}
+    for record in records:
+        queues.setdefault(record.side, []).append(record)
+    for queue in queues.values():
+        queue.sort(key=lambda r: (r.partition, r.offset))
+    if len(queues) == 1:
+        yield from next(iter(queues.values()))
+        return
+    heads = [(queue[0].timestamp, -side, 0, side) for side, queue in queues.items()]
+    heapq.heapify(heads)
+    while heads:
+        _, _, index, side = heapq.heappop(heads)
+        queue = queues[side]
+        yield queue[index]
+        if index + 1 < len(queue):
+            heapq.heappush(heads, (queue[index + 1].timestamp, -side, index + 1, side))
+
+
+def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) -> list[Emitted]:
+    """Process one batch of a task's records; returns what they emitted, in order."""
+    for record in processing_order(records):
+        processor.process(record, state)
+    emitted, state.out = state.out, []
+    return emitted

@@ -1,0 +1,138 @@
+"""join: stream-stream, stream-table and table-table joins of two topics by key, with Kafka
+Streams' semantics (`kstool.streams.joins`), run per task with Spark's transformWithState.
+
+Both inputs must be co-partitioned (same partition count), as Kafka Streams requires, unless
+`--repartition` is given: then records are re-grouped by key into as many tasks as the larger
+input has partitions (Spark's shuffle stands in for the repartition topics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kstool.engine.app import StoreSpec
+from kstool.engine.sink import SinkTarget
+from kstool.errors import UsageError
+from kstool.names import changelog_topic
+from kstool.streams.joins import (HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin,
+                                  make_joiner)
+from kstool.streams.task import LEFT, OUTPUT, RIGHT, changelog_role
+from kstool.topologies import events
+
+# the join stores' kinds (their changelog key layouts)
+_STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
+                "join-left-table": "key-value", "join-right-table": "key-value"}
+
+
+@dataclass
+class Join:
+    left_topic: str
+    right_topic: str
+    output_topic: str
+    kind: str = "stream-stream"
+    how: str = "inner"
+    within: int | None = None  # ms; stream-stream only
+    grace: int = 0
+    joiner: str = "json"
+    separator: str = ","
+    repartition: bool = False
+    name: str = "join"
+    invalid_reason: str = "no usable timestamp"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise UsageError(f"--kind must be one of {', '.join(KINDS)}")
+        if self.how not in HOWS or (self.kind == "stream-table" and self.how == "outer"):
+            raise UsageError("--how is inner or left for stream-table joins"
+                             if self.kind == "stream-table" else f"--how must be one of {', '.join(HOWS)}")
+        if self.kind == "stream-stream" and self.within is None:
+            raise UsageError("a stream-stream join needs --within DURATION (how far apart the two "
+                             "records' timestamps may be)")
+        if self.kind != "stream-stream" and (self.within is not None or self.grace):
+            raise UsageError("--within and --grace are for stream-stream joins")
+        if self.joiner not in JOINERS:
+            raise UsageError(f"--joiner must be one of {', '.join(JOINERS)}")
+        if self.left_topic == self.right_topic:
+            raise UsageError("the two sides of a join must be different topics")
+
+    def input_topics(self) -> list[str]:
+        return [self.left_topic, self.right_topic]
+
+    def output_topics(self) -> list[str]:
+        return [self.output_topic]
+
+    def parameters(self) -> dict[str, Any]:
+        return {"kind": self.kind, "how": self.how, "within": self.within, "grace": self.grace,
+                "joiner": self.joiner, "separator": self.separator, "repartition": self.repartition,
+                "left_topic": self.left_topic, "right_topic": self.right_topic}
+
+    def processor(self):
+        joiner = make_joiner(self.joiner, self.separator)
+        if self.kind == "stream-stream":
+            return StreamStreamJoin(self.how, self.within, self.grace, joiner)
+        if self.kind == "stream-table":
+            return StreamTableJoin(self.how, joiner)
+        return TableTableJoin(self.how, joiner)
+
+    def stores(self, app_id: str) -> list[StoreSpec]:
+        retention = 2 * self.within + self.grace if self.kind == "stream-stream" else None
+        return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name), "string", "string",
+                          spark_state_var=name,
+                          retention_ms=retention if _STORE_KINDS[name] == "window" else None)
+                for name in self.processor().stores]
+
+    def sink_targets(self, app_id: str) -> list[SinkTarget]:
+        return [SinkTarget(self.output_topic, "value", OUTPUT)] + [
+            SinkTarget(changelog_topic(app_id, name), "value", changelog_role(name))
+            for name in self.processor().stores]
+
+    def check_partitions(self, partitions: dict[str, int]) -> None:
+        left, right = partitions[self.left_topic], partitions[self.right_topic]
+        if left != right and not self.repartition:
+            raise UsageError(
+                f"the join's inputs are not co-partitioned: {self.left_topic} has {left} partitions, "
+                f"{self.right_topic} has {right}; Kafka Streams refuses this too. Give --repartition "
+                "to re-group both sides by key")
+
+    def valid_record(self):
+        return events.valid_time("record")
+
+    def build(self, source, tasks: int = 1):
+        from pyspark.sql import functions as F
+
+        from kstool.engine.tasks import run_tasks
+
+        side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
+        rows = source.select(
+            events.task(F.col("key"), self.repartition, tasks).alias("task"), side.alias("side"), "key", "value",
+            F.lit(None).cast("double").alias("number"), events.event_time("record").alias("event_time"),
+            "partition", "offset")
+        return run_tasks(rows, self.processor)
+
+    def encode(self, updates):
+        from pyspark.sql import functions as F
+
+        return updates.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))
+
+    def describe(self, app_id: str) -> dict:
+        stores = self.stores(app_id)
+        sides = {LEFT: self.left_topic, RIGHT: self.right_topic}
+        table = {"stream-stream": (False, False), "stream-table": (False, True), "table-table": (True, True)}[self.kind]
+        nodes = []
+        for side, is_table in zip((LEFT, RIGHT), table):
+            nodes.append({"name": f"KSTREAM-SOURCE-000000000{side}", "type": "source", "topics": [sides[side]],
+                          "successors": [f"{'KTABLE' if is_table else 'KSTREAM'}-JOIN-{'THIS' if side == LEFT else 'OTHER'}"]})
+        for side, is_table in zip((LEFT, RIGHT), table):
+            nodes.append({"name": f"{'KTABLE' if is_table else 'KSTREAM'}-JOIN-{'THIS' if side == LEFT else 'OTHER'}",
+                          "type": "processor", "stores": [s.name for s in stores], "successors": ["KSTREAM-MERGE"]})
+        nodes += [
+            {"name": "KSTREAM-MERGE", "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
+             "spark": (f"transformWithState per task: {self.kind} {self.how} join"
+                       + (f" within {self.within}ms, grace {self.grace}ms" if self.within is not None else "")
+                       + ("; re-grouped by key" if self.repartition else ""))},
+            {"name": "KSTREAM-SINK", "type": "sink", "topic": self.output_topic},
+        ]
+        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
+                "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
+                            "key_format": s.key_format, "value_format": s.value_format} for s in stores]}

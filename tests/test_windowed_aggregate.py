@@ -1,0 +1,119 @@
+"""Windowed aggregation end to end: scripted out-of-order input with late records, expected
+output computed by hand (each step's stream time is worked out in the comments)."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from tests.conftest import cli
+from tests.helpers import T0, create_topic, produce_keyed, read_all
+
+# (key, value, seconds after T0), one partition, in offset order
+INPUT = [("a", "1", 1), ("a", "1", 3), ("a", "1", 12), ("b", "1", 2), ("a", "1", 16),
+         ("a", "1", 4), ("b", "1", 25), ("a", "1", 9), ("a", "1", 22)]
+
+
+def _ms(seconds: float) -> int:
+    return T0 + round(seconds * 1000)
+
+
+def _run(kafka, topic_name, *options) -> tuple[str, object]:
+    source = topic_name
+    create_topic(kafka, source, 1)
+    produce_keyed(kafka, source, INPUT)
+    result = cli("run", "aggregate", "--input", source, "--output", source + "-out", "--app-id", source + "-app",
+                 "--once", *options)
+    assert result.exit_code == 0, result.stderr
+    return source, result
+
+
+def _windowed(messages) -> list[tuple]:
+    """(key, start, count or None, timestamp) from TimeWindowedSerializer keys (key ‖ start)."""
+    out = []
+    for m in messages:
+        key, start = m.key()[:-8], struct.unpack(">q", m.key()[-8:])[0]
+        count = None if m.value() is None else struct.unpack(">q", m.value())[0]
+        out.append((key.decode(), start, count, m.timestamp()[1]))
+    return out
+
+
+def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
+    # size 10s, grace 5s. stream time (st) and close = st - 5:
+    # a@1 a@3 -> [0,10) a=1,2 | a@12 st12 -> [10,20) a=1 | b@2 (close 7 < end 10) -> [0,10) b=1
+    # a@16 st16 close 11: [0,10) closes | a@4 late | b@25 -> [20,30) b=1, [10,20) closes
+    # a@9 late | a@22 -> [20,30) a=1
+    source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s")
+    assert _windowed(read_all(kafka, source + "-out")) == [
+        ("a", _ms(0), 1, _ms(1)), ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
+        ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)), ("b", _ms(20), 1, _ms(25)),
+        ("a", _ms(20), 1, _ms(22))]
+    assert "2 late record(s) dropped" in result.stderr
+    # the window store's changelog: key ‖ start ‖ seqnum 0, every update
+    changelog = read_all(kafka, source + "-app-aggregate-changelog")
+    assert len(changelog) == 7 and all(m.key()[-4:] == b"\0\0\0\0" for m in changelog)
+    assert (changelog[-1].key()[:-12], struct.unpack(">q", changelog[-1].key()[-12:-4])[0]) == (b"a", _ms(20))
+
+
+def test_tumbling_emit_final_emits_each_closed_window_once(kafka, spark, topic_name):
+    # the same input: [0,10) closes at a@16 (a=2, b=1, in key order), [10,20) at b@25 (a=2);
+    # [20,30) is still open at stream time 25 (end 30 + grace 5 > 25): not emitted
+    source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s", "--emit", "final")
+    assert _windowed(read_all(kafka, source + "-out")) == [
+        ("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16))]
+    assert "2 late record(s) dropped" in result.stderr
+
+
+def test_hopping_windows_with_json_keys(kafka, spark, topic_name):
+    # size 10s, advance 5s, grace 0: a record is in the windows starting at floor(t/5)*5 and
+    # 5s before (T0 is a multiple of 5s). a@1,a@3 -> [-5,5),[0,10) | a@12 -> [5,15),[10,20)
+    # ([-5,5) and [0,10) close) | b@2 -> [-5,5),[0,10): closed, late | a@16 -> [10,20) a=2,
+    # [15,25) a=1 ([5,15) closes) | a@4 late | b@25 -> [20,30),[25,35) ([10,20) and [15,25)
+    # close) | a@9 -> [0,10),[5,15): late | a@22 -> [15,25) closed, [20,30) a=1
+    source, result = _run(kafka, topic_name, "--window", "hopping:10s,5s", "--key-format", "json")
+    got = [(json.loads(m.key()), struct.unpack(">q", m.value())[0], m.timestamp()[1])
+           for m in read_all(kafka, source + "-out")]
+    expected = [("a", -5, 1, 1), ("a", 0, 1, 1), ("a", -5, 2, 3), ("a", 0, 2, 3), ("a", 5, 1, 12),
+                ("a", 10, 1, 12), ("a", 10, 2, 16), ("a", 15, 1, 16), ("b", 20, 1, 25), ("b", 25, 1, 25),
+                ("a", 20, 1, 22)]
+    assert got == [({"key": k, "start": _ms(s), "end": _ms(s + 10)}, n, _ms(t)) for k, s, n, t in expected]
+    assert "3 late record(s) dropped" in result.stderr
+
+
+def test_hopping_emit_final(kafka, spark, topic_name):
+    source, _ = _run(kafka, topic_name, "--window", "hopping:10s,5s", "--emit", "final")
+    # closed by the input, in window-end order: [-5,5) a=2 and [0,10) a=2 at a@12, [5,15) a=1
+    # at a@16, [10,20) a=2 and [15,25) a=1 at b@25
+    assert _windowed(read_all(kafka, source + "-out")) == [
+        ("a", _ms(-5), 2, _ms(3)), ("a", _ms(0), 2, _ms(3)), ("a", _ms(5), 1, _ms(12)),
+        ("a", _ms(10), 2, _ms(16)), ("a", _ms(15), 1, _ms(16))]
+
+
+def _sessions(messages) -> list[tuple]:
+    """(key, start, end, count or None) from SessionWindowedSerializer keys (key ‖ end ‖ start)."""
+    out = []
+    for m in messages:
+        end, start = struct.unpack(">qq", m.key()[-16:])
+        count = None if m.value() is None else struct.unpack(">q", m.value())[0]
+        out.append((m.key()[:-16].decode(), start, end, count))
+    return out
+
+
+@pytest.mark.parametrize("emit", ["update", "final"])
+def test_session_windows(kafka, spark, topic_name, emit):
+    # gap 5s, grace 2s (close = st - 2; late when the merged session ends before close):
+    # a@1 -> [1,1] | a@3 merges -> [1,3]=2 (tombstone [1,1]) | a@12 st12 -> [12,12] ([1,3] closes)
+    # b@2 late | a@16 merges -> [12,16]=2 (tombstone [12,12]) | a@4 late | b@25 -> [25,25]
+    # ([12,16] closes) | a@9 late | a@22: [12,16] has left the store (retention gap + grace), and
+    # [22,22] ends before close 23: late
+    source, result = _run(kafka, topic_name, "--window", "session:5s", "--grace", "2s", "--emit", emit)
+    S = _ms
+    if emit == "update":
+        expected = [("a", S(1), S(1), 1), ("a", S(1), S(1), None), ("a", S(1), S(3), 2), ("a", S(12), S(12), 1),
+                    ("a", S(12), S(12), None), ("a", S(12), S(16), 2), ("b", S(25), S(25), 1)]
+    else:
+        expected = [("a", S(1), S(3), 2), ("a", S(12), S(16), 2)]
+    assert _sessions(read_all(kafka, source + "-out")) == expected
+    assert "4 late record(s) dropped" in result.stderr
