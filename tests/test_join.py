@@ -1,0 +1,120 @@
+"""The join topology end to end, every kind and how: scripted inputs with out-of-order and late
+records, expected outputs worked out by hand in the comments (times: seconds after T0)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import cli
+from tests.helpers import T0, create_topic, produce_keyed, read_all
+
+
+def _run(kafka, topic_name, left, right, *options, partitions=(1, 1)):
+    create_topic(kafka, topic_name + "-l", partitions[0])
+    create_topic(kafka, topic_name + "-r", partitions[1])
+    produce_keyed(kafka, topic_name + "-l", left)
+    produce_keyed(kafka, topic_name + "-r", right)
+    return cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r",
+               "--output", topic_name + "-out", "--app-id", topic_name + "-app", "--once", *options)
+
+
+def _output(kafka, topic) -> list[tuple]:
+    return [(m.key().decode(), None if m.value() is None else m.value().decode(), (m.timestamp()[1] - T0) // 1000)
+            for m in read_all(kafka, topic)]
+
+
+# Processing order within the task: the side whose next record has the smaller timestamp goes
+# first (ties: right). Left: L1 a@5, L2 b@20, L4 a@9, L3 a@3; right: R1 a@12, R3 d@15, R2 c@40
+# -> L1@5, R1@12, R3@15, L2@20, L4@9, L3@3, R2@40.
+STREAM_LEFT = [("a", "L1", 5), ("b", "L2", 20), ("a", "L4", 9), ("a", "L3", 3)]
+STREAM_RIGHT = [("a", "R1", 12), ("d", "R3", 15), ("c", "R2", 40)]
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "outer"])
+def test_stream_stream(kafka, spark, topic_name, how):
+    # within 10s, grace 5s: late when t + 15 < stream time.
+    # R1@12 joins L1@5 -> (a, L1 R1, 12). L4@9 (stream time 20: 24 >= 20, not late) joins R1
+    # -> (a, L4 R1, 12). L3@3: 18 < 20, late. R2@40 closes the waiting unmatched records
+    # (t + 15 < 40), in time order: R3@15 (outer only), L2@20 (left and outer). R2 still waits.
+    result = _run(kafka, topic_name, STREAM_LEFT, STREAM_RIGHT, "--kind", "stream-stream", "--how", how,
+                  "--within", "10s", "--grace", "5s")
+    assert result.exit_code == 0, result.stderr
+    joined = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12)]
+    unmatched = {"inner": [], "left": [("b", '{"left":"L2","right":null}', 20)],
+                 "outer": [("d", '{"left":null,"right":"R3"}', 15), ("b", '{"left":"L2","right":null}', 20)]}
+    assert _output(kafka, topic_name + "-out") == joined + unmatched[how]
+    assert "1 late record(s) dropped" in result.stderr
+
+
+# stream (left): S1 a@10, S2 b@20, S3 a@30, S4 c@35, S5 a@40
+# table (right): T1 a@5, T3 b@22, T2 a@25, delete a@32
+TABLE_STREAM = [("a", "S1", 10), ("b", "S2", 20), ("a", "S3", 30), ("c", "S4", 35), ("a", "S5", 40)]
+TABLE_UPDATES = [("a", "T1", 5), ("b", "T3", 22), ("a", "T2", 25), ("a", None, 32)]
+
+
+@pytest.mark.parametrize("how", ["inner", "left"])
+def test_stream_table(kafka, spark, topic_name, how):
+    # each stream record sees the table as of its time: S1 -> T1; S2@20 is before T3@22: no b;
+    # S3 -> T2; S4: no c; S5@40 is after a's delete@32: no a. Table updates emit nothing.
+    result = _run(kafka, topic_name, TABLE_STREAM, TABLE_UPDATES, "--kind", "stream-table", "--how", how,
+                  "--joiner", "concat", "--separator", "+")
+    assert result.exit_code == 0, result.stderr
+    expected = {"inner": [("a", "S1+T1", 10), ("a", "S3+T2", 30)],
+                "left": [("a", "S1+T1", 10), ("b", "S2+null", 20), ("a", "S3+T2", 30), ("c", "S4+null", 35),
+                         ("a", "S5+null", 40)]}
+    assert _output(kafka, topic_name + "-out") == expected[how]
+
+
+# left table: a=La1@1, b=Lb1@3, a=La2@7, delete a@9; right table: a=Ra1@2, c=Rc1@4, b=Rb1@5, delete c@8
+TABLE_LEFT = [("a", "La1", 1), ("b", "Lb1", 3), ("a", "La2", 7), ("a", None, 9)]
+TABLE_RIGHT = [("a", "Ra1", 2), ("c", "Rc1", 4), ("b", "Rb1", 5), ("c", None, 8)]
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "outer"])
+def test_table_table(kafka, spark, topic_name, how):
+    # every change emits the key's new join result (timestamp: the later side), a tombstone
+    # when the result is gone; inner needs both sides, left the left side, outer either.
+    result = _run(kafka, topic_name, TABLE_LEFT, TABLE_RIGHT, "--kind", "table-table", "--how", how,
+                  "--joiner", "concat", "--separator", "+")
+    assert result.exit_code == 0, result.stderr
+    expected = {
+        "inner": [("a", "La1+Ra1", 2), ("b", "Lb1+Rb1", 5), ("a", "La2+Ra1", 7), ("a", None, 9)],
+        "left": [("a", "La1+null", 1), ("a", "La1+Ra1", 2), ("b", "Lb1+null", 3), ("b", "Lb1+Rb1", 5),
+                 ("a", "La2+Ra1", 7), ("a", None, 9)],
+        "outer": [("a", "La1+null", 1), ("a", "La1+Ra1", 2), ("b", "Lb1+null", 3), ("c", "null+Rc1", 4),
+                  ("b", "Lb1+Rb1", 5), ("a", "La2+Ra1", 7), ("c", None, 8), ("a", "null+Ra1", 9)],
+    }
+    assert _output(kafka, topic_name + "-out") == expected[how]
+    # both tables' stores log to changelogs named <app-id>-<store>-changelog
+    left_log = read_all(kafka, topic_name + "-app-join-left-table-changelog")
+    assert [(m.key(), m.value()) for m in left_log] == [(k.encode(), v and v.encode()) for k, v, _ in TABLE_LEFT]
+
+
+def test_inputs_must_be_co_partitioned_unless_repartition(kafka, spark, topic_name):
+    refused = _run(kafka, topic_name, TABLE_LEFT, TABLE_RIGHT, "--kind", "table-table", partitions=(1, 2))
+    assert refused.exit_code == 2 and "not co-partitioned" in refused.stderr and "--repartition" in refused.stderr
+    assert read_all(kafka, topic_name + "-l") and not _topic_exists(kafka, topic_name + "-out")
+    result = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--kind", "table-table",
+                 "--output", topic_name + "-out", "--app-id", topic_name + "-app", "--once", "--repartition",
+                 "--joiner", "concat", "--separator", "+")
+    assert result.exit_code == 0, result.stderr
+    # the output has 2 partitions now: each key's results in order, as before
+    by_key = sorted(_output(kafka, topic_name + "-out"), key=lambda r: r[0])
+    assert by_key == [("a", "La1+Ra1", 2), ("a", "La2+Ra1", 7), ("a", None, 9), ("b", "Lb1+Rb1", 5)]
+
+
+def _topic_exists(kafka, topic) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    return topic in AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).topics
+
+
+def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
+    no_window = cli("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-stream")
+    assert no_window.exit_code == 2 and "--within" in no_window.stderr
+    outer_table = cli("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-table",
+                      "--how", "outer")
+    assert outer_table.exit_code == 2 and "inner or left" in outer_table.stderr
+    assert len(outer_table.stderr.strip().splitlines()) == 1
