@@ -163,4 +163,5 @@ def changes(g: Globals, from_batch, to_batch, output, **kw):
     backend, _ = _open(g, kw)
     rows = [c.to_dict() for c in backend.changes(from_batch, to_batch)]
     emit(Listing(rows, [Column("batch_id", "BATCH", justify="right"), Column("change_type", "CHANGE"),
-                        Column("key"), Column("value"), Column("partition", justify="right")]), output)
+                        Column("key"), Column("value"), Column("window_start"), Column("window_end"),
+                        Column("partition", justify="right")]), output)

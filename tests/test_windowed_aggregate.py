@@ -55,6 +55,15 @@ def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
     changelog = read_all(kafka, source + "-app-aggregate-changelog")
     assert len(changelog) == 7 and all(m.key()[-4:] == b"\0\0\0\0" for m in changelog)
     assert (changelog[-1].key()[:-12], struct.unpack(">q", changelog[-1].key()[-12:-4])[0]) == (b"a", _ms(20))
+    # the store holds the windows still open at stream time 25 (retention size + grace): [20,30)
+    fetched = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(60)),
+                  "-o", "json")
+    assert fetched.exit_code == 0, fetched.stderr
+    assert json.loads(fetched.stdout) == [{"key": "a", "value": 1, "window_start": _ms(20), "window_end": _ms(30),
+                                           "partition": 0}]
+    outside = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(19)),
+                  "-o", "json")
+    assert json.loads(outside.stdout) == []
 
 
 def test_tumbling_emit_final_emits_each_closed_window_once(kafka, spark, topic_name):
@@ -117,3 +126,8 @@ def test_session_windows(kafka, spark, topic_name, emit):
         expected = [("a", S(1), S(3), 2), ("a", S(12), S(16), 2)]
     assert _sessions(read_all(kafka, source + "-out")) == expected
     assert "4 late record(s) dropped" in result.stderr
+    # the session store: [12,16] left at stream time 25 (16 + gap 5 + grace 2 <= 25); b's stays
+    fetched = cli("state", "fetch", "--app-id", source + "-app", "b", "-o", "json")
+    assert [(e["window_start"], e["window_end"], e["value"]) for e in json.loads(fetched.stdout)] == [
+        (S(25), S(25), 1)]
+    assert json.loads(cli("state", "fetch", "--app-id", source + "-app", "a", "-o", "json").stdout) == []

@@ -69,6 +69,7 @@ class StoreSpec:
     # from the changelog key bytes to the value)
     spark_state_var: str = ""
     retention_ms: int | None = None  # window and session stores
+    window_size_ms: int | None = None  # window stores: their keys hold only the start
 
 
 @dataclass

@@ -25,6 +25,8 @@ class Change:
     key: Any
     value: Any
     partition: int | None = None
+    window_start: int | None = None
+    window_end: int | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

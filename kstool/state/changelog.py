@@ -12,18 +12,24 @@ from kstool.state.exceptions import UnsupportedQueryError
 
 
 class ChangelogBackend:
-    def __init__(self, clients: KafkaClients, topic: str, formats: Formats):
+    def __init__(self, clients: KafkaClients, topic: str, formats: Formats, window_size_ms: int | None = None):
         self.clients, self.topic, self.formats = clients, topic, formats
+        self.window_size_ms = window_size_ms  # window store keys hold only the start
         self.description = f"changelog topic {topic}"
         self._entries: list[Entry] | None = None
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
             rows = dump(self.clients, DumpOptions(self.topic, self.formats, compact=True), DecodeStats())
-            self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], r["window_end"],
+            self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r),
                                           r["partition"]) for r in rows),
                                    key=lambda e: (str(type(e.key)), str(e.key), e.window_start or 0))
         return self._entries
+
+    def _end(self, row: dict) -> int | None:
+        if row["window_end"] is None and row["window_start"] is not None and self.window_size_ms:
+            return row["window_start"] + self.window_size_ms
+        return row["window_end"]
 
     def lookup(self, keys: list[Any]) -> list[Entry]:
         wanted = set(map(str, keys))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
 from kstool.engine.app import AppPaths, StoreSpec
 from kstool.engine.checkpoint import committed_batches
 from kstool.engine.session import SparkOptions
@@ -33,14 +34,32 @@ class CheckpointBackend:
         return self._spark
 
     def _reader(self):
-        return (self._session().read.format("statestore")
-                .option("operatorId", self.store.operator_id)
-                .option("storeName", self.store.spark_store))
+        reader = (self._session().read.format("statestore")
+                  .option("operatorId", self.store.operator_id)
+                  .option("storeName", self.store.spark_store))
+        if self.store.spark_state_var:
+            reader = reader.option("stateVarName", self.store.spark_state_var)
+        return reader
 
     def _fields(self, frame) -> tuple[str, str]:
+        if self.store.spark_state_var:  # a map from changelog key bytes to value bytes
+            return "user_map_key.key", "user_map_value.value"
         key = self.store.spark_key_field or frame.schema["key"].dataType.fieldNames()[0]
         value = self.store.spark_value_field or frame.schema["value"].dataType.fieldNames()[0]
         return f"key.{key}", f"value.{value}"
+
+    def _decoded(self, keys: list, values: list) -> tuple[list, list, list, list]:
+        """Map-state stores hold changelog bytes: decode them with the store's layout."""
+        if not self.store.spark_state_var:
+            return keys, values, [None] * len(keys), [None] * len(keys)
+        decode_key = key_decoder(KeySpec(self.store.kind, self.store.key_format))
+        decode_value = value_decoder(self.store.value_format)
+        decoded = [decode_key(k) for k in keys]
+        size = self.store.window_size_ms
+        ends = [d.window_end if d.window_end is not None or size is None or d.window_start is None
+                else d.window_start + size for d in decoded]
+        return ([d.key for d in decoded], [decode_value(v)[0] for v in values],
+                [d.window_start for d in decoded], ends)
 
     def _rows(self, frame) -> list[Entry]:
         from pyspark.sql import functions as F
@@ -48,9 +67,9 @@ class CheckpointBackend:
         key, value = self._fields(frame)
         table = frame.select(F.col(key).alias("k"), F.col(value).alias("v"),
                              F.col("partition_id")).toArrow()
-        rows = zip(table.column("k").to_pylist(), table.column("v").to_pylist(),
-                   table.column("partition_id").to_pylist())
-        return sorted((Entry(k, v, partition=p) for k, v, p in rows), key=lambda e: _sort_key(e.key))
+        keys, values, starts, ends = self._decoded(table.column("k").to_pylist(), table.column("v").to_pylist())
+        rows = zip(keys, values, starts, ends, table.column("partition_id").to_pylist())
+        return sorted((Entry(*row) for row in rows), key=lambda e: (_sort_key(e.key), e.window_start or 0))
 
     def _state(self):
         return self._reader().option("batchId", self.batch_id).load(str(self.paths.checkpoint))
@@ -61,6 +80,9 @@ class CheckpointBackend:
     def lookup(self, keys: list[Any]) -> list[Entry]:
         from pyspark.sql import functions as F
 
+        if self.store.spark_state_var:  # keys are inside the layout's bytes: decode, then pick
+            wanted = set(keys)
+            return [e for e in self.entries() if e.key in wanted]
         state = self._state()
         return self._rows(state.filter(F.col(self._fields(state)[0]).isin(keys)))
 
@@ -74,8 +96,11 @@ class CheckpointBackend:
         key, value = self._fields(feed)
         table = feed.select("batch_id", "change_type", F.col(key).alias("k"), F.col(value).alias("v"),
                             "partition_id").toArrow()
-        columns = [table.column(c).to_pylist() for c in ("batch_id", "change_type", "k", "v", "partition_id")]
-        return sorted((Change(*row) for row in zip(*columns)), key=lambda c: (c.batch_id, _sort_key(c.key)))
+        keys, values, starts, ends = self._decoded(table.column("k").to_pylist(), table.column("v").to_pylist())
+        columns = [table.column(c).to_pylist() for c in ("batch_id", "change_type")]
+        rows = zip(*columns, keys, values, table.column("partition_id").to_pylist(), starts, ends)
+        return sorted((Change(*row) for row in rows),
+                      key=lambda c: (c.batch_id, _sort_key(c.key), c.window_start or 0))
 
 
 def _sort_key(key: Any):

@@ -75,7 +75,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     if source.from_changelog:
         if source.batch_id is not None:
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
-        return ChangelogBackend(clients, store.changelog_topic, store_formats(store)), store
+        return ChangelogBackend(clients, store.changelog_topic, store_formats(store), store.window_size_ms), store
     backend = CheckpointBackend(AppPaths(source.state_dir, source.app_id), store,
                                 source.spark or SparkOptions(master="local[1]"), source.batch_id)
     return backend, store

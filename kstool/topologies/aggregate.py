@@ -97,8 +97,9 @@ class Aggregate:
                               spark_key_field="group_key", spark_value_field="")]
         # Kafka Streams' default retention: size + grace (sessions: gap + grace)
         retention = self.spec.size + self.grace
+        size = self.spec.size if self.spec.kind != "session" else None
         return [StoreSpec(STORE, self._store_kind(), changelog_topic(app_id, STORE), "string", value_kind,
-                          spark_state_var=STORE, retention_ms=retention)]
+                          spark_state_var=STORE, retention_ms=retention, window_size_ms=size)]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         if self.spec is None:
