@@ -22,19 +22,32 @@ def topology():
 @click.option("--app-id", help="Describe this app's topology (topics and settings from its manifest).")
 @click.option("--input", "input_topic", default="<input>", show_default=True, metavar="TOPIC")
 @click.option("--output", "output_topic", default="<output>", show_default=True, metavar="TOPIC")
+@click.option("--window", metavar="SPEC", help="aggregate: tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP.")
+@click.option("--emit", type=click.Choice(["update", "final"]), default="update", show_default=True,
+              help="aggregate with --window.")
+@click.option("--kind", type=click.Choice(["stream-stream", "stream-table", "table-table"]),
+              default="stream-stream", show_default=True, help="join: which sides are tables.")
+@click.option("--how", type=click.Choice(["inner", "left", "outer"]), default="inner", show_default=True,
+              help="join.")
 @click.option("--spark-plan", is_flag=True, help="Add Spark's physical plan (starts Spark).")
 @click.option("-o", "--output-format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @pass_globals
-def describe(g: Globals, name, app_id, input_topic, output_topic, spark_plan, fmt):
-    """Print NAME's topology: sub-topologies with source, processor and sink nodes, and stores."""
+def describe(g: Globals, name, app_id, input_topic, output_topic, window, emit, kind, how, spark_plan, fmt):
+    """Print NAME's topology: sub-topologies with source, processor and sink nodes, and stores
+    (join: --input is the left topic and the right one is <right>)."""
     manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
     if manifest is not None:
         topo = from_manifest(manifest)
     elif name == "aggregate":
         from kstool.topologies.aggregate import Aggregate
 
-        topo = Aggregate(input_topic, output_topic)
+        topo = Aggregate(input_topic, output_topic, window=window, emit=emit)
+    elif name == "join":
+        from kstool.topologies.join import Join
+
+        within = 0 if kind == "stream-stream" else None  # the windows' size is a run setting
+        topo = Join(input_topic, "<right>", output_topic, kind, how, within)
     else:
         from kstool.topologies.wordcount import WordCount
 

@@ -118,3 +118,20 @@ def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
                       "--how", "outer")
     assert outer_table.exit_code == 2 and "inner or left" in outer_table.stderr
     assert len(outer_table.stderr.strip().splitlines()) == 1
+
+
+def test_topology_describe_covers_joins_and_windowed_aggregates():
+    join = json.loads(cli("topology", "describe", "join", "--kind", "stream-stream", "--how", "outer",
+                          "--input", "clicks", "-o", "json").stdout)
+    assert {s["name"]: s["changelog_topic"] for s in join["stores"]} == {
+        "join-left": "join-join-left-changelog", "join-right": "join-join-right-changelog",
+        "join-unmatched": "join-join-unmatched-changelog"}
+    assert {s["name"]: s["kind"] for s in join["stores"]}["join-left"] == "window"
+    sources = [n["topics"] for n in join["sub_topologies"][0]["nodes"] if n["type"] == "source"]
+    assert sources == [["clicks"], ["<right>"]]
+    windowed = json.loads(cli("topology", "describe", "aggregate", "--window", "hopping:10s,5s", "--emit", "final",
+                              "-o", "json").stdout)
+    names = [n["name"] for n in windowed["sub_topologies"][0]["nodes"]]
+    assert any(n.startswith("KTABLE-SUPPRESS") for n in names)
+    assert windowed["stores"] == [{"name": "aggregate", "kind": "window", "changelog_topic": "aggregate-aggregate-changelog",
+                                   "key_format": "string", "value_format": "long"}]

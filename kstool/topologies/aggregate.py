@@ -212,7 +212,7 @@ class Aggregate:
             else:
                 node = {"name": name, "type": "processor", "stores": [], "successors": [successor]}
                 if name.startswith("KTABLE-SUPPRESS"):
-                    node["spark"] = "untilWindowCloses: emit each window once, when end + grace <= stream time"
+                    node["spark"] = "untilWindowCloses: emit each window once, when it closes (end + grace reached by stream time)"
                 nodes.append(node)
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
                 "stores": [{"name": store.name, "kind": store.kind, "changelog_topic": store.changelog_topic,
