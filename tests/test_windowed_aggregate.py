@@ -131,3 +131,25 @@ def test_session_windows(kafka, spark, topic_name, emit):
     assert [(e["window_start"], e["window_end"], e["value"]) for e in json.loads(fetched.stdout)] == [
         (S(25), S(25), 1)]
     assert json.loads(cli("state", "fetch", "--app-id", source + "-app", "a", "-o", "json").stdout) == []
+
+
+def test_event_time_from_a_json_field_with_sum(kafka, spark, topic_name):
+    # event time from field ts (ISO-8601 or epoch ms), not the record timestamp (all at 100s);
+    # [0,10) sums 2 + 3.5 (a double), [10,20) sums 1 (whole: a long); [20,30) stays open.
+    # The record whose ts is not a time is bad: --on-error skip drops and counts it.
+    records = [("a", json.dumps({"ts": "2026-01-01T00:00:01Z", "n": 2}), 100),
+               ("a", json.dumps({"ts": _ms(4), "n": 3.5}), 100),
+               ("a", json.dumps({"ts": "2026-01-01T00:00:12Z", "n": 1}), 100),
+               ("b", json.dumps({"ts": "yesterday", "n": 1}), 100),
+               ("a", json.dumps({"ts": _ms(25), "n": 4}), 100)]
+    create_topic(kafka, topic_name, 1)
+    produce_keyed(kafka, topic_name, records)
+    result = cli("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--once",
+                 "--app-id", topic_name + "-app", "--agg", "sum", "--value-field", "n", "--time", "field:ts",
+                 "--window", "tumbling:10s", "--emit", "final", "--on-error", "skip")
+    assert result.exit_code == 0, result.stderr
+    out = read_all(kafka, topic_name + "-out")
+    assert [(m.key(), m.value()) for m in out] == [
+        (b"a" + struct.pack(">q", _ms(0)), struct.pack(">d", 5.5)),
+        (b"a" + struct.pack(">q", _ms(10)), struct.pack(">q", 1))]
+    assert "1 bad record(s)" in result.stderr

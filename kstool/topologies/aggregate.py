@@ -54,7 +54,7 @@ class Aggregate:
     emit: str = "update"  # | final
     key_format: str = "windowed"  # | json (windowed output keys)
     name: str = "aggregate"
-    invalid_reason: str = "not a number (or not JSON, or no usable event time)"
+    invalid_reason: str = "not a number (or not JSON)"
 
     def __post_init__(self) -> None:
         if self.agg not in AGGREGATIONS:
@@ -66,6 +66,8 @@ class Aggregate:
         if self.value_field:
             self.input_value_format = "json"
         self.spec = WindowSpec.parse(self.window) if self.window else None
+        if self.spec is not None and self.time != "record":
+            self.invalid_reason += ", or no event time in the value"
         if self.spec is None and (self.grace or self.emit != "update" or self.time != "record"):
             raise UsageError("--grace, --emit final and --time need --window")
         if self.emit not in EMIT_MODES:
