@@ -41,19 +41,23 @@ def _windowed(messages) -> list[tuple]:
 
 
 def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
-    # size 10s, grace 5s. stream time (st) and close = st - 5:
-    # a@1 a@3 -> [0,10) a=1,2 | a@12 st12 -> [10,20) a=1 | b@2 (close 7 < end 10) -> [0,10) b=1
-    # a@16 st16 close 11: [0,10) closes | a@4 late | b@25 -> [20,30) b=1, [10,20) closes
-    # a@9 late | a@22 -> [20,30) a=1
-    source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s")
+    # size 10s, grace 5s, 3 records per batch; each batch emits the latest value of each window
+    # it changed (Kafka Streams' record cache), in the order of their last update.
+    # stream time (st), close = st - 5:
+    # batch 0: a@1 a@3 -> [0,10) a=2 | a@12 st12 -> [10,20) a=1
+    # batch 1: b@2 (close 7 < end 10) -> [0,10) b=1 | a@16 st16 close 11 -> [10,20) a=2, and
+    #          [0,10) closes | a@4 late
+    # batch 2: b@25 -> [20,30) b=1, [10,20) closes | a@9 late | a@22 -> [20,30) a=1
+    source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s",
+                          "--max-records-per-batch", "3")
     assert _windowed(read_all(kafka, source + "-out")) == [
-        ("a", _ms(0), 1, _ms(1)), ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
-        ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)), ("b", _ms(20), 1, _ms(25)),
-        ("a", _ms(20), 1, _ms(22))]
-    assert "2 late record(s) dropped" in result.stderr
-    # the window store's changelog: key ‖ start ‖ seqnum 0, every update
+        ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
+        ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
+        ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+    assert "3 batch(es)" in result.stderr and "2 late record(s) dropped" in result.stderr
+    # the window store's changelog: key ‖ start ‖ seqnum 0, the same updates
     changelog = read_all(kafka, source + "-app-aggregate-changelog")
-    assert len(changelog) == 7 and all(m.key()[-4:] == b"\0\0\0\0" for m in changelog)
+    assert len(changelog) == 6 and all(m.key()[-4:] == b"\0\0\0\0" for m in changelog)
     assert (changelog[-1].key()[:-12], struct.unpack(">q", changelog[-1].key()[-12:-4])[0]) == (b"a", _ms(20))
     # the store holds the windows still open at stream time 25 (retention size + grace): [20,30)
     fetched = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(60)),
@@ -82,11 +86,11 @@ def test_hopping_windows_with_json_keys(kafka, spark, topic_name):
     # [15,25) a=1 ([5,15) closes) | a@4 late | b@25 -> [20,30),[25,35) ([10,20) and [15,25)
     # close) | a@9 -> [0,10),[5,15): late | a@22 -> [15,25) closed, [20,30) a=1
     source, result = _run(kafka, topic_name, "--window", "hopping:10s,5s", "--key-format", "json")
+    # one batch: each window once, with its last value, in the order of last update
     got = [(json.loads(m.key()), struct.unpack(">q", m.value())[0], m.timestamp()[1])
            for m in read_all(kafka, source + "-out")]
-    expected = [("a", -5, 1, 1), ("a", 0, 1, 1), ("a", -5, 2, 3), ("a", 0, 2, 3), ("a", 5, 1, 12),
-                ("a", 10, 1, 12), ("a", 10, 2, 16), ("a", 15, 1, 16), ("b", 20, 1, 25), ("b", 25, 1, 25),
-                ("a", 20, 1, 22)]
+    expected = [("a", -5, 2, 3), ("a", 0, 2, 3), ("a", 5, 1, 12), ("a", 10, 2, 16), ("a", 15, 1, 16),
+                ("b", 20, 1, 25), ("b", 25, 1, 25), ("a", 20, 1, 22)]
     assert got == [({"key": k, "start": _ms(s), "end": _ms(s + 10)}, n, _ms(t)) for k, s, n, t in expected]
     assert "3 late record(s) dropped" in result.stderr
 
@@ -112,16 +116,20 @@ def _sessions(messages) -> list[tuple]:
 
 @pytest.mark.parametrize("emit", ["update", "final"])
 def test_session_windows(kafka, spark, topic_name, emit):
-    # gap 5s, grace 2s (close = st - 2; late when the merged session ends before close):
-    # a@1 -> [1,1] | a@3 merges -> [1,3]=2 (tombstone [1,1]) | a@12 st12 -> [12,12] ([1,3] closes)
-    # b@2 late | a@16 merges -> [12,16]=2 (tombstone [12,12]) | a@4 late | b@25 -> [25,25]
-    # ([12,16] closes) | a@9 late | a@22: [12,16] has left the store (retention gap + grace), and
-    # [22,22] ends before close 23: late
-    source, result = _run(kafka, topic_name, "--window", "session:5s", "--grace", "2s", "--emit", emit)
+    # gap 5s, grace 2s (close = st - 2; late when the merged session ends before close), two
+    # records per batch:
+    # batch 0: a@1 -> [1,1] | a@3 merges -> [1,3]=2; [1,1] came and went in the batch: no tombstone
+    # batch 1: a@12 st12 -> [12,12]=1 ([1,3] closes) | b@2 late
+    # batch 2: a@16 merges -> [12,16]=2, tombstone for [12,12] (written in batch 1) | a@4 late
+    # batch 3: b@25 -> [25,25] ([12,16] closes) | a@9 late
+    # batch 4: a@22: [12,16] has left the store (retention gap + grace), and [22,22] ends before
+    #          close 23: late
+    source, result = _run(kafka, topic_name, "--window", "session:5s", "--grace", "2s", "--emit", emit,
+                          "--max-records-per-batch", "2")
     S = _ms
     if emit == "update":
-        expected = [("a", S(1), S(1), 1), ("a", S(1), S(1), None), ("a", S(1), S(3), 2), ("a", S(12), S(12), 1),
-                    ("a", S(12), S(12), None), ("a", S(12), S(16), 2), ("b", S(25), S(25), 1)]
+        expected = [("a", S(1), S(3), 2), ("a", S(12), S(12), 1), ("a", S(12), S(12), None),
+                    ("a", S(12), S(16), 2), ("b", S(25), S(25), 1)]
     else:
         expected = [("a", S(1), S(3), 2), ("a", S(12), S(16), 2)]
     assert _sessions(read_all(kafka, source + "-out")) == expected

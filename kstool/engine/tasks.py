@@ -48,10 +48,11 @@ class TaskProcessor(StatefulProcessor):
                    for row in rows]
         emitted = run_task(self.processor, state, records)
         for name, keys in state.changed.items():
-            for store_key in keys:
+            for store_key, existed in keys.items():
                 value = state.stores[name].get(store_key)
                 if value is None:
-                    self.maps[name].removeKey((store_key,))
+                    if existed:
+                        self.maps[name].removeKey((store_key,))
                 else:
                     self.maps[name].updateValue((store_key,), (value.value, value.timestamp, value.aux))
         self.meta.update((state.stream_time, state.sequence))

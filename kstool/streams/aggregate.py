@@ -20,7 +20,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from kstool.streams.task import LATE, Record, StoreValue, TaskState
+from kstool.streams.task import LATE, OUTPUT, Record, StoreValue, TaskState, changelog_role
 from kstool.streams.windows import (WindowSpec, output_key, session_store_key, split_session_store_key,
                                     split_window_store_key, window_store_key)
 
@@ -82,6 +82,12 @@ def output_value(agg: str, result: float, whole: bool, value_format: str) -> byt
     return (str(int(result)) if integral else repr(float(result))).encode()
 
 
+def _cached_roles(emit: str) -> frozenset[str]:
+    """The store is a cached store (Kafka Streams' default): per batch its changelog, and with
+    --emit update the output, get each window's latest value only."""
+    return frozenset({changelog_role(STORE)} | ({OUTPUT} if emit == "update" else set()))
+
+
 @dataclass
 class WindowedAggregate:
     window: WindowSpec
@@ -91,6 +97,10 @@ class WindowedAggregate:
     value_format: str = "auto"
     key_format: str = "windowed"  # | json
     stores: tuple[str, ...] = (STORE,)
+
+    @property
+    def cached_roles(self) -> frozenset[str]:
+        return _cached_roles(self.emit)
 
     def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
         end = start + self.window.size
@@ -151,9 +161,14 @@ class SessionAggregate:
     key_format: str = "windowed"
     stores: tuple[str, ...] = (STORE,)
 
+    @property
+    def cached_roles(self) -> frozenset[str]:
+        return _cached_roles(self.emit)
+
     def _emit_session(self, state, key: bytes, start: int, end: int, acc: Accumulator | None) -> None:
         value = None if acc is None else output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format)
-        state.emit(output_key(key, start, end, True, self.key_format), value, end)
+        state.emit(output_key(key, start, end, True, self.key_format), value, end,
+                   store=STORE, store_key=session_store_key(key, start, end))
 
     def process(self, record: Record, state: TaskState) -> None:
         # index the store before this record changes it

@@ -63,6 +63,7 @@ class StreamStreamJoin:
     grace: int
     joiner: Joiner
     stores: tuple[str, ...] = ("join-left", "join-right", "join-unmatched")
+    cached_roles: frozenset[str] = frozenset()  # join results are a KStream: every one is written
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None or record.value is None:
@@ -150,6 +151,7 @@ class StreamTableJoin:
     how: str  # inner | left
     joiner: Joiner
     stores: tuple[str, ...] = ("join-right-table",)
+    cached_roles: frozenset[str] = frozenset()
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:
@@ -173,6 +175,7 @@ class TableTableJoin:
     how: str
     joiner: Joiner
     stores: tuple[str, ...] = ("join-left-table", "join-right-table")
+    cached_roles: frozenset[str] = frozenset()  # "every update on either side emits"
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:

@@ -29,6 +29,8 @@ class Emitted:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    store: str | None = None  # the store entry it reflects (for the record cache)
+    store_key: bytes | None = None
 
 
 def changelog_role(store: str) -> str:
@@ -52,7 +54,8 @@ class TaskState:
     stream_time: int = NO_TIME
     sequence: int = 0  # join stores' seqnum (Kafka Streams' retainDuplicates)
     out: list[Emitted] = field(default_factory=list)
-    changed: dict[str, set[bytes]] = field(default_factory=dict)
+    # store -> {key changed this batch: whether it existed before the batch}
+    changed: dict[str, dict[bytes, bool]] = field(default_factory=dict)
     index: dict[str, object] = field(default_factory=dict)  # a processor's lookup aids; not persisted
 
     @classmethod
@@ -62,21 +65,32 @@ class TaskState:
     def get(self, store: str, key: bytes) -> StoreValue | None:
         return self.stores[store].get(key)
 
+    def _touch(self, store: str, key: bytes) -> None:
+        changed = self.changed.setdefault(store, {})
+        if key not in changed:
+            changed[key] = key in self.stores[store]
+
+    def existed_before_batch(self, store: str, key: bytes) -> bool:
+        changed = self.changed.get(store, {})
+        return changed[key] if key in changed else key in self.stores[store]
+
     def put(self, store: str, key: bytes, value: StoreValue, log: bool = True) -> None:
+        self._touch(store, key)
         self.stores[store][key] = value
-        self.changed.setdefault(store, set()).add(key)
         if log:
-            self.out.append(Emitted(changelog_role(store), key, value.value, value.timestamp))
+            self.out.append(Emitted(changelog_role(store), key, value.value, value.timestamp, store, key))
 
     def delete(self, store: str, key: bytes, timestamp: int, log: bool = True) -> None:
-        if self.stores[store].pop(key, None) is None:
+        if key not in self.stores[store]:
             return
-        self.changed.setdefault(store, set()).add(key)
+        self._touch(store, key)
+        del self.stores[store][key]
         if log:
-            self.out.append(Emitted(changelog_role(store), key, None, timestamp))
+            self.out.append(Emitted(changelog_role(store), key, None, timestamp, store, key))
 
-    def emit(self, key: bytes | None, value: bytes | None, timestamp: int, role: str = OUTPUT) -> None:
-        self.out.append(Emitted(role, key, value, timestamp))
+    def emit(self, key: bytes | None, value: bytes | None, timestamp: int, role: str = OUTPUT,
+             store: str | None = None, store_key: bytes | None = None) -> None:
+        self.out.append(Emitted(role, key, value, timestamp, store, store_key))
 
     def advance(self, timestamp: int) -> int:
         self.stream_time = max(self.stream_time, timestamp)
@@ -85,6 +99,9 @@ class TaskState:
 
 class Processor(Protocol):
     stores: tuple[str, ...]
+    # roles whose records go through Kafka Streams' record cache: per batch, only each key's
+    # last record (KTable updates); empty for KStream results
+    cached_roles: frozenset[str]
 
     def process(self, record: Record, state: TaskState) -> None: ...
 
@@ -112,8 +129,25 @@ def processing_order(records: Iterable[Record]) -> Iterator[Record]:
 
 
 def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) -> list[Emitted]:
-    """Process one batch of a task's records; returns what they emitted, in order."""
+    """Process one batch of a task's records; returns what they emitted, in order
+    (`state.changed` then says which store entries to persist)."""
+    state.changed = {}
     for record in processing_order(records):
         processor.process(record, state)
     emitted, state.out = state.out, []
-    return emitted
+    return _through_cache(emitted, processor.cached_roles, state) if processor.cached_roles else emitted
+
+
+def _through_cache(emitted: list[Emitted], roles: frozenset[str], state: TaskState) -> list[Emitted]:
+    """Kafka Streams' record cache, flushed once per batch: each key's last record, in the
+    order of last update; a delete of an entry the batch itself created is not written."""
+    last = {(e.role, e.key): i for i, e in enumerate(emitted) if e.role in roles}
+    kept = []
+    for i, e in enumerate(emitted):
+        if e.role in roles:
+            if last[e.role, e.key] != i:
+                continue
+            if e.value is None and e.store and not state.existed_before_batch(e.store, e.store_key):
+                continue
+        kept.append(e)
+    return kept
