@@ -36,9 +36,15 @@ def read_all(kafka, topic: str) -> list:
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, p, low)])
+            waited = 0
             while True:
-                msg = consumer.poll(10)
-                assert msg is not None, f"timed out reading {topic}:{p}"
+                msg = consumer.poll(1)
+                if msg is None:  # transaction markers take offsets but are not messages
+                    if consumer.position([TopicPartition(topic, p)])[0].offset >= high:
+                        break
+                    waited += 1
+                    assert waited < 10, f"timed out reading {topic}:{p}"
+                    continue
                 if msg.error():
                     continue
                 out.append(msg)

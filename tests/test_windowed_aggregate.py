@@ -161,3 +161,23 @@ def test_event_time_from_a_json_field_with_sum(kafka, spark, topic_name):
         (b"a" + struct.pack(">q", _ms(0)), struct.pack(">d", 5.5)),
         (b"a" + struct.pack(">q", _ms(10)), struct.pack(">q", 1))]
     assert "1 bad record(s)" in result.stderr
+
+
+def test_stream_time_and_windows_survive_a_restart_exactly_once(kafka, spark, topic_name):
+    # the input of the tests above in two runs: the second run must know stream time 16 and the
+    # open windows from the first (a@4 late; [0,10) closed, not reopened)
+    create_topic(kafka, topic_name, 1)
+    args = ("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--app-id",
+            topic_name + "-app", "--once", "--window", "tumbling:10s", "--grace", "5s",
+            "--processing-guarantee", "exactly_once_v2")
+    produce_keyed(kafka, topic_name, INPUT[:5])
+    first = cli(*args)
+    assert first.exit_code == 0, first.stderr
+    produce_keyed(kafka, topic_name, INPUT[5:])
+    second = cli(*args)
+    assert second.exit_code == 0, second.stderr
+    assert "late" not in first.stderr and "2 late record(s) dropped" in second.stderr
+    # run 1 (one batch): [0,10) a=2, [0,10) b=1, [10,20) a=2; run 2: [20,30) b=1, a=1
+    assert _windowed(read_all(kafka, topic_name + "-out")) == [
+        ("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
+        ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
