@@ -61,10 +61,12 @@ def ceiling(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
     return {"records": seen, "seconds": round(seconds, 2), "records_per_s": round(seen / seconds)}
 
 
-def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount") -> dict:
+def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount", extra: tuple = ()) -> dict:
     started = time.perf_counter()
-    extra = ["--agg", "count"] if topology == "aggregate" else []
-    proc = subprocess.Popen([*KSTOOL, "run", topology, *extra, "--input", topic, "--output", f"{app}-out",
+    if topology == "aggregate":
+        extra = ("--agg", "count", *extra)
+    inputs = ["--left", topic, "--right", f"{topic}-right"] if topology == "join" else ["--input", topic]
+    proc = subprocess.Popen([*KSTOOL, "run", topology, *extra, *inputs, "--output", f"{app}-out",
                              "--app-id", app, "--once", "--report", "json", "--master", master,
                              "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rss = PeakRss(proc.pid)
@@ -244,6 +246,9 @@ def main() -> None:
         runs["load_keys_s"] = round(load(bootstrap, "bench-keys", keyed_records(args.records), 2), 2)
         create_topic(bootstrap, "bench-keys-1m", 2)
         runs["load_keys_1m_s"] = round(load(bootstrap, "bench-keys-1m", keyed_records(1_000_000), 2), 2)
+        create_topic(bootstrap, "bench-keys-1m-right", 2)
+        runs["load_keys_1m_right_s"] = round(load(bootstrap, "bench-keys-1m-right",
+                                                  keyed_records(1_000_000, seed=3), 2), 2)
         create_topic(bootstrap, "bench-lines", 2)
         runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
         steps = [
@@ -253,6 +258,10 @@ def main() -> None:
             ("count_per_key_1m", lambda: run_once(env, "bench-keys-1m", "bench-count-1m", args.master,
                                                   "aggregate")),
             ("wordcount_1m", lambda: run_once(env, "bench-lines", "bench-wordcount", args.master)),
+            ("windowed_count_1m", lambda: run_once(env, "bench-keys-1m", "bench-windowed", args.master, "aggregate",
+                                                   ("--window", "tumbling:1s"))),
+            ("table_table_join_2x1m", lambda: run_once(env, "bench-keys-1m", "bench-join", args.master, "join",
+                                                       ("--kind", "table-table", "--how", "outer"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
             ("latency", lambda: latency(env, bootstrap, args.rate, args.latency_seconds)),
         ]
@@ -271,6 +280,8 @@ def main() -> None:
         "count_vs_quix_ratio": round(runs["count_per_key"]["records_per_s"] / quix_rate, 2) if quix_rate else None,
         "once_1m_count_wall_s": runs["count_per_key_1m"]["wall_s"],
         "once_1m_wordcount_wall_s": runs["wordcount_1m"]["wall_s"] if args.lines == 1_000_000 else None,
+        "windowed_count_1m_records_per_s": runs["windowed_count_1m"]["records_per_s"],
+        "table_table_join_2x1m_records_per_s": runs["table_table_join_2x1m"]["records_per_s"],
         "latency_p50_s": runs["latency"]["p50_s"],
         "latency_p99_s": runs["latency"]["p99_s"],
         "consume_jsonl_records_per_s": runs["consume_jsonl"]["records_per_s"],
@@ -303,6 +314,10 @@ def print_table(results: dict) -> None:
                  c["peak_rss_mb"]])
     w = runs["wordcount_1m"]
     rows.append(["kstool wordcount --once (1M lines)", w["records_per_s"], w["wall_s"], w["spark_start_s"], w["peak_rss_mb"]])
+    for name, label in (("windowed_count_1m", "kstool aggregate --window tumbling:1s --once (1M)"),
+                        ("table_table_join_2x1m", "kstool join --kind table-table --how outer --once (2x1M)")):
+        r = runs[name]
+        rows.append([label, r["records_per_s"], r["wall_s"], r["spark_start_s"], r["peak_rss_mb"]])
     rows.append(["kstool consume -o jsonl", runs["consume_jsonl"]["records_per_s"], runs["consume_jsonl"]["seconds"], "", ""])
     print(tabulate(rows, headers=["job", "records/s", "wall s", "spark start s", "peak RSS MB"]))
     lat = runs["latency"]

@@ -181,3 +181,16 @@ def test_stream_time_and_windows_survive_a_restart_exactly_once(kafka, spark, to
     assert _windowed(read_all(kafka, topic_name + "-out")) == [
         ("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
         ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+
+
+def test_tasks_get_shuffle_partitions_of_their_own(spark):
+    """Spark places a task's group by hash(task) mod partitions; the count kstool picks must
+    give each task its own partition (else tasks run one after the other)."""
+    from pyspark.sql import functions as F
+
+    from kstool.engine.tasks import shuffle_partitions_for
+
+    for tasks in (1, 2, 3, 6):
+        partitions = shuffle_partitions_for(tasks)
+        placed = spark.range(tasks).select(F.pmod(F.hash(F.col("id").cast("int")), F.lit(partitions))).collect()
+        assert len({row[0] for row in placed}) == tasks

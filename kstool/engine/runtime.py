@@ -113,11 +113,15 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
     from kstool.engine.session import build_session
     from kstool.engine.sink import KafkaSink, TransactionalSink
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
+    from kstool.engine.tasks import shuffle_partitions_for
 
     spark_started = time.monotonic()
     spark_options = options.spark
     if spark_options.shuffle_partitions is None:
-        spark_options.shuffle_partitions = partitions
+        # tasks of a per-task topology must not share a partition (Spark keeps this count in
+        # the checkpoint, so later runs use it whatever is set here)
+        spark_options.shuffle_partitions = (shuffle_partitions_for(partitions) if topology.per_task
+                                            else partitions)
     spark, _ = build_session(spark_options, app_name=f"kstool-{options.app_id}",
                              log_file=paths.spark_log)
     summary.spark_start_seconds = round(time.monotonic() - spark_started, 3)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from pyspark.sql import Row
+import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -39,13 +39,17 @@ class TaskProcessor(StatefulProcessor):
                      for name in self.processor.stores}
         self.meta = handle.getValueState(META, META_SCHEMA)
 
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+    def handleInputRows(self, key, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
         stores = {name: {k[0]: StoreValue(*v) for k, v in state.iterator()} if state.exists() else {}
                   for name, state in self.maps.items()}
         meta = self.meta.get() if self.meta.exists() else None
         state = TaskState(stores, *(meta or ()))
-        records = [Record(row.key, row.value, row.event_time, row.side, row.number, row.partition, row.offset)
-                   for row in rows]
+        records = []
+        for frame in rows:  # Arrow batches as pandas: whole columns to Python lists at once
+            columns = [frame[c].tolist() for c in ("key", "value", "event_time", "side", "number",
+                                                    "partition", "offset")]
+            records += [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
+                        for k, v, t, s, n, p, o in zip(*columns)]
         emitted = run_task(self.processor, state, records)
         for name, keys in state.changed.items():
             for store_key, existed in keys.items():
@@ -54,16 +58,43 @@ class TaskProcessor(StatefulProcessor):
                     if existed:
                         self.maps[name].removeKey((store_key,))
                 else:
-                    self.maps[name].updateValue((store_key,), (value.value, value.timestamp, value.aux))
+                    self.maps[name].updateValue((store_key,), (value.value, value.timestamp, value.stored_aux()))
         self.meta.update((state.stream_time, state.sequence))
-        for out in emitted:
-            yield Row(role=out.role, key=out.key, value=out.value, event_time=out.timestamp)
+        yield pd.DataFrame({"role": [e.role for e in emitted], "key": [e.key for e in emitted],
+                            "value": [e.value for e in emitted], "event_time": [e.timestamp for e in emitted]},
+                           columns=OUTPUT_SCHEMA.fieldNames())
 
     def close(self) -> None:
         pass
 
 
+def _spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's hash() of an int column (Murmur3_x86_32.hashInt), as a signed 32-bit int."""
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+    k1 = rotl((value * 0xCC9E2D51) & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & 0xFFFFFFFF
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & 0xFFFFFFFF
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def shuffle_partitions_for(tasks: int) -> int:
+    """The fewest shuffle partitions (>= tasks) that give tasks 0..tasks-1 one partition each,
+    so they run in parallel: Spark places a group by hash(task) mod partitions, and with
+    partitions == tasks two tasks often share one and run one after the other."""
+    partitions = tasks
+    while len({_spark_hash_int(t) % partitions for t in range(tasks)}) < tasks:
+        partitions += 1
+    return partitions
+
+
 def run_tasks(rows, make_processor: Callable[[], Processor]):
     """rows: a streaming DataFrame with INPUT_COLUMNS -> the emitted records (OUTPUT_SCHEMA)."""
     return (rows.select(*INPUT_COLUMNS).groupBy("task")
-            .transformWithState(TaskProcessor(make_processor), OUTPUT_SCHEMA, "Update", "None"))
+            .transformWithStateInPandas(TaskProcessor(make_processor), OUTPUT_SCHEMA, "Update", "None"))

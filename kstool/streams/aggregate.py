@@ -36,6 +36,7 @@ class Accumulator:
     low: float = math.inf
     high: float = -math.inf
     whole: bool = True  # every number so far integral: sum/min/max are longs
+    emitted: bool = False  # --emit final of sessions: already written
 
     def add(self, number: float | None) -> None:
         self.count += 1
@@ -54,14 +55,20 @@ class Accumulator:
         return {"count": self.count, "sum": self.total, "min": self.low, "max": self.high,
                 "avg": self.total / self.count if self.count else math.nan}[agg]
 
-    def dump(self, **extra) -> str:
-        return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole, extra])
+    def dump(self) -> str:
+        return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole,
+                           self.emitted])
 
     @classmethod
-    def load(cls, text: str) -> tuple["Accumulator", dict]:
-        count, total, low, high, whole, extra = json.loads(text)
-        return cls(count, total, math.inf if low is None else low,
-                   -math.inf if high is None else high, whole), extra
+    def of(cls, value: StoreValue | None) -> "Accumulator":
+        """The live accumulator of a store entry (decoded once per batch, then kept in it)."""
+        if value is None:
+            return cls()
+        if isinstance(value.aux, str):
+            count, total, low, high, whole, emitted = json.loads(value.aux)
+            value.aux = cls(count, total, math.inf if low is None else low,
+                            -math.inf if high is None else high, whole, emitted)
+        return value.aux
 
 
 def _finite(x: float) -> float | None:
@@ -118,10 +125,10 @@ class WindowedAggregate:
             accepted = True
             store_key = window_store_key(record.key, start)
             old = state.get(STORE, store_key)
-            acc = Accumulator.load(old.aux)[0] if old else Accumulator()
+            acc = Accumulator.of(old)
             acc.add(record.number)
             ts = max(record.timestamp, old.timestamp) if old else record.timestamp
-            state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), ts, acc.dump()))
+            state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), ts, acc))
             if old is None:
                 heapq.heappush(ends, (start + self.window.size, store_key))
             if self.emit == "update":
@@ -147,7 +154,7 @@ class WindowedAggregate:
                 continue
             if self.emit == "final":
                 key, start = split_window_store_key(store_key)
-                self._emit_window(state, key, start, Accumulator.load(value.aux)[0], value.timestamp)
+                self._emit_window(state, key, start, Accumulator.of(value), value.timestamp)
             state.delete(STORE, store_key, value.timestamp, log=False)  # expired, like a dropped segment
 
 
@@ -190,7 +197,7 @@ class SessionAggregate:
             return
         acc = Accumulator()
         for old_start, old_end, store_key, value in sorted(overlapping):
-            acc.merge(Accumulator.load(value.aux)[0])
+            acc.merge(Accumulator.of(value))
             if (old_start, old_end) != (start, end):
                 state.delete(STORE, store_key, old_end)
                 sessions.discard(store_key)
@@ -198,8 +205,7 @@ class SessionAggregate:
                     self._emit_session(state, record.key, old_start, old_end, None)
         acc.add(record.number)
         store_key = session_store_key(record.key, start, end)
-        state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), end,
-                                               acc.dump(emitted=False)))
+        state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), end, acc))
         if store_key not in sessions:
             sessions.add(store_key)
             heapq.heappush(ends, (end, store_key))
@@ -235,12 +241,12 @@ class SessionAggregate:
             value = state.get(STORE, store_key)
             if value is None or self.emit != "final":
                 continue
-            acc, extra = Accumulator.load(value.aux)
-            if not extra.get("emitted"):
+            acc = Accumulator.of(value)
+            if not acc.emitted:
                 key, start, _ = split_session_store_key(store_key)
                 self._emit_session(state, key, start, end, acc)
-                state.put(STORE, store_key, StoreValue(value.value, value.timestamp, acc.dump(emitted=True)),
-                          log=False)
+                acc.emitted = True
+                state.put(STORE, store_key, value, log=False)
         expiries = self._ends(state, "expiries")
         while expiries and expiries[0][0] <= close - self.window.size:
             end, store_key = heapq.heappop(expiries)

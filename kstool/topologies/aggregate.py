@@ -76,6 +76,10 @@ class Aggregate:
             raise UsageError("--grace must not be negative")
         events.check_time(self.time)
 
+    @property
+    def per_task(self) -> bool:
+        return self.spec is not None
+
     def input_topics(self) -> list[str]:
         return [self.input_topic]
 

@@ -11,6 +11,7 @@ from kstool.engine.sink import SinkTarget
 class Topology(Protocol):
     name: str
     invalid_reason: str  # what --on-error says about a record valid_record() rejects
+    per_task: bool  # runs kstool.streams processors per task (transformWithState)
 
     def input_topics(self) -> list[str]: ...
 

@@ -39,6 +39,7 @@ class Join:
     repartition: bool = False
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
+    per_task: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -27,6 +27,7 @@ class WordCount:
     value_format: str = "long"
     name: str = "wordcount"
     invalid_reason: str = "not valid UTF-8"
+    per_task: bool = False
 
     def input_topics(self) -> list[str]:
         return [self.input_topic]
