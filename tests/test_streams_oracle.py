@@ -141,3 +141,13 @@ def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how):
     assert Counter({v: n for v, n in got.items() if b"null" not in v}) == Counter(
         {v: n for v, n in pairs.items() if b"null" not in v})
     assert sum(e.role == LATE for e in out) == late
+
+
+def test_processing_order_merges_partitions_by_next_timestamp():
+    # left partition 0: @5 @7; left partition 1: @6 @1; right: @6
+    records = [Record(b"k", b"", ts, side, None, partition, offset)
+               for side, partition, offset, ts in [(LEFT, 0, 0, 5), (LEFT, 0, 1, 7), (LEFT, 1, 0, 6),
+                                                   (LEFT, 1, 1, 1), (RIGHT, 0, 0, 6)]]
+    order = [(r.side, r.partition, r.timestamp) for r in processing_order(records)]
+    # each partition keeps its offset order (@6 before @1 in partition 1); the right side wins the tie at 6
+    assert order == [(LEFT, 0, 5), (RIGHT, 0, 6), (LEFT, 1, 6), (LEFT, 1, 1), (LEFT, 0, 7)]

@@ -133,25 +133,27 @@ class Processor(Protocol):
 
 
 def processing_order(records: Iterable[Record]) -> Iterator[Record]:
-    """Kafka Streams' order within a task: each input partition in offset order; between the
-    two sides of a join, the queue whose head record has the smaller timestamp goes first
-    (ties: the right side, so a table update at time t is seen by a stream record at t)."""
-    queues: dict[int, list[Record]] = {}
+    """Kafka Streams' order within a task: each input partition in offset order, and between
+    partitions (the two sides of a join; the source partitions a re-key merges, as a
+    repartition topic would) the one whose next record has the smallest timestamp goes first.
+    Ties: the right side first (a table update at time t is seen by a stream record at t)."""
+    queues: dict[tuple[int, int], list[Record]] = {}
     for record in records:
-        queues.setdefault(record.side, []).append(record)
-    for queue in queues.values():
-        queue.sort(key=lambda r: (r.partition, r.offset))
+        queues.setdefault((record.side, record.partition), []).append(record)
     if len(queues) == 1:
-        yield from next(iter(queues.values()))
+        yield from sorted(next(iter(queues.values())), key=lambda r: r.offset)
         return
-    heads = [(queue[0].timestamp, -side, 0, side) for side, queue in queues.items()]
+    heads = []
+    for (side, partition), queue in queues.items():
+        queue.sort(key=lambda r: r.offset)
+        heads.append((queue[0].timestamp, -side, partition, 0))
     heapq.heapify(heads)
     while heads:
-        _, _, index, side = heapq.heappop(heads)
-        queue = queues[side]
+        _, negative_side, partition, index = heapq.heappop(heads)
+        queue = queues[-negative_side, partition]
         yield queue[index]
         if index + 1 < len(queue):
-            heapq.heappush(heads, (queue[index + 1].timestamp, -side, index + 1, side))
+            heapq.heappush(heads, (queue[index + 1].timestamp, negative_side, partition, index + 1))
 
 
 def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) -> list[Emitted]:
