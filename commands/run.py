@@ -38,6 +38,8 @@ def engine_options(func):
         click.option("--processing-guarantee", type=click.Choice(["at_least_once", "exactly_once_v2"]),
                      default="at_least_once", show_default=True,
                      help="exactly_once_v2: output, changelog and input offsets commit in one Kafka transaction per batch."),
+        click.option("--late-topic", metavar="TOPIC",
+                     help="Windows and joins: write records dropped as late here (key, value, event time)."),
         click.option("--on-data-loss", type=click.Choice(["fail", "earliest"]), default="fail",
                      show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
         click.option("--state-dir", type=click.Path(file_okay=False), help="Where app state lives "
@@ -64,7 +66,7 @@ def build_run_options(g: Globals, app_id: str, kw: dict):
         once=kw["once"], trigger_ms=parse_duration(kw["trigger"]), starting=kw["starting"],
         max_records_per_batch=kw["max_records_per_batch"],
         on_error=ErrorPolicy.parse(kw["on_error"]), on_data_loss=kw["on_data_loss"], quiet=kw["quiet"],
-        processing_guarantee=kw["processing_guarantee"],
+        processing_guarantee=kw["processing_guarantee"], late_topic=kw["late_topic"],
         spark=SparkOptions(master=kw["master"], conf=parse_key_values(kw["spark_conf"], "--conf"),
                            ui=kw["spark_ui"], debug=g.debug))
 

@@ -39,13 +39,14 @@ def test_stream_stream(kafka, spark, topic_name, how):
     # -> (a, L4 R1, 12). L3@3: 18 < 20, late. R2@40 closes the waiting unmatched records
     # (t + 15 < 40), in time order: R3@15 (outer only), L2@20 (left and outer). R2 still waits.
     result = _run(kafka, topic_name, STREAM_LEFT, STREAM_RIGHT, "--kind", "stream-stream", "--how", how,
-                  "--within", "10s", "--grace", "5s")
+                  "--within", "10s", "--grace", "5s", "--late-topic", topic_name + "-late")
     assert result.exit_code == 0, result.stderr
     joined = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12)]
     unmatched = {"inner": [], "left": [("b", '{"left":"L2","right":null}', 20)],
                  "outer": [("d", '{"left":null,"right":"R3"}', 15), ("b", '{"left":"L2","right":null}', 20)]}
     assert _output(kafka, topic_name + "-out") == joined + unmatched[how]
     assert "1 late record(s) dropped" in result.stderr
+    assert [(m.key(), m.value()) for m in read_all(kafka, topic_name + "-late")] == [(b"a", b"L3")]
 
 
 # stream (left): S1 a@10, S2 b@20, S3 a@30, S4 c@35, S5 a@40
@@ -109,6 +110,14 @@ def _topic_exists(kafka, topic) -> bool:
     from confluent_kafka.admin import AdminClient
 
     return topic in AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).topics
+
+
+def test_late_topic_is_refused_where_nothing_is_late(kafka, spark, topic_name):
+    create_topic(kafka, topic_name, 1)
+    result = cli("run", "wordcount", "--input", topic_name, "--output", topic_name + "-out", "--once",
+                 "--app-id", topic_name + "-app", "--late-topic", topic_name + "-late")
+    assert result.exit_code == 2 and "--late-topic is for windowed aggregations and joins" in result.stderr
+    assert not _topic_exists(kafka, topic_name + "-out")
 
 
 def test_join_usage_errors_are_one_line(kafka, spark, topic_name):

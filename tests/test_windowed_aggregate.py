@@ -49,12 +49,14 @@ def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
     #          [0,10) closes | a@4 late
     # batch 2: b@25 -> [20,30) b=1, [10,20) closes | a@9 late | a@22 -> [20,30) a=1
     source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s",
-                          "--max-records-per-batch", "3")
+                          "--max-records-per-batch", "3", "--late-topic", topic_name + "-late")
     assert _windowed(read_all(kafka, source + "-out")) == [
         ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
         ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
         ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
     assert "3 batch(es)" in result.stderr and "2 late record(s) dropped" in result.stderr
+    late = read_all(kafka, topic_name + "-late")
+    assert [(m.key(), m.value(), m.timestamp()[1]) for m in late] == [(b"a", b"1", _ms(4)), (b"a", b"1", _ms(9))]
     # the window store's changelog: key ‖ start ‖ seqnum 0, the same updates
     changelog = read_all(kafka, source + "-app-aggregate-changelog")
     assert len(changelog) == 6 and all(m.key()[-4:] == b"\0\0\0\0" for m in changelog)
@@ -125,7 +127,7 @@ def test_session_windows(kafka, spark, topic_name, emit):
     # batch 4: a@22: [12,16] has left the store (retention gap + grace), and [22,22] ends before
     #          close 23: late
     source, result = _run(kafka, topic_name, "--window", "session:5s", "--grace", "2s", "--emit", emit,
-                          "--max-records-per-batch", "2")
+                          "--max-records-per-batch", "2", "--late-topic", topic_name + "-late")
     S = _ms
     if emit == "update":
         expected = [("a", S(1), S(3), 2), ("a", S(12), S(12), 1), ("a", S(12), S(12), None),
@@ -134,6 +136,8 @@ def test_session_windows(kafka, spark, topic_name, emit):
         expected = [("a", S(1), S(3), 2), ("a", S(12), S(16), 2)]
     assert _sessions(read_all(kafka, source + "-out")) == expected
     assert "4 late record(s) dropped" in result.stderr
+    assert [(m.key(), m.timestamp()[1]) for m in read_all(kafka, topic_name + "-late")] == [
+        (b"b", S(2)), (b"a", S(4)), (b"a", S(9)), (b"a", S(22))]
     # the session store: [12,16] left at stream time 25 (16 + gap 5 + grace 2 <= 25); b's stays
     fetched = cli("state", "fetch", "--app-id", source + "-app", "b", "-o", "json")
     assert [(e["window_start"], e["window_end"], e["value"]) for e in json.loads(fetched.stdout)] == [

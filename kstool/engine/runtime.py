@@ -23,9 +23,11 @@ from kstool.engine.exceptions import DataLossError, QueryFailedError
 from kstool.engine.session import SparkOptions
 from kstool.engine.sink import BatchReport
 from kstool.engine.status import BatchStatus, Reporter
+from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.kafka.topics import CreateTopicOptions, ensure_topic
+from kstool.streams.task import LATE
 from kstool.topologies.base import Topology
 
 
@@ -44,6 +46,7 @@ class RunOptions:
     spark: SparkOptions = field(default_factory=SparkOptions)
     stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
     processing_guarantee: str = "at_least_once"  # | exactly_once_v2
+    late_topic: str | None = None  # where records dropped as late go (per-task topologies)
 
 
 @dataclass
@@ -88,6 +91,9 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions) -> R
 
 
 def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths) -> int:
+    if options.late_topic and not topology.per_task:
+        raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
+                         "drops no records as late")
     wanted = Manifest(options.app_id, topology.name, topology.parameters(), topology.input_topics(),
                       topology.output_topics(), topology.stores(options.app_id))
     existing = load_manifest(paths)
@@ -105,13 +111,15 @@ def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, pat
         ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions, configs=configs))
     if options.on_error.kind == "dlq":
         ensure_topic(clients, CreateTopicOptions(options.on_error.dlq_topic, partitions))
+    if options.late_topic:
+        ensure_topic(clients, CreateTopicOptions(options.late_topic, partitions))
     save_manifest(paths, wanted)
     return partitions
 
 
 def _run_query(clients, topology, options, paths, partitions, summary, reporter) -> None:
     from kstool.engine.session import build_session
-    from kstool.engine.sink import KafkaSink, TransactionalSink
+    from kstool.engine.sink import KafkaSink, SinkTarget, TransactionalSink
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
     from kstool.engine.tasks import shuffle_partitions_for
 
@@ -144,11 +152,13 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
     checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
                                   options.app_id, topology.invalid_reason)
     reports: dict[int, BatchReport] = {}
+    targets = topology.sink_targets(options.app_id)
+    if options.late_topic:  # the late record itself: its key, value and event time
+        targets.append(SinkTarget(options.late_topic, "value", LATE))
     if options.processing_guarantee == "exactly_once_v2":
-        sink = TransactionalSink(clients, topology.sink_targets(options.app_id), options.app_id,
-                                 paths.checkpoint)
+        sink = TransactionalSink(clients, targets, options.app_id, paths.checkpoint)
     else:
-        sink = KafkaSink(clients, topology.sink_targets(options.app_id))
+        sink = KafkaSink(clients, targets)
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
     stream = (topology.build(checked, partitions).writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", str(paths.checkpoint)).queryName(options.app_id))
