@@ -192,7 +192,7 @@ def test_tasks_get_shuffle_partitions_of_their_own(spark):
     give each task its own partition (else tasks run one after the other)."""
     from pyspark.sql import functions as F
 
-    from kstool.engine.tasks import shuffle_partitions_for
+    from kstool.engine.shuffle import shuffle_partitions_for
 
     for tasks in (1, 2, 3, 6):
         partitions = shuffle_partitions_for(tasks)

@@ -121,7 +121,7 @@ def _run_query(clients, topology, options, paths, partitions, summary, reporter)
     from kstool.engine.session import build_session
     from kstool.engine.sink import KafkaSink, SinkTarget, TransactionalSink
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
-    from kstool.engine.tasks import shuffle_partitions_for
+    from kstool.engine.shuffle import shuffle_partitions_for
 
     spark_started = time.monotonic()
     spark_options = options.spark
