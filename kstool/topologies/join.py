@@ -78,7 +78,9 @@ class Join:
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         retention = 2 * self.within + self.grace if self.kind == "stream-stream" else None
-        return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name), "string", "string",
+        # the unmatched store's keys are time ‖ side ‖ key (TimestampedKeyAndJoinSide): bytes
+        return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
+                          "hex" if name == "join-unmatched" else "string", "string",
                           spark_state_var=name,
                           retention_ms=retention if _STORE_KINDS[name] == "window" else None)
                 for name in self.processor().stores]
