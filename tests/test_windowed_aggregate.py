@@ -198,3 +198,20 @@ def test_tasks_get_shuffle_partitions_of_their_own(spark):
         partitions = shuffle_partitions_for(tasks)
         placed = spark.range(tasks).select(F.pmod(F.hash(F.col("id").cast("int")), F.lit(partitions))).collect()
         assert len({row[0] for row in placed}) == tasks
+
+
+def test_group_by_field_merges_source_partitions_by_time(kafka, spark, topic_name):
+    # re-keyed by field g, the records of both partitions meet in one task, in timestamp order
+    # (as a repartition topic would interleave them): 1, 3, 12, 25. Concatenated partition by
+    # partition, 3 would come after 12 and be late. tumbling 10s, grace 0, final:
+    # [0,10) x=2 closes at 12, [10,20) x=1 closes at 25. A record without g is ignored.
+    create_topic(kafka, topic_name, 2)
+    produce_keyed(kafka, topic_name, [("k1", '{"g":"x"}', 1), ("k2", '{"g":"x"}', 12), ("k3", '{"h":1}', 13)], partition=0)
+    produce_keyed(kafka, topic_name, [("k4", '{"g":"x"}', 3), ("k5", '{"g":"x"}', 25)], partition=1)
+    result = cli("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--once",
+                 "--app-id", topic_name + "-app", "--group-by", "field:g", "--window", "tumbling:10s",
+                 "--emit", "final")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(_windowed(read_all(kafka, topic_name + "-out"))) == [
+        ("x", _ms(0), 2, _ms(3)), ("x", _ms(10), 1, _ms(12))]
+    assert "late" not in result.stderr
