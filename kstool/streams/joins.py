@@ -87,13 +87,14 @@ class StreamStreamJoin:
             if abs(other_ts - ts) > self.within:
                 continue
             matched = True
-            state.delete("join-unmatched", _unmatched_key(1 - record.side, record.key, other_ts), other_ts)
+            state.delete("join-unmatched", _unmatched_key(1 - record.side, record.key, other_ts, store_key[-4:]),
+                         other_ts)
             other = state.get(other_store, store_key)
             state.emit(record.key, _joined(self.joiner, record.side, record.value, other.value),
                        max(ts, other_ts))
         waits = self.how == "outer" or (self.how == "left" and record.side == LEFT)
         if waits and not matched:
-            waiting = _unmatched_key(record.side, record.key, ts)
+            waiting = _unmatched_key(record.side, record.key, ts, this_key[-4:])
             state.put("join-unmatched", waiting, StoreValue(record.value, ts))
             heapq.heappush(unmatched, waiting)
         self._expire(state, by_key, expiries, stream_time)
@@ -136,14 +137,15 @@ class StreamStreamJoin:
             by_key[side].get(key, set()).discard(store_key)
 
 
-def _unmatched_key(side: int, key: bytes, ts: int) -> bytes:
-    """Kafka Streams' TimestampedKeyAndJoinSide: ts(8) ‖ side(1: 1 = left) ‖ key."""
-    return struct.pack(">q?", ts, side == LEFT) + key
+def _unmatched_key(side: int, key: bytes, ts: int, seqnum: bytes) -> bytes:
+    """Kafka Streams' TimestampedKeyAndJoinSide, ts(8) ‖ side(1: 1 = left) ‖ key, plus the
+    record's seqnum(4) so records alike in all three wait side by side."""
+    return struct.pack(">q?", ts, side == LEFT) + key + seqnum
 
 
 def _split_unmatched_key(data: bytes) -> tuple[int, int, bytes]:
     ts, is_left = struct.unpack(">q?", data[:9])
-    return ts, LEFT if is_left else RIGHT, data[9:]
+    return ts, LEFT if is_left else RIGHT, data[9:-4]
 
 
 @dataclass

@@ -78,7 +78,7 @@ class Join:
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         retention = 2 * self.within + self.grace if self.kind == "stream-stream" else None
-        # the unmatched store's keys are time ‖ side ‖ key (TimestampedKeyAndJoinSide): bytes
+        # the unmatched store's keys are time ‖ side ‖ key ‖ seqnum: bytes
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
                           "hex" if name == "join-unmatched" else "string", "string",
                           spark_state_var=name,
