@@ -1,1 +1,0 @@
-"""kstool's click commands: parse options, call the kstool library, render. Nothing else."""

@@ -1,1 +1,0 @@
-"""Kafka client layer: clients, topics, groups, produce, consume, time-to-offset resolution."""

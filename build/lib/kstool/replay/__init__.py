@@ -1,1 +1,0 @@
-"""`kstool replay`: copy a slice of a topic (or a jsonl dump) into a topic for reprocessing."""
