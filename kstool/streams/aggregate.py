@@ -26,7 +26,6 @@ from kstool.streams.windows import (WindowSpec, output_key, session_store_key, s
 
 STORE = "aggregate"
 AGGREGATIONS = ("count", "sum", "min", "max", "avg")
-VALUE_FORMATS = ("auto", "string", "json")
 
 
 @dataclass

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from kstool.errors import UsageError
 from kstool.timeutil import parse_duration
 
-KINDS = ("tumbling", "hopping", "session")
-
 
 @dataclass(frozen=True)
 class WindowSpec:

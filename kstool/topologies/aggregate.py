@@ -27,16 +27,14 @@ from kstool.engine.app import StoreSpec
 from kstool.engine.sink import SinkTarget
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
-from kstool.streams.aggregate import (AGGREGATIONS, STORE, VALUE_FORMATS, SessionAggregate,
-                                      WindowedAggregate, output_value, store_value)
+from kstool.streams.aggregate import (AGGREGATIONS, STORE, SessionAggregate, WindowedAggregate, output_value,
+                                      store_value)
 from kstool.streams.task import OUTPUT, changelog_role
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import events
 
 INPUT_FORMATS = ("text", "long", "double", "json")
 EMIT_MODES = ("update", "final")
-KEY_FORMATS = ("windowed", "json")
-DAY_MS = 86_400_000
 
 
 @dataclass
