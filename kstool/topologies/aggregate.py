@@ -29,7 +29,6 @@ from kstool.errors import UsageError
 from kstool.names import changelog_topic
 from kstool.streams.aggregate import (AGGREGATIONS, STORE, SessionAggregate, WindowedAggregate, output_value,
                                       store_value)
-from kstool.streams.task import OUTPUT, changelog_role
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import events
 
@@ -109,8 +108,7 @@ class Aggregate:
         if self.spec is None:
             return [SinkTarget(self.output_topic, "out_value"),
                     SinkTarget(changelog_topic(app_id, STORE), "store_value")]
-        return [SinkTarget(self.output_topic, "value", OUTPUT),
-                SinkTarget(changelog_topic(app_id, STORE), "value", changelog_role(STORE))]
+        return events.sink_targets(self.output_topic, app_id, [STORE])
 
     # -- Spark ------------------------------------------------------------------------------
     def _json_text(self):
@@ -182,9 +180,7 @@ class Aggregate:
 
     def encode(self, updates):
         if self.spec is not None:
-            from pyspark.sql import functions as F
-
-            return updates.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))
+            return events.encode(updates)
         table = updates.select("group_key", "result", "whole", "timestamp").toArrow()
         results, wholes = table.column("result").to_pylist(), table.column("whole").to_pylist()
         out = [output_value(self.agg, r, w == 1, self.value_format) for r, w in zip(results, wholes)]

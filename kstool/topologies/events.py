@@ -1,8 +1,12 @@
-"""Spark columns the stateful topologies share: event time, and the task a record belongs to."""
+"""What the per-task topologies (windowed aggregate, join) share: event time, the task a
+record belongs to, and how the records their processors emit reach Kafka."""
 
 from __future__ import annotations
 
+from kstool.engine.sink import SinkTarget
 from kstool.errors import UsageError
+from kstool.names import changelog_topic
+from kstool.streams.task import OUTPUT, changelog_role
 
 
 def check_time(spec: str) -> str:
@@ -36,3 +40,16 @@ def task(key, repartition: bool, tasks: int):
     from pyspark.sql import functions as F
 
     return F.pmod(F.hash(key), F.lit(tasks)) if repartition else F.col("partition")
+
+
+def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
+    """The output topic gets the OUTPUT records, each store's changelog its own."""
+    return [SinkTarget(output_topic, "value", OUTPUT)] + [
+        SinkTarget(changelog_topic(app_id, store), "value", changelog_role(store)) for store in stores]
+
+
+def encode(emitted):
+    """The processors' emitted records (kstool.engine.tasks.OUTPUT_SCHEMA) as the sink reads them."""
+    from pyspark.sql import functions as F
+
+    return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))

@@ -17,7 +17,7 @@ from kstool.errors import UsageError
 from kstool.names import changelog_topic
 from kstool.streams.joins import (HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin,
                                   make_joiner)
-from kstool.streams.task import LEFT, OUTPUT, RIGHT, changelog_role
+from kstool.streams.task import LEFT, RIGHT
 from kstool.topologies import events
 
 # the join stores' kinds (their changelog key layouts)
@@ -86,9 +86,7 @@ class Join:
                 for name in self.processor().stores]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
-        return [SinkTarget(self.output_topic, "value", OUTPUT)] + [
-            SinkTarget(changelog_topic(app_id, name), "value", changelog_role(name))
-            for name in self.processor().stores]
+        return events.sink_targets(self.output_topic, app_id, self.processor().stores)
 
     def check_partitions(self, partitions: dict[str, int]) -> None:
         left, right = partitions[self.left_topic], partitions[self.right_topic]
@@ -114,9 +112,7 @@ class Join:
         return run_tasks(rows, self.processor)
 
     def encode(self, updates):
-        from pyspark.sql import functions as F
-
-        return updates.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))
+        return events.encode(updates)
 
     def describe(self, app_id: str) -> dict:
         stores = self.stores(app_id)
