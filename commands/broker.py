@@ -41,7 +41,7 @@ def stop():
 
 
 @broker.command()
-@output_option(formats=("table", "json"))
+@output_option()
 def status(output: str):
     """Show whether the embedded broker runs, its address, pid and log file."""
     state = embedded.status().to_dict()

@@ -61,7 +61,7 @@ def _format_options(func):
 @changelog.command()
 @click.argument("topic", shell_complete=complete_topics)
 @_format_options
-@output_option(formats=("table", "json"))
+@output_option()
 @pass_globals
 def describe(g: Globals, topic, key_format, value_format, detect, state_dir, output):
     """Per partition: offsets, records, distinct keys, tombstones, records per key,
@@ -90,7 +90,7 @@ def _position(text: str | None):
         return None, None
     if re.fullmatch(r"\d+", text.strip()):
         return int(text), None
-    return None, parse_time(text.strip().lstrip("@"))
+    return None, parse_time(text)
 
 
 @changelog.command()
@@ -104,7 +104,7 @@ def _position(text: str | None):
 @click.option("--to", "to", metavar="OFFSET|TIME", help="Stop after an offset or a time.")
 @click.option("--follow", "-F", is_flag=True, help="Keep printing new records until Ctrl-C.")
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True)
-@output_option(formats=("table", "json", "jsonl", "csv"))
+@output_option()
 @pass_globals
 def dump(g: Globals, topic, key_format, value_format, detect, state_dir, compact, show_tombstones, key,
          key_prefix, from_, to, follow, partitions, output):

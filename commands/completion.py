@@ -23,11 +23,6 @@ def completion(shell: str):
     click.echo(completion_script(shell), nl=False)
 
 
-def _globals(ctx: click.Context):
-    root = ctx.find_root()
-    return root.obj
-
-
 def _quiet(fetch):
     """Completers ask the broker or the state dir with a short timeout and never fail loudly."""
     def complete(ctx: click.Context, param, incomplete: str):
@@ -41,7 +36,7 @@ def _quiet(fetch):
 def _clients(ctx: click.Context):
     from kstool.commands.context import Globals
 
-    g = _globals(ctx) or Globals()
+    g = ctx.find_object(Globals) or Globals()  # with -b/-X/--command-config as typed so far
     g.timeout_s = min(g.timeout_s, 1.5)
     return g.clients()
 

@@ -7,6 +7,7 @@ import click
 from kstool.output import Column, Listing, emit
 
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import output_option
 
 
 @click.group()
@@ -15,7 +16,7 @@ def config():
 
 
 @config.command()
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option()
 @pass_globals
 def show(g: Globals, output):
     """Bootstrap servers (and where they came from), the embedded broker profile, and the

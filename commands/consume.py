@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 
 import click
 
+from kstool.errors import Interrupted
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume as consume_records
 from kstool.kafka.records import to_envelope
 from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty
-from kstool.serdes import FORMATS, decoder
-from kstool.timeutil import parse_time
+from kstool.serdes import RECORD_FORMATS, decoder
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import TIME
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", justify="right"), Column("key"), Column("value"),
@@ -22,17 +26,20 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 
 @click.command()
 @click.argument("topic", shell_complete=complete_topics)
-@click.option("--from", "start", default="beginning", show_default=True, metavar="SPEC",
-              help="beginning | end | stored (needs --group) | OFFSET | -N (the last N per partition).")
-@click.option("--from-time", metavar="TIME", help="Start at the first record with timestamp >= TIME.")
-@click.option("--to-time", metavar="TIME", help="Stop after the last record with timestamp <= TIME.")
+@click.option("--from", "start", metavar="SPEC",
+              help="beginning | end | stored (needs --group) | OFFSET | -N (the last N per partition). "
+                   "[default: beginning]")
+@click.option("--from-time", type=TIME, metavar="TIME", help="Start at the first record with timestamp >= TIME.")
+@click.option("--to-time", type=TIME, metavar="TIME", help="Stop after the last record with timestamp <= TIME.")
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
               help="Only these partitions (repeatable).")
 @click.option("-e", "--exit", "exit_at_end", is_flag=True, help="Stop at the end offsets as of start.")
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--group", "-g", help="Commit progress as this consumer group (default: read-only).")
-@click.option("--key-format", type=click.Choice(FORMATS), default="string", show_default=True)
-@click.option("--value-format", type=click.Choice(FORMATS), default="string", show_default=True)
+@click.option("--key-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
+              help="raw: the bytes as they are (kcat's default); string: UTF-8, else base64 JSON.")
+@click.option("--value-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
+              help="As --key-format.")
 @click.option("-o", "--output", type=click.Choice(["jsonl", "json", "csv", "table"]),
               help="Record format; default: the value of each record, one per line.")
 @click.option("-f", "--format", "fmt", metavar="FMT",
@@ -44,37 +51,82 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
     """Read records from TOPIC (follows new records until Ctrl-C unless -e, -n or --to-time)."""
     if output and fmt:
         raise click.UsageError("use either -o or -f, not both")
+    if start is not None and from_time is not None:
+        raise click.UsageError("use either --from or --from-time, not both")
     options = ConsumeOptions(
-        topic=topic, start=StartSpec.parse(start),
-        from_time=parse_time(from_time) if from_time else None,
-        to_time=parse_time(to_time) if to_time else None,
+        topic=topic, start=StartSpec.parse(start or "beginning"),
+        from_time=from_time, to_time=to_time,
         partitions=list(partitions) or None, exit_at_end=exit_at_end,
         max_messages=max_messages, group=group)
-    decode_key, decode_value = decoder(key_format), decoder(value_format)
+    structured = output is not None  # raw bytes appear there as {"base64": ...}
+    decode_key = decoder("bytes" if structured and key_format == "raw" else key_format)
+    decode_value = decoder("bytes" if structured and value_format == "raw" else value_format)
     envelopes = (to_envelope(r, decode_key, decode_value)
                  for r in consume_records(g.clients(), options))
     count = 0
+    whole = _WholeRecords()
     try:
         if output in ("json", "csv", "table"):
-            rows = list(envelopes)
-            count = len(rows)
+            rows = []
+            for env in envelopes:
+                rows.append(env)
+                count += 1
             emit(Listing(rows, RECORD_COLUMNS), output)
         else:
             render = _line_renderer(output, fmt)
-            out = sys.stdout
+            out = sys.stdout.buffer
             live = _follows(options)  # a follow prints each record as it comes
-            for env in envelopes:
-                out.write(render(env))
-                count += 1
-                if live:
-                    out.flush()
+            with whole:
+                for env in envelopes:
+                    with whole.record():
+                        out.write(render(env))
+                        count += 1
+                    if live:
+                        out.flush()
     except KeyboardInterrupt:
-        pass  # Ctrl-C ends a follow cleanly; the consumer closes in the generator
+        if not _follows(options):  # a cut dump must not look complete
+            printed = "" if output not in ("json", "csv", "table") else ", none printed"
+            raise Interrupted(f"interrupted after {count} record(s){printed}") from None
+        # Ctrl-C is how a follow ends: not an error
     finally:
         envelopes.close()
         sys.stdout.flush()
+        sys.stdout.buffer.flush()
     if stderr_is_tty():
         info(f"consumed {count} record(s)")
+
+
+class _WholeRecords:
+    """Ctrl-C while a record is being written takes effect after it, so "interrupted after N
+    records" counts exactly the records on stdout, none of them cut."""
+
+    def __init__(self):
+        self.writing = self.pending = False
+        self.previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _on_interrupt(self, signum, frame) -> None:
+        if not self.writing:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    @contextlib.contextmanager
+    def record(self):
+        self.writing = True
+        try:
+            yield
+        finally:
+            self.writing = False
+        if self.pending:
+            raise KeyboardInterrupt
 
 
 def _follows(options: ConsumeOptions) -> bool:
@@ -83,5 +135,5 @@ def _follows(options: ConsumeOptions) -> bool:
 
 def _line_renderer(output: str | None, fmt: str | None):
     if output == "jsonl":
-        return lambda env: dumps(env) + "\n"
+        return lambda env: (dumps(env) + "\n").encode("utf-8")
     return compile_record_format(fmt if fmt is not None else "%s\\n")

@@ -1,12 +1,22 @@
-"""The state shared by all commands: global options and the Kafka clients built from them."""
+"""The state shared by all commands: global options and the Kafka clients built from them.
+
+The connection options (-b, --command-config, -X, --timeout, --debug) are accepted before the
+command and after it alike (`kstool -b H topics list` = `kstool topics list -b H`), as Kafka's
+tools and kcat take them: every command of the tree carries them, and each one given fills the
+one Globals object of the invocation.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
 from dataclasses import dataclass, field
 
 import click
 
 from kstool.config import ClientConfig, build_client_config
+
+DEFAULT_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -14,7 +24,7 @@ class Globals:
     bootstrap: str | None = None
     command_config: str | None = None
     overrides: tuple[str, ...] = ()
-    timeout_s: float = 10.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     debug: bool = False
     _config: ClientConfig | None = field(default=None, repr=False)
 
@@ -30,4 +40,52 @@ class Globals:
         return KafkaClients(self.client_config())
 
 
-pass_globals = click.make_pass_decorator(Globals)
+pass_globals = click.make_pass_decorator(Globals, ensure=True)
+
+
+def _store(ctx: click.Context, param: click.Parameter, value):
+    if value is None or value == () or value is False:
+        return
+    g = ctx.find_root().ensure_object(Globals)  # one object, whichever command took the option
+    if param.name == "overrides":
+        g.overrides = (*g.overrides, *value)
+    else:
+        setattr(g, param.name, value)
+    if param.name == "debug":
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, force=True,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def global_options() -> list[click.Option]:
+    """Fresh option objects for one command (click binds each to its command)."""
+    common = {"expose_value": False, "callback": _store, "is_eager": True}
+    return [
+        click.Option(["-b", "--bootstrap-servers", "--bootstrap-server", "bootstrap"],
+                     metavar="HOST:PORT[,...]",
+                     help="Kafka bootstrap servers. [env KSTOOL_BOOTSTRAP_SERVERS; else the running "
+                          "embedded broker; else localhost:9092]", **common),
+        click.Option(["--command-config", "command_config"], type=click.Path(dir_okay=False),
+                     metavar="FILE", help="Client properties file (Java .properties, as Kafka's "
+                                          "tools take: security settings etc.).", **common),
+        click.Option(["-X", "overrides"], multiple=True, metavar="KEY=VALUE",
+                     help="Client property override (repeatable), like kcat -X.", **common),
+        click.Option(["--timeout", "timeout_s"], type=click.FloatRange(min=0.1), metavar="SECONDS",
+                     help=f"Seconds to wait for the broker before giving up. [default: "
+                          f"{DEFAULT_TIMEOUT_S:g}]", **common),
+        click.Option(["--debug", "debug"], is_flag=True, help="Show tracebacks and client logs.",
+                     **common),
+    ]
+
+
+GLOBAL_OPTION_NAMES = {"bootstrap", "command_config", "overrides", "timeout_s", "debug"}
+
+
+def finish_tree(command: click.Command, path: str = "") -> None:
+    """Give COMMAND and every command below it the global options and its --help examples."""
+    from kstool.commands.examples import epilog
+
+    command.params.extend(global_options())
+    command.epilog = epilog(path)
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            finish_tree(sub, f"{path} {name}".strip())

@@ -11,13 +11,15 @@ import click
 
 from kstool import __version__
 from kstool.commands.completion import completion_script
+from kstool.commands.context import GLOBAL_OPTION_NAMES
+from kstool.commands.examples import EXAMPLES
 
 COMPLETION_FILES = {"bash": "kstool.bash", "zsh": "_kstool", "fish": "kstool.fish"}
 
 EXIT_STATUS = [("0", "success"), ("1", "a runtime error (broker unreachable, missing topic, failed step)"),
                ("2", "a usage error: bad option, argument or value; nothing was done"),
                ("75", "the application is already running (cron may retry later)"),
-               ("130", "interrupted")]
+               ("130", "interrupted (a bounded read says how many records it got)")]
 ENVIRONMENT = [
     ("KSTOOL_HOME", "kstool's home: embedded broker files, connection profile, app state "
                     "(default $XDG_STATE_HOME/kstool, else ~/.local/state/kstool)."),
@@ -30,37 +32,6 @@ FILES = [
     ("$KSTOOL_HOME/apps/APP/", "an app's manifest (app.json), Spark checkpoint, run lock and spark.log."),
     ("$KSTOOL_HOME/cache/", "Spark's JVM class-data archive."),
 ]
-EXAMPLES = {
-    "": ["kstool broker start", "kstool run wordcount --input lines --output counts --once",
-         "kstool reset --app-id wordcount --to-datetime 2024-05-01T00:00:00 --dry-run"],
-    "broker": ["kstool broker start --port 0", "kstool broker status -o json", "kstool broker stop"],
-    "topics": ["kstool topics create lines -p 2 --config retention.ms=86400000",
-               "kstool topics describe lines -o json | jq .total_records"],
-    "groups": ["kstool groups describe wordcount -o json | jq '.partitions[] | select(.lag > 0)'"],
-    "produce": ["printf 'k1:hello\\nk2:world\\n' | kstool produce lines -K :",
-                "kstool produce lines-copy --format jsonl --file slice.jsonl"],
-    "consume": ["kstool consume lines --from-time -1h -e -o jsonl > last-hour.jsonl",
-                "kstool consume counts -e --value-format long -f '%k=%s\\n'"],
-    "run": ["kstool run wordcount --input lines --output counts --once",
-            "kstool run wordcount --input lines --output counts --processing-guarantee exactly_once_v2"],
-    "reprocess": ["0 3 * * * kstool reprocess --app-id wordcount --from-time -24h --quiet || logger kstool failed"],
-    "topology": ["kstool topology describe wordcount --input lines --output counts"],
-    "apps": ["kstool apps list", "kstool apps describe wordcount -o json"],
-    "reset": ["kstool reset --app-id wordcount --to-datetime 2024-05-01T00:00:00 --dry-run",
-              "kstool reset --application-id ks-app --input-topics orders --to-earliest --state-dir /var/lib/kafka-streams",
-              "kstool reset --app-id wordcount --shift-by -100 --export plan.csv --dry-run"],
-    "changelog": ["kstool changelog dump wordcount-counts-changelog --compact",
-                  "kstool changelog dump app-store-changelog --key-format windowed:string --value-format long --follow"],
-    "state": ["kstool state get --app-id wordcount liberty",
-              "kstool state all --app-id wordcount --batch-id 3 -o json",
-              "kstool state get --app-id wordcount --from-changelog nation"],
-    "replay": ["kstool replay --from-topic orders --to-topic orders-replay --from-time 2024-05-01T00:00 --to-time 2024-05-01T06:00",
-               "kstool replay --from-file slice.jsonl --to-topic orders-replay --rate 500/s"],
-    "config": ["kstool --command-config client.properties config show"],
-    "completion": ["kstool completion bash > ~/.local/share/bash-completion/completions/kstool"],
-}
-
-
 def _escape(text: str) -> str:
     out = text.replace("\\", "\\e").replace("-", "\\-")
     lines = [("\\&" + line) if line[:1] in (".", "'") else line for line in out.splitlines()]
@@ -85,10 +56,12 @@ def _option_line(param: click.Option) -> tuple[str, str]:
     return f".B {_escape(names)}{metavar}", _escape(help_text.strip())
 
 
-def _options(command: click.Command) -> list[str]:
+def _options(command: click.Command, with_globals: bool = False) -> list[str]:
+    """Option entries; the global options only on the kstool page (every command takes them)."""
     lines = []
     for param in command.params:
-        if isinstance(param, click.Option) and not param.hidden:
+        if (isinstance(param, click.Option) and not param.hidden
+                and (with_globals or param.name not in GLOBAL_OPTION_NAMES)):
             head, body = _option_line(param)
             lines += [".TP", head, body or "\\&"]
     return lines
@@ -132,21 +105,26 @@ def man_pages() -> dict[str, str]:
 
     pages = {}
     root_body = [".B kstool", "[GLOBAL OPTIONS] COMMAND [ARGS]...", ".SH DESCRIPTION", _text(cli.help),
-                 ".SH GLOBAL OPTIONS"] + _options(cli) + [".SH COMMANDS"]
+                 ".SH GLOBAL OPTIONS"] + _options(cli, with_globals=True) + [".SH COMMANDS"]
     for name, command in sorted(cli.commands.items()):
         root_body += [".TP", f".BR kstool\\-{_escape(name)} (1)", _escape(command.get_short_help_str(200))]
     pages["kstool.1"] = _page("kstool", cli, "a toolbox for Kafka stream jobs", root_body, EXAMPLES[""])
     for name, command in sorted(cli.commands.items()):
+        examples = EXAMPLES.get(name, [])
         if isinstance(command, click.Group):
             body = [".B kstool " + _escape(name), "COMMAND [OPTIONS] [ARGS]...", ".SH DESCRIPTION",
                     _text(command.help), ".SH COMMANDS"]
             for sub_name, sub in sorted(command.commands.items()):
                 body += _section(sub, f"kstool {name} {sub_name}")
+                examples = examples + EXAMPLES.get(f"{name} {sub_name}", [])
         else:
             body = [f".B kstool {_escape(name)}", f"[OPTIONS] {_arguments(command)}".rstrip(),
                     ".SH DESCRIPTION", _text(command.help), ".SH OPTIONS"] + _options(command)
+        body += [".SS Global options", _escape(
+            "The global options (-b, --command-config, -X, --timeout, --debug; see kstool(1)) are "
+            "taken after the command too.")]
         pages[f"kstool-{name}.1"] = _page(f"kstool-{name}", command, command.get_short_help_str(200), body,
-                                          EXAMPLES.get(name, []))
+                                          examples)
     return pages
 
 

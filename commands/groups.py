@@ -44,4 +44,5 @@ def describe(g: Globals, group: str, output: str):
         title=f"group {group}: {doc['state']}, {len(doc['members'])} member(s), "
               f"total lag {doc['total_lag']}",
         extra_tables=[members] if doc["members"] else [],
+        footer=[doc["note"]] if doc["note"] else [],
     ), output)

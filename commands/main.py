@@ -11,38 +11,24 @@ import traceback
 import click
 
 from kstool import __version__
-from kstool.errors import EXIT_FAILURE, EXIT_USAGE, KstoolError
+from kstool.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, KstoolError
 
-from kstool.commands.context import Globals
+from kstool.commands.context import finish_tree
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
-@click.option("-b", "--bootstrap-servers", "bootstrap", metavar="HOST:PORT[,...]",
-              help="Kafka bootstrap servers. [env KSTOOL_BOOTSTRAP_SERVERS; else the running "
-                   "embedded broker; else localhost:9092]")
-@click.option("--command-config", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Client properties file (security settings etc.), as Kafka's tools take.")
-@click.option("-X", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Client property override (repeatable), like kcat -X.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=10.0,
-              show_default=True, help="Seconds to wait for the broker before giving up.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and client logs.")
 @click.version_option(__version__, "--version", prog_name="kstool")
-@click.pass_context
-def cli(ctx: click.Context, bootstrap, command_config, overrides, timeout_s, debug):
+def cli():
     """kstool: a toolbox for Kafka stream jobs.
 
     Run Kafka-Streams-style topologies on Spark, reset applications, inspect changelogs,
-    query state stores, replay inputs, and the everyday Kafka one-liners.
+    query state stores, replay inputs, and the everyday Kafka one-liners. The connection
+    options (-b, --command-config, -X, --timeout, --debug) go before or after the command.
     """
-    ctx.obj = Globals(bootstrap, command_config, tuple(overrides), timeout_s, debug)
-    if debug:
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
-                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    else:  # libraries (py4j, librdkafka) must not print tracebacks past kstool's one line
-        logging.getLogger().addHandler(logging.NullHandler())
+    # libraries (py4j, librdkafka) must not print tracebacks past kstool's one line
+    logging.getLogger().addHandler(logging.NullHandler())
 
 
 def _register() -> None:
@@ -53,6 +39,7 @@ def _register() -> None:
                   run.run, topology.topology, apps.apps, reset.reset, changelog.changelog,
                   config.config, replay.replay, run.reprocess, state.state, completion.completion):
         cli.add_command(group)
+    finish_tree(cli)
 
 
 _register()
@@ -76,11 +63,14 @@ def run(argv: list[str] | None = None) -> int:
         return _fail(exc.format_message() + hint, EXIT_USAGE, debug)
     except click.ClickException as exc:
         return _fail(exc.format_message(), exc.exit_code, debug)
+    except Interrupted as exc:
+        sys.stderr.write(f"kstool: {exc}\n")
+        return exc.exit_code
     except KstoolError as exc:
         return _fail(str(exc), exc.exit_code, debug)
     except (click.Abort, KeyboardInterrupt):
         sys.stderr.write("kstool: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader (e.g. `| head`) went away: that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

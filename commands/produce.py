@@ -9,11 +9,11 @@ import click
 from kstool.config import parse_key_values
 from kstool.kafka.produce import ProduceOptions, produce_lines
 from kstool.output import info, stderr_is_tty
-from kstool.serdes import FORMATS
-from kstool.timeutil import parse_time
+from kstool.serdes import RECORD_FORMATS
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import TIME
 
 
 @click.command()
@@ -25,9 +25,11 @@ from kstool.commands.context import Globals, pass_globals
 @click.option("--key", help="Key for every record.")
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Write to this partition.")
 @click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="Header (repeatable).")
-@click.option("--timestamp", metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
-@click.option("--key-format", type=click.Choice(FORMATS), default="string", show_default=True)
-@click.option("--value-format", type=click.Choice(FORMATS), default="string", show_default=True)
+@click.option("--timestamp", type=TIME, metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
+@click.option("--key-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
+              help="How text becomes key bytes; string and raw send the bytes as they are.")
+@click.option("--value-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
+              help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
 @click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
               help="A bad line: stop there (fail) or report and go on (skip).")
 @pass_globals
@@ -37,7 +39,7 @@ def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partitio
     options = ProduceOptions(
         topic=topic, input_format=input_format, key_delimiter=key_delimiter, key=key,
         partition=partition, headers=list(parse_key_values(headers, "--header").items()),
-        timestamp=parse_time(timestamp) if timestamp else None,
+        timestamp=timestamp,
         key_format=key_format, value_format=value_format, on_error=on_error)
     stream = file_ if file_ is not None else sys.stdin.buffer
     result = produce_lines(g.clients(), options, stream)

@@ -10,10 +10,10 @@ import click
 from kstool.errors import UsageError
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count, replay as run_replay
-from kstool.timeutil import parse_time
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import TIME, output_option
 
 
 def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:
@@ -40,8 +40,8 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--from-file", type=click.Path(dir_okay=False, path_type=Path), metavar="DUMP",
               help="Source: a `kstool consume -o jsonl` dump.")
 @click.option("--to-topic", required=True, metavar="TOPIC", help="Target topic.", shell_complete=complete_topics)
-@click.option("--from-time", metavar="TIME", help="First record timestamp to copy (inclusive).")
-@click.option("--to-time", metavar="TIME", help="Last record timestamp to copy (inclusive).")
+@click.option("--from-time", type=TIME, metavar="TIME", help="First record timestamp to copy (inclusive).")
+@click.option("--to-time", type=TIME, metavar="TIME", help="Last record timestamp to copy (inclusive).")
 @click.option("--from-offset", multiple=True, metavar="P:O", help="Start partition P at offset O.")
 @click.option("--to-offset", multiple=True, metavar="P:O", help="Stop partition P after offset O.")
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
@@ -57,7 +57,7 @@ def parse_rate(text: str | None) -> float | None:
               help="Commit chunks as Kafka transactions; a rerun with the same arguments resumes.")
 @click.option("--dry-run", is_flag=True, help="Count what would be copied, per partition; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Allow replaying a topic into itself.")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option()
 @pass_globals
 def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from_offset, to_offset,
            partitions, filter_key, rate, partitioning, now, no_provenance, transactional, dry_run, yes,
@@ -66,8 +66,7 @@ def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from
     provenance headers (source topic, partition, offset)."""
     options = ReplayOptions(
         to_topic=to_topic, from_topic=from_topic, from_file=from_file,
-        from_time=parse_time(from_time) if from_time else None,
-        to_time=parse_time(to_time) if to_time else None,
+        from_time=from_time, to_time=to_time,
         from_offsets=parse_partition_offsets(from_offset, "--from-offset"),
         to_offsets=parse_partition_offsets(to_offset, "--to-offset"),
         partitions=list(partitions) or None, filter_key=filter_key, rate=parse_rate(rate),
@@ -87,7 +86,8 @@ def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from
     verb = "would copy" if dry_run else "copied"
     emit(Listing(doc["partitions"],
                  [Column("partition", justify="right"), Column("records", justify="right"),
-                  Column("first_offset", justify="right"), Column("last_offset", justify="right"),
+                  Column(f"first_{summary.position}", justify="right"),
+                  Column(f"last_{summary.position}", justify="right"),
                   Column("first_time"), Column("last_time")],
                  document=doc, title=f"{verb} {doc['records']} record(s) from {doc['source']} to {to_topic} "
                                      f"({doc['partitioning']}) in {doc['seconds']:.1f}s"), output)

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from kstool.engine.app import default_state_dir
 from kstool.names import validate_name
-from kstool.output import Column, Listing, emit, info, stdout_is_tty, warn
+from kstool.output import Column, Listing, emit, info, warn
 from kstool.reset.apply import apply_plan
 from kstool.reset.plan import ResetOptions, build_plan
 from kstool.reset.spec import build_spec, format_offsets_csv
 
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 
 
 def _topic_list(values: tuple[str, ...]) -> list[str]:
@@ -44,22 +44,15 @@ def _topic_list(values: tuple[str, ...]) -> list[str]:
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where the app's local state lives [default: $KSTOOL_HOME/apps].")
 @click.option("--keep-local-state", is_flag=True, help="Do not delete the app's local state.")
 @click.option("--export", type=click.Path(dir_okay=False), metavar="CSV", help="Write the planned offsets as CSV (for --from-file).")
-@click.option("--bootstrap-server", "bootstrap_server", metavar="HOST:PORT", help="As -b (Kafka's name).")
-@click.option("--command-config", "reset_command_config", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Client properties file (as the global option).")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@yes_option("applying the reset (needed when not on a terminal)")
+@output_option()
 @pass_globals
 def reset(g: Globals, app_id, input_topics, intermediate_topics, internal_topics, to_earliest, to_latest,
           to_offset, to_datetime, by_duration, shift_by, from_file, dry_run, force, state_dir,
-          keep_local_state, export, bootstrap_server, reset_command_config, yes, output):
+          keep_local_state, export, yes, output):
     """Reset an application so it reprocesses its input: plan, then commit the new offsets,
     delete its internal topics and its local state (what Kafka's tool leaves to you)."""
     validate_name(app_id)
-    if bootstrap_server:
-        g.bootstrap = bootstrap_server
-    if reset_command_config:
-        g.command_config = reset_command_config
     spec = build_spec(to_earliest, to_latest, to_offset, to_datetime, by_duration, shift_by, from_file)
     root = Path(state_dir).expanduser() if state_dir else default_state_dir()
     options = ResetOptions(
@@ -79,8 +72,7 @@ def reset(g: Globals, app_id, input_topics, intermediate_topics, internal_topics
     if dry_run:
         info("dry run: nothing was changed")
         return
-    if stdout_is_tty() and sys.stdin.isatty() and not yes:
-        click.confirm(f"Apply this reset to {app_id}?", abort=True, err=True)
+    confirm_or_refuse(f"Apply this reset to {app_id}?", yes)
     for step in apply_plan(clients, plan, root):
         info(f"{step.step}: {step.status}")
 

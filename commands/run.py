@@ -39,7 +39,8 @@ def engine_options(func):
                      default="at_least_once", show_default=True,
                      help="exactly_once_v2: output, changelog and input offsets commit in one Kafka transaction per batch."),
         click.option("--late-topic", metavar="TOPIC",
-                     help="Windows and joins: write records dropped as late here (key, value, event time)."),
+                     help="Windows and joins: write late records here (key, value, event time): "
+                          "dropped by a window, or too old for a stream-stream join's store."),
         click.option("--on-data-loss", type=click.Choice(["fail", "earliest"]), default="fail",
                      show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
         click.option("--state-dir", type=click.Path(file_okay=False), help="Where app state lives "
@@ -80,7 +81,7 @@ def execute(g: Globals, topology, app_id: str | None, kw: dict) -> None:
         click.echo(dumps(summary.to_dict()))
     elif not kw["quiet"]:
         bad = f", {summary.bad_records} bad record(s)" if summary.bad_records else ""
-        bad += f", {summary.late_records} late record(s) dropped" if summary.late_records else ""
+        bad += f", {summary.late_records} late record(s)" if summary.late_records else ""
         info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
              f"in {summary.processing_seconds:.1f}s, written {format_counts(summary.written)}{bad}")
 

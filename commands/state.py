@@ -13,11 +13,10 @@ from kstool.errors import NotFoundError
 from kstool.output import Column, Listing, emit
 from kstool.serdes import FORMATS
 from kstool.state import query as ops
-from kstool.timeutil import parse_time
 
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option
+from kstool.commands.options import TIME, output_option
 
 ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column("window_end"),
                  Column("partition", justify="right")]
@@ -126,7 +125,7 @@ def all_(g: Globals, limit, output, **kw):
 
 @state.command()
 @source_options()
-@output_option(formats=("table", "json"))
+@output_option()
 @pass_globals
 def count(g: Globals, output, **kw):
     """The number of entries."""
@@ -137,8 +136,8 @@ def count(g: Globals, output, **kw):
 
 @state.command()
 @click.argument("key")
-@click.option("--from", "time_from", metavar="TIME", help="Window start (window stores) / session end (session) from.")
-@click.option("--to", "time_to", metavar="TIME", help="... to.")
+@click.option("--from", "time_from", type=TIME, metavar="TIME", help="Window start (window stores) / session end (session) from.")
+@click.option("--to", "time_to", type=TIME, metavar="TIME", help="... to.")
 @source_options()
 @output_option()
 @pass_globals
@@ -147,8 +146,7 @@ def fetch(g: Globals, key, time_from, time_to, output, **kw):
     backend, store = _open(g, kw)
     kind = store.kind if store else backend.formats.key.layout
     entries = ops.fetch(backend.entries(), _key(key, store),
-                        parse_time(time_from) if time_from else None,
-                        parse_time(time_to) if time_to else None, kind)
+                        time_from, time_to, kind)
     _emit(entries, output)
 
 

@@ -10,7 +10,7 @@ from kstool.output import Column, Listing, emit, info
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option, yes_option
+from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 
 
 @click.group()
@@ -76,7 +76,6 @@ def delete(g: Globals, names, yes: bool, dry_run: bool):
     if dry_run:
         info("would delete: " + ", ".join(names))
         return
-    if not yes:
-        click.confirm(f"Delete {len(names)} topic(s): {', '.join(names)}?", abort=True, err=True)
+    confirm_or_refuse(f"Delete {len(names)} topic(s): {', '.join(names)}?", yes)
     for name in ops.delete_topics(clients, list(names)):
         info(f"deleted topic {name}")

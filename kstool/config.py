@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from kstool.broker.profile import load_running_profile
 from kstool.errors import UsageError
@@ -18,7 +19,7 @@ from kstool.errors import UsageError
 DEFAULT_BOOTSTRAP = "localhost:9092"
 MASK = "********"
 _SECRET_KEY = re.compile(r"password|secret|ssl\.key\.pem|sasl\.jaas\.config|private", re.I)
-_JAAS_CREDENTIAL = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+_JAAS_CREDENTIAL = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS escapes \"
 
 
 def is_secret_key(key: str) -> bool:
@@ -30,17 +31,74 @@ def mask_config(conf: dict[str, str]) -> dict[str, str]:
 
 
 def parse_properties(text: str, origin: str) -> dict[str, str]:
-    """Parse a Java-style .properties file (the format Kafka's tools take)."""
+    """Parse a Java .properties file as java.util.Properties.load does (the format Kafka's tools
+    take): `key=value`, `key:value` or `key value`; `#`/`!` comments; a line ending in an odd
+    number of backslashes continues on the next (its leading blanks dropped); escapes \\t \\n
+    \\r \\f \\uXXXX, and a backslash before any other character keeps that character."""
     props: dict[str, str] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
-        if not match:
-            raise UsageError(f"{origin}:{lineno}: expected key=value")
-        props[match.group(1)] = match.group(2).strip()
+    for lineno, line in _logical_lines(text):
+        key, value = _split_key_value(line)
+        props[_unescape(key, origin, lineno)] = _unescape(value, origin, lineno)
     return _translate_java_client_properties(props)
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    pending: list[str] = []
+    start = 0
+    for lineno, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):
+        line = raw.lstrip(_BLANKS)
+        if not pending:
+            if not line or line[0] in "#!":
+                continue
+            start = lineno
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:  # an odd number of backslashes: the last one joins the next line
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        yield start, "".join(pending)
+        pending = []
+    if pending:
+        yield start, "".join(pending)
+
+
+_BLANKS = " \t\f"
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line) and line[i] not in "=:" + _BLANKS:
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:].lstrip(_BLANKS)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_BLANKS)
+    return key, rest
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str, origin: str, lineno: int) -> str:
+    if "\\" not in text:
+        return text
+    out, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char)
+            i += 1
+            continue
+        code = text[i + 1]
+        if code == "u":
+            digits = text[i + 2:i + 6]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise UsageError(f"{origin}:{lineno}: malformed \\uXXXX escape")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(code, code))
+            i += 2
+    return "".join(out)
 
 
 def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
@@ -48,7 +106,7 @@ def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
     so one client.properties serves Kafka's tools and kstool alike."""
     jaas = props.pop("sasl.jaas.config", None)
     if jaas:
-        creds = dict(_JAAS_CREDENTIAL.findall(jaas))
+        creds = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_CREDENTIAL.findall(jaas)}
         if "username" in creds:
             props.setdefault("sasl.username", creds["username"])
         if "password" in creds:

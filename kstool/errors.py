@@ -5,6 +5,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 1
 EXIT_BUSY = 75  # EX_TEMPFAIL: cron may retry later
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class KstoolError(Exception):
@@ -31,3 +32,9 @@ class BusyError(KstoolError):
 
 class BrokerUnreachableError(KstoolError):
     pass
+
+
+class Interrupted(KstoolError):
+    """Ctrl-C cut bounded work short: the message says how far it got."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -7,16 +7,29 @@ import re
 from kstool.errors import UsageError
 
 _LEGAL = re.compile(r"[A-Za-z0-9._-]+")
+_ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
 MAX_LENGTH = 249
 
 
 def validate_name(value: str, what: str = "application id") -> str:
     """Kafka's own rules for topic names, applied before anything touches disk or brokers."""
-    if not value or value in (".", "..") or len(value) > MAX_LENGTH or not _LEGAL.fullmatch(value):
-        raise UsageError(
-            f"invalid {what} {value!r}: use letters, digits, '.', '_' and '-' "
-            f"(at most {MAX_LENGTH} characters, not '.' or '..')")
-    return value
+    if not value:
+        problem = "it is empty"
+    elif value in (".", ".."):
+        problem = "'.' and '..' are not allowed"
+    elif len(value) > MAX_LENGTH:
+        problem = f"{len(value)} characters, at most {MAX_LENGTH} are allowed"
+    elif not _LEGAL.fullmatch(value):
+        bad = sorted(set(_ILLEGAL.findall(value)))
+        problem = f"{', '.join(repr(c) for c in bad)} not allowed; use letters, digits, '.', '_' and '-'"
+    else:
+        return value
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    raise UsageError(f"invalid {what} {shown!r}: {problem}")
+
+
+def validate_topic(name: str) -> str:
+    return validate_name(name, "topic name")
 
 
 def changelog_topic(app_id: str, store: str) -> str:

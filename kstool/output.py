@@ -75,8 +75,7 @@ def emit(listing: Listing, fmt: str = "table", out=None) -> None:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow([c.key for c in listing.columns])
         for row in listing.rows:
-            writer.writerow(["" if row.get(c.key) is None else _csv_cell(row.get(c.key))
-                             for c in listing.columns])
+            writer.writerow([_csv_cell(row.get(c.key)) for c in listing.columns])
     else:
         _emit_table(listing, out)
         for extra in listing.extra_tables:
@@ -87,7 +86,8 @@ def emit(listing: Listing, fmt: str = "table", out=None) -> None:
 
 
 def _csv_cell(value: Any) -> str:
-    return dumps(value) if isinstance(value, (dict, list)) else str(value)
+    """As JSON writes it: true/false, null, nested values as JSON; text and numbers plain."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else dumps(value)
 
 
 def _emit_table(listing: Listing, out) -> None:
@@ -131,42 +131,53 @@ _FORMAT_TOKEN = re.compile(r"%[kstpoThKS%]|\\[nt\\]")
 def compile_record_format(fmt: str):
     """kcat-style record format: %k key, %s value, %t topic, %p partition, %o offset,
     %T timestamp (ms), %h headers (k=v,...), %K / %S key / value length, %% a percent sign,
-    and the escapes \\n \\t \\\\. Returns a function (envelope) -> str."""
+    and the escapes \\n \\t \\\\. Returns a function (envelope) -> bytes: raw keys and
+    values are written as they are, as kcat writes them."""
     parts: list = []
     pos = 0
     for match in _FORMAT_TOKEN.finditer(fmt):
-        parts.append(fmt[pos:match.start()])
+        parts.append(fmt[pos:match.start()].encode("utf-8"))
         parts.append(_TOKENS[match.group(0)])
         pos = match.end()
-    parts.append(fmt[pos:])
+    parts.append(fmt[pos:].encode("utf-8"))
 
-    def render(env: dict) -> str:
-        return "".join(p if isinstance(p, str) else p(env) for p in parts)
+    def render(env: dict) -> bytes:
+        return b"".join(p if isinstance(p, bytes) else p(env) for p in parts)
     return render
 
 
-def as_text(value: Any) -> str:
+def as_bytes(value: Any) -> bytes:
     if value is None:
-        return ""
-    if isinstance(value, str):
+        return b""
+    if isinstance(value, bytes):
         return value
-    return dumps(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return dumps(value).encode("utf-8")
+
+
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else as_bytes(value).decode("utf-8", "replace")
+
+
+def _length(value: Any) -> bytes:
+    return b"-1" if value is None else str(len(as_bytes(value))).encode()
 
 
 _TOKENS = {
-    "%k": lambda e: as_text(e["key"]),
-    "%s": lambda e: as_text(e["value"]),
-    "%t": lambda e: str(e["topic"]),
-    "%p": lambda e: str(e["partition"]),
-    "%o": lambda e: str(e["offset"]),
-    "%T": lambda e: "" if e["timestamp"] is None else str(e["timestamp"]),
-    "%h": lambda e: ",".join(f"{k}={as_text(v)}" for k, v in e["headers"]),
-    "%K": lambda e: str(len(as_text(e["key"]))) if e["key"] is not None else "-1",
-    "%S": lambda e: str(len(as_text(e["value"]))) if e["value"] is not None else "-1",
-    "%%": lambda e: "%",
-    "\\n": lambda e: "\n",
-    "\\t": lambda e: "\t",
-    "\\\\": lambda e: "\\",
+    "%k": lambda e: as_bytes(e["key"]),
+    "%s": lambda e: as_bytes(e["value"]),
+    "%t": lambda e: as_bytes(e["topic"]),
+    "%p": lambda e: as_bytes(str(e["partition"])),
+    "%o": lambda e: as_bytes(str(e["offset"])),
+    "%T": lambda e: b"" if e["timestamp"] is None else as_bytes(str(e["timestamp"])),
+    "%h": lambda e: b",".join(as_bytes(k) + b"=" + as_bytes(v) for k, v in e["headers"]),
+    "%K": lambda e: _length(e["key"]),
+    "%S": lambda e: _length(e["value"]),
+    "%%": lambda e: b"%",
+    "\\n": lambda e: b"\n",
+    "\\t": lambda e: b"\t",
+    "\\\\": lambda e: b"\\",
 }
 
 

@@ -13,6 +13,7 @@ from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.apply import apply_plan
 from kstool.reset.plan import ResetOptions, ResetPlan, build_plan
 from kstool.reset.spec import ResetSpec
+from kstool.timeutil import check_time_range
 from kstool.topologies import from_manifest
 
 
@@ -32,6 +33,7 @@ class ReprocessResult:
 
 def reprocess(clients: KafkaClients, run_options: RunOptions, from_time: int,
               to_time: int | None = None) -> ReprocessResult:
+    check_time_range(from_time, to_time)
     paths = AppPaths(run_options.state_dir, run_options.app_id)
     manifest = load_manifest(paths)
     if manifest is None:

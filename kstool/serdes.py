@@ -14,6 +14,9 @@ from typing import Any, Callable
 from kstool.errors import UsageError
 
 FORMATS = ("string", "bytes", "hex", "base64", "json", "long", "int", "double")
+# produce and consume also take `raw`: the bytes as they are, kcat's default (a decoded raw value
+# is bytes, so structured outputs show it as {"base64": ...})
+RECORD_FORMATS = (*FORMATS, "raw")
 
 
 class EncodeError(ValueError):
@@ -64,6 +67,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "long": _fixed(">q", 8),
     "int": _fixed(">i", 4),
     "double": _fixed(">d", 8),
+    "raw": lambda data: data,
 }
 
 
@@ -121,6 +125,7 @@ ENCODERS: dict[str, Callable[[Any], bytes]] = {
     "long": _pack(">q", int),
     "int": _pack(">i", int),
     "double": _pack(">d", float),
+    "raw": _encode_text,
 }
 
 

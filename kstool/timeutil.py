@@ -1,7 +1,8 @@
 """Times and durations as users type them.
 
-Times: ISO-8601 (no zone = UTC, like Kafka's tools), epoch milliseconds, or a duration ago
-(`-1h`, `PT1H`, `P1DT2H`, `now`). Durations: `500ms`, `10s`, `5m`, `1h`, `2d`, combinations
+Times: ISO-8601 (no zone = UTC, like Kafka's tools), epoch milliseconds (`1714560000000` or
+`@1714560000000`), or a duration ago (`-1h`, `PT1H`, `P1DT2H`, `now`); always between
+1970-01-01 and 9999-12-31, as record timestamps are. Durations: `500ms`, `10s`, `5m`, `1h`, `2d`, combinations
 like `1h30m`, and ISO-8601 (`PT5M`, `P1DT2H`).
 """
 
@@ -50,19 +51,32 @@ def parse_duration(text: str) -> int:
     return round(total)
 
 
+MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
 def parse_time(text: str, now: int | None = None) -> int:
     """Epoch milliseconds for an absolute or relative time."""
     raw = text.strip()
     current = now_ms() if now is None else now
     if not raw:
-        raise UsageError("empty time")
+        raise UsageError("empty time: use ISO-8601, epoch milliseconds, or a duration ago (-1h)")
     if raw.lower() == "now":
-        return current
-    if re.fullmatch(r"\d+", raw):
-        return int(raw)
-    if raw[0] == "-" or raw[0] in "pP":
-        return current - parse_duration(raw.lstrip("-"))
-    return _parse_iso(raw, text)
+        ms = current
+    elif re.fullmatch(r"@?\d+", raw):
+        ms = int(raw.lstrip("@"))
+    elif raw[0] == "-" or raw[0] in "pP":
+        ms = current - parse_duration(raw.lstrip("-"))
+    else:
+        ms = _parse_iso(raw, text)
+    if not 0 <= ms <= MAX_TIME_MS:
+        raise UsageError(f"time {text!r} is outside 1970-01-01 .. 9999-12-31")
+    return ms
+
+
+def check_time_range(from_ms: int | None, to_ms: int | None) -> None:
+    if from_ms is not None and to_ms is not None and from_ms > to_ms:
+        raise UsageError(f"the time range is empty: from {format_time(from_ms)} is after "
+                         f"to {format_time(to_ms)}")
 
 
 def _parse_iso(raw: str, original: str) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -24,35 +24,46 @@ def produce_values(kafka, topic: str, values: list[bytes], partition: int | None
     assert producer.flush(30) == 0
 
 
+def produce_batched(kafka, topic: str, records, linger_ms: int = 20) -> None:
+    """records: (key, value) or (key, value, partition); written as any application writes
+    them: a default-batching producer, many records per batch (what the embedded broker's
+    high watermark gets wrong)."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": linger_ms})
+    for i, record in enumerate(records):
+        key, value, *partition = record
+        kwargs = {"key": key, "value": value}
+        if partition:
+            kwargs["partition"] = partition[0]
+        producer.produce(topic, **kwargs)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
 def read_all(kafka, topic: str) -> list:
-    """Every record of the topic, per partition in offset order (a list of Message)."""
+    """Every record of the topic, per partition in offset order (a list of Message), read up to
+    the broker's end-of-partition signal as kcat -e reads: independent of ListOffsets."""
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    partitions = admin.list_topics(timeout=10).topics[topic].partitions
-    consumer = Consumer(kafka.consumer_conf())
+    partitions = sorted(admin.list_topics(timeout=10).topics[topic].partitions)
+    consumer = Consumer({**kafka.consumer_conf(), "enable.partition.eof": True})
     out = []
     try:
-        for p in sorted(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high <= low:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        pending, idle = set(partitions), 0
+        while pending:
+            msg = consumer.poll(1)
+            if msg is None:
+                idle += 1
+                assert idle < 30, f"timed out reading {topic}: partitions {pending} never ended"
                 continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            waited = 0
-            while True:
-                msg = consumer.poll(1)
-                if msg is None:  # transaction markers take offsets but are not messages
-                    if consumer.position([TopicPartition(topic, p)])[0].offset >= high:
-                        break
-                    waited += 1
-                    assert waited < 10, f"timed out reading {topic}:{p}"
-                    continue
-                if msg.error():
-                    continue
-                out.append(msg)
-                if msg.offset() >= high - 1:
-                    break
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                continue
+            out.append(msg)
     finally:
         consumer.close()
-    return out
+    return sorted(out, key=lambda m: (m.partition(), m.offset()))
 
 
 def latest_per_key(messages) -> dict:

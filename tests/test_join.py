@@ -26,27 +26,32 @@ def _output(kafka, topic) -> list[tuple]:
 
 
 # Processing order within the task: the side whose next record has the smaller timestamp goes
-# first (ties: right). Left: L1 a@5, L2 b@20, L4 a@9, L3 a@3; right: R1 a@12, R3 d@15, R2 c@40
-# -> L1@5, R1@12, R3@15, L2@20, L4@9, L3@3, R2@40.
-STREAM_LEFT = [("a", "L1", 5), ("b", "L2", 20), ("a", "L4", 9), ("a", "L3", 3)]
+# first (ties: right). Left: L1 a@5, L2 b@20, L4 a@9, L3 a@3, L5 a@-6; right: R1 a@12, R3 d@15,
+# R2 c@40 -> L1@5, R1@12, R3@15, L2@20, L4@9, L3@3, L5@-6, R2@40.
+STREAM_LEFT = [("a", "L1", 5), ("b", "L2", 20), ("a", "L4", 9), ("a", "L3", 3), ("a", "L5", -6)]
 STREAM_RIGHT = [("a", "R1", 12), ("d", "R3", 15), ("c", "R2", 40)]
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 def test_stream_stream(kafka, spark, topic_name, how):
-    # within 10s, grace 5s: late when t + 15 < stream time.
-    # R1@12 joins L1@5 -> (a, L1 R1, 12). L4@9 (stream time 20: 24 >= 20, not late) joins R1
-    # -> (a, L4 R1, 12). L3@3: 18 < 20, late. R2@40 closes the waiting unmatched records
-    # (t + 15 < 40), in time order: R3@15 (outer only), L2@20 (left and outer). R2 still waits.
+    # within 10s, grace 5s: each side's store holds records down to its newest - 24s
+    # (retention 2 x within + grace = 25s); no record is dropped for arriving out of order
+    # (KStreamKStreamJoin#process). R1@12 joins L1@5 -> (a, L1 R1, 12). L4@9 and L3@3 arrive
+    # after L2@20 (stream time 20) and still join R1, which the right store holds -> (a, L4 R1, 12),
+    # (a, L3 R1, 12). L5@-6 is older than the left store's 20 - 24: not stored (late: counted,
+    # --late-topic); it finds no partner (|12 - -6| > 10) and its window closed long ago
+    # (-6 + 10 < 20), so left/outer emit its null result at once. R2@40 closes the waiting
+    # unmatched records (t + 10 + 5 < 40), in time order: R3@15 (outer only), L2@20. R2 waits.
     result = _run(kafka, topic_name, STREAM_LEFT, STREAM_RIGHT, "--kind", "stream-stream", "--how", how,
                   "--within", "10s", "--grace", "5s", "--late-topic", topic_name + "-late")
     assert result.exit_code == 0, result.stderr
-    joined = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12)]
-    unmatched = {"inner": [], "left": [("b", '{"left":"L2","right":null}', 20)],
-                 "outer": [("d", '{"left":null,"right":"R3"}', 15), ("b", '{"left":"L2","right":null}', 20)]}
+    joined = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12),
+              ("a", '{"left":"L3","right":"R1"}', 12)]
+    l5, l2 = ("a", '{"left":"L5","right":null}', -6), ("b", '{"left":"L2","right":null}', 20)
+    unmatched = {"inner": [], "left": [l5, l2], "outer": [l5, ("d", '{"left":null,"right":"R3"}', 15), l2]}
     assert _output(kafka, topic_name + "-out") == joined + unmatched[how]
-    assert "1 late record(s) dropped" in result.stderr
-    assert [(m.key(), m.value()) for m in read_all(kafka, topic_name + "-late")] == [(b"a", b"L3")]
+    assert "1 late record(s)" in result.stderr
+    assert [(m.key(), m.value()) for m in read_all(kafka, topic_name + "-late")] == [(b"a", b"L5")]
 
 
 # stream (left): S1 a@10, S2 b@20, S3 a@30, S4 c@35, S5 a@40

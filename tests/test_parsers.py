@@ -96,4 +96,6 @@ def test_record_format_tokens():
     render = compile_record_format("%t/%p@%o %k=%s ts=%T [%h] %K %S 100%%\\n")
     env = {"topic": "t", "partition": 1, "offset": 7, "timestamp": 99, "key": "k", "value": {"a": 1},
            "headers": [["h", "v"]]}
-    assert render(env) == 't/1@7 k={"a":1} ts=99 [h=v] 1 7 100%\n'
+    assert render(env) == b't/1@7 k={"a":1} ts=99 [h=v] 1 7 100%\n'
+    raw = {**env, "key": None, "value": b"\xff\x00bin"}  # --value-format raw: bytes as they are
+    assert render(raw) == b't/1@7 =\xff\x00bin ts=99 [h=v] -1 5 100%\n'

@@ -15,7 +15,8 @@ from tests.conftest import KSTOOL, cli
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.test_wordcount import oracle
 
-PROVENANCE = {"kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset"}
+PROVENANCE = {"kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset",
+              "kstool.replay.file", "kstool.replay.line"}
 BASE = 1_740_000_000_000
 
 
@@ -72,6 +73,12 @@ def test_dump_file_replay_round_trip(kafka, topic_name, tmp_path):
     original = [(m.partition(), _user_view(m)) for m in read_all(kafka, source)]
     restored = [(m.partition(), _user_view(m)) for m in read_all(kafka, target)]
     assert restored == original
+    lines = dump.read_text().splitlines()
+    for msg in read_all(kafka, target):  # provenance: the dump line each record came from
+        headers = dict(msg.headers())
+        assert headers["kstool.replay.file"] == str(dump).encode()
+        env = json.loads(lines[int(headers["kstool.replay.line"]) - 1])
+        assert (env["partition"], env["timestamp"]) == (msg.partition(), msg.timestamp()[1])
 
 
 def test_rate_filter_dry_run_and_same_topic(kafka, topic_name):

@@ -101,7 +101,7 @@ def test_active_members_refuse_and_force_removes_them(kafka, topic_name):
         refused = cli("reset", "--app-id", app, "--input-topics", source)
         assert refused.exit_code == 1
         assert "active member" in refused.stderr and "stop all running" in refused.stderr
-        forced = cli("reset", "--app-id", app, "--input-topics", source, "--force", "--to-latest")
+        forced = cli("reset", "--app-id", app, "--input-topics", source, "--force", "--to-latest", "--yes")
         if kafka.embedded:
             # The embedded broker answers DescribeGroups with the state but no members, so
             # there is no member id to remove: --force says so and changes nothing.
@@ -134,7 +134,7 @@ def test_kafka_streams_app_reset_deletes_only_its_internal_topics(kafka, topic_n
     (state_dir / "other-app" / "0_0").mkdir(parents=True)
 
     result = cli("reset", "--application-id", app, "--input-topics", ",".join(inputs), "--to-offset", "2",
-                 "--state-dir", str(state_dir), "-o", "json")
+                 "--state-dir", str(state_dir), "-o", "json", "--yes")
     assert result.exit_code == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["app_kind"] == "kafka-streams"
@@ -163,7 +163,7 @@ def test_export_then_from_file_round_trips(kafka, topic_name, tmp_path):
     assert doc["offsets"][0] == {"topic": source, "partition": 0, "kind": "input", "current": 10,
                                  "target": 6, "delta": -4, "note": None}
     assert _group_offsets(app) == {(source, p): 10 for p in range(3)}  # dry run
-    applied = cli("reset", "--app-id", app, "--input-topics", source, "--from-file", str(exported))
+    applied = cli("reset", "--app-id", app, "--input-topics", source, "--from-file", str(exported), "--yes")
     assert applied.exit_code == 0, applied.stderr
     assert _group_offsets(app) == {(source, p): 6 for p in range(3)}
 
@@ -172,7 +172,7 @@ def test_out_of_range_offsets_are_clamped_with_a_warning(kafka, topic_name):
     source, app = topic_name, topic_name + "-ks"
     create_topic(kafka, source, 1)
     produce_values(kafka, source, [b"v"] * 4)
-    result = cli("reset", "--app-id", app, "--input-topics", source, "--to-offset", "99")
+    result = cli("reset", "--app-id", app, "--input-topics", source, "--to-offset", "99", "--yes")
     assert result.exit_code == 0, result.stderr
     assert "past the log end" in result.stderr
     assert _group_offsets(app) == {(source, 0): 4}

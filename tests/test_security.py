@@ -180,7 +180,7 @@ def test_record_format_strings(fmt):
     render = compile_record_format(fmt)
     out = render({"topic": "t", "partition": 0, "offset": 1, "timestamp": None, "key": None,
                   "value": {"base64": "AA=="}, "headers": []})
-    assert isinstance(out, str)
+    assert isinstance(out, bytes)
 
 
 def test_debug_run_on_spark_never_prints_the_password(kafka, topic_name, tmp_path):

@@ -66,17 +66,18 @@ def test_time_windows_match_the_oracle(inputs, window, grace, batch):
 
 
 def _session_oracle(gap: int, grace: int, inputs):
-    """Sessions per key by the merge rule, with the store's retention (gap + grace): a session
-    ending at or before stream time - gap - grace can no longer be merged with (the store
-    checks against the stream time of its last write: the one before this record)."""
+    """Sessions per key by the merge rule of KStreamSessionWindowAggregate#process (Kafka 3.0+,
+    KAFKA-12718): the close time is stream time - grace - gap; a record whose merged session
+    ends before it is late; a session ending before the close time as it stood before this
+    record is closed and no longer merged with (retention gap + grace)."""
     sessions: dict[bytes, list[list[int]]] = defaultdict(list)  # [start, end, count]
     late, stream_time = 0, -1
     for key, ts in inputs:
-        alive = [s for s in sessions[key] if s[1] > stream_time - gap - grace]
+        alive = [s for s in sessions[key] if s[1] >= stream_time - gap - grace]
         stream_time = max(stream_time, ts)
         near = [s for s in alive if s[1] >= ts - gap and s[0] <= ts + gap]
         start, end = min([ts] + [s[0] for s in near]), max([ts] + [s[1] for s in near])
-        if end < stream_time - grace:
+        if end < stream_time - grace - gap:
             late += 1
             continue
         sessions[key] = [s for s in sessions[key] if s not in near] + [[start, end, 1 + sum(s[2] for s in near)]]
@@ -99,48 +100,70 @@ def test_sessions_match_the_oracle(inputs, gap, grace, batch):
             latest[session] = None if e.value is None else struct.unpack(">q", e.value)[0]
     assert {w: n for w, n in latest.items() if n is not None} == final
     assert sum(e.role == LATE for e in out) == late
-    out, _ = _run(SessionAggregate(WindowSpec("session", gap, 0), "count", grace, "final"), recs, batch)
-    emitted = [(e.key, e.value) for e in out if e.role == OUTPUT]
-    closed = {w for w in final if w[2] < stream_time - grace}
-    assert len(emitted) == len(set(emitted))
-    assert {(k, s, e) for k, s, e in final if (k, s, e) in closed} <= {
-        (key[:-16], struct.unpack(">qq", key[-16:])[1], struct.unpack(">qq", key[-16:])[0]) for key, _ in emitted}
+    out, state = _run(SessionAggregate(WindowSpec("session", gap, 0), "count", grace, "final"), recs, batch)
+    emitted = Counter()
+    for e in out:
+        if e.role == OUTPUT:
+            end, start = struct.unpack(">qq", e.key[-16:])
+            emitted[e.key[:-16], start, end, struct.unpack(">q", e.value)[0]] += 1
+    closed = {w: n for w, n in final.items() if w[2] < stream_time - grace - gap}
+    # exactly the closed sessions, once each, with their final counts; the store keeps the rest
+    assert emitted == Counter({(*w, n): 1 for w, n in closed.items()})
+    assert len(state.stores["aggregate"]) == len(final) - len(closed)
 
 
 sides = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a", b"b"]), st.integers(0, 40)),
                  max_size=30)  # equal key, side and time happen often: duplicates must all come out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(sides, st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]))
 def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how):
-    """In processing order, each non-late record joins every earlier non-late record of the
-    other side with the same key within `within`; unmatched records of the outer side(s) come
-    out with null once stream time passes t + within + grace."""
+    """KStreamKStreamJoin#process (apache/kafka trunk, KStreamKStreamJoin.java lines 112-168),
+    brute force, in processing order: no record is dropped for lateness; it joins every record
+    of the other side with its key within `within` that the other side's store still holds
+    (timestamp >= that side's newest - retention + 1, retention = 2 * within + grace); a record
+    past its own side's retention is not stored and counts as late; unmatched records of the
+    outer side(s) get their null result at once when t + within < stream time, else when a
+    record at stream time sees t + within + grace < stream time."""
+    if within == 0 and grace == 0:
+        grace = 1  # refused by the topology: the stores would hold nothing
     recs = [Record(k, f"{'LR'[s]}{i}".encode(), ts, s, offset=i) for i, (s, k, ts) in enumerate(inputs)]
     out, _ = _run(StreamStreamJoin(how, within, grace, make_joiner("concat")), recs, len(recs) or 1)
-    seen, pairs, late, matched, stream_time = [], Counter(), 0, set(), -1
+    retention = 2 * within + grace
+    outer_sides = {"inner": (), "left": (LEFT,), "outer": (LEFT, RIGHT)}[how]
+    stored, waiting, expected, late = [], [], [], 0
+    stream_time, observed, seq = -1, {LEFT: -1, RIGHT: -1}, 0
+
+    def null_result(r):
+        return (r.value + b",null") if r.side == LEFT else (b"null," + r.value)
+
     for r in processing_order(recs):
         stream_time = max(stream_time, r.timestamp)
-        if r.timestamp + within + grace < stream_time:
+        if r.timestamp == stream_time:
+            closed = [w for w in waiting if w[0].timestamp + within + grace < stream_time]
+            for w, _ in sorted(closed, key=lambda w: (w[0].timestamp, w[0].side == LEFT, w[0].key, w[1])):
+                expected.append((null_result(w), w.timestamp))
+            waiting = [w for w in waiting if w not in closed]
+        observed[r.side] = max(observed[r.side], r.timestamp)
+        if r.timestamp < observed[r.side] - retention + 1:
             late += 1
-            continue
-        for o in seen:
-            if o.side != r.side and o.key == r.key and abs(o.timestamp - r.timestamp) <= within:
-                left, right = (r, o) if r.side == LEFT else (o, r)
-                pairs[left.value + b"," + right.value] += 1
-                matched |= {left.value, right.value}
-        seen.append(r)
-    outer_sides = {"inner": (), "left": (LEFT,), "outer": (LEFT, RIGHT)}[how]
-    for r in seen:
-        if r.side in outer_sides and r.value not in matched and r.timestamp + within + grace < stream_time:
-            pairs[(r.value + b",null") if r.side == LEFT else (b"null," + r.value)] += 1
-    got = Counter(e.value for e in out if e.role == OUTPUT)
-    # an unmatched record can be emitted with null before a later, still-in-grace partner
-    # (Kafka Streams does the same), so the oracle's nulls are a subset of what came out
-    assert Counter({v: n for v, n in got.items() if b"null" not in v}) == Counter(
-        {v: n for v, n in pairs.items() if b"null" not in v})
-    assert all(got[v] >= n for v, n in pairs.items() if b"null" in v)
+        else:
+            seq += 1
+            stored.append((r, seq))
+        partners = [o for o, _ in stored if o.side != r.side and o.key == r.key
+                    and o.timestamp >= observed[o.side] - retention + 1
+                    and abs(o.timestamp - r.timestamp) <= within]
+        for o in sorted(partners, key=lambda o: o.timestamp):  # stable: insertion order at equal times
+            left, right = (r, o) if r.side == LEFT else (o, r)
+            expected.append((left.value + b"," + right.value, max(r.timestamp, o.timestamp)))
+            waiting = [w for w in waiting if w[0] is not o]
+        if r.side in outer_sides and not partners:
+            if r.timestamp + within < stream_time:
+                expected.append((null_result(r), r.timestamp))
+            else:
+                waiting.append((r, seq))
+    assert [(e.value, e.timestamp) for e in out if e.role == OUTPUT] == expected
     assert sum(e.role == LATE for e in out) == late
 
 

@@ -81,6 +81,6 @@ def _send_dead_letter(producer, topic, row, app_id, reason, failures) -> None:
                 ("kstool.dlq.error", reason.encode())]
     ts = row["timestamp"]
     producer.produce(topic, key=row["key"], value=row["value"], headers=headers,
-                     timestamp=int(ts.timestamp() * 1000) if ts else 0,
+                     timestamp=0 if ts is None else int(ts.timestamp() * 1000),
                      on_delivery=lambda err, _m: failures.append(err.str()) if err else None)
     producer.poll(0)

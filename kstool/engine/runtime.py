@@ -56,7 +56,7 @@ class RunSummary:
     input_records: int = 0
     written: dict[str, int] = field(default_factory=dict)
     bad_records: int = 0
-    late_records: int = 0  # dropped: their windows had closed (end + grace before stream time)
+    late_records: int = 0  # windows: dropped whole; stream-stream joins: too old for their store
     last_batch: int | None = None
     committed: dict[str, int] = field(default_factory=dict)
     spark_start_seconds: float = 0.0
@@ -100,7 +100,7 @@ def _prepare(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     if existing is not None:
         check_compatible(existing, wanted)
     inputs = clients.require_topics(topology.input_topics())
-    topology.check_partitions({topic: len(p) for topic, p in inputs.items()})
+    topology.check_run({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())
     for topic in topology.output_topics():
         ensure_topic(clients, CreateTopicOptions(topic, partitions))

@@ -5,6 +5,7 @@ a batch re-run after a crash writes its rows again."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
 from kstool.streams.task import LATE
+
+_log = logging.getLogger("kstool.sink")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class BatchReport:
 def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
     """(topic, key, value, timestamp ms) for every target and row, and the count per topic."""
     keys = table.column("key").to_pylist()
-    stamps = [ts // 1000 if ts else 0  # us -> ms; 0 = now
+    stamps = [None if ts is None else ts // 1000  # us -> ms; None: stamped when sent
               for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
     roles = table.column("role").to_pylist() if "role" in table.column_names else None
     chosen = {target.topic: range(len(keys)) if target.role is None
@@ -118,7 +121,10 @@ class TransactionalSink(KafkaSink):
         try:
             records, written = _records(table, self.targets)
             for topic, key, value, ts in records:
-                produce(self.producer, topic, key=key, value=value, timestamp=ts)
+                if ts == 0:  # outside the transaction a record keeps 0 (kstool.kafka.bulk); in it, not
+                    _log.warning("exactly_once_v2: a record with timestamp 0 is stamped with the send "
+                                 "time (librdkafka cannot write timestamp 0)")
+                produce(self.producer, topic, key=key, value=value, timestamp=ts or 0)
             self.producer.send_offsets_to_transaction(
                 [TopicPartition(t, p, o) for (t, p), o in sorted(end.items())],
                 self.group_member.consumer_group_metadata(), self.timeout)

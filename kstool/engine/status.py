@@ -31,7 +31,7 @@ class BatchStatus:
         if self.errors:
             parts.append(f"bad records {self.errors}")
         if self.late:
-            parts.append(f"late records dropped {self.late}")
+            parts.append(f"late records {self.late}")
         return " | ".join(parts)
 
 

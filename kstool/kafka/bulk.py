@@ -1,46 +1,83 @@
-"""Writing many records fast, for sinks and copies.
+"""Writing many records fast, for produce, sinks and copies.
 
 Some brokers (the embedded one) report a wrong high watermark after a multi-record batch: it
-covers only the batch's first record. Their connection profile sets `single_record_tail`; the
-writer then batches freely but holds back the last record of every partition and sends it
-alone after the bulk is flushed, so every write ends with a single-record batch and the
-watermark covers everything. This needs the partition up front: the writer applies Kafka's
-murmur2 partitioner itself (the one librdkafka's murmur2_random uses)."""
+covers only the batch's first record. kstool's own readers find the true end by reading
+(kstool.kafka.ends), but other tools trust the watermark, so such a broker's connection profile
+sets `single_record_tail`: the writer then batches freely but holds back the last record of
+every partition and sends it alone after the bulk is flushed, so every write ends with a
+single-record batch. This needs the partition up front: the writer applies Kafka's murmur2
+partitioner itself (the one librdkafka's murmur2_random uses).
+
+Timestamp 0 is a valid record timestamp (Kafka Streams keeps it), but librdkafka stamps a record
+produced with timestamp 0 with the send time. Such records go through kstool's own Produce
+request (kstool.kafka.protocol), after the records before them are flushed, so each partition
+keeps its order. Over SASL, which that client does not speak, they are stamped with the send
+time, with a warning."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
+import random
+from collections import Counter
 from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
 
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
+from kstool.kafka.protocol import RecordWriter, speaks_to
+
+_log = logging.getLogger("kstool.bulk")
 
 BULK_SETTINGS = {"batch.num.messages": 10_000, "linger.ms": 5}
+_TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+
+
+def delivery_error(err: KafkaError, size: int, limit: str) -> str:
+    """Why a record was not written, with what to change when it is too large."""
+    if err.code() in _TOO_LARGE:
+        return (f"the record is {size} bytes, over the size limit (producer message.max.bytes "
+                f"{limit}; the topic's max.message.bytes and the broker's message.max.bytes apply "
+                f"too): raise them, e.g. -X message.max.bytes={max(2 * size, 1_000_000)} and topic "
+                f"config max.message.bytes")
+    return err.str()
 
 
 class BulkWriter:
+    """Sends records in batches; flush() reports exactly how many were written per partition
+    and which were not, each named by the `ref` it was sent with (e.g. "line 7")."""
+
     def __init__(self, clients: KafkaClients, partition_counts: dict[str, int], **extra: Any):
         self.clients = clients
         self.tail = clients.config.single_record_tail
         self.partition_counts = partition_counts
-        settings = {**(BULK_SETTINGS if self.tail else {}), **extra}
-        self.producer = clients.producer(**settings)
-        self.failures: list[str] = []
-        self.delivered = 0
+        # the tail profile's single-record batches are for the last record only
+        conf = {**(BULK_SETTINGS if self.tail else {}), **extra}
+        self.producer = clients.producer(**conf)
+        self._size_limit = clients.config.producer_conf(**conf).get("message.max.bytes", "1000000")
+        self.failures: list[tuple[Any, str]] = []
+        self.per_partition: Counter[tuple[str, int]] = Counter()  # all delivered so far
+        self.delivered = 0  # since the last flush
         self._held: dict[tuple[str, int], tuple] = {}
         self._round_robin = itertools.count()
+        self._zero_writer: RecordWriter | None = None
 
-    def _on_delivery(self, err, _msg) -> None:
+    def _on_delivery(self, ref, err, msg) -> None:
         if err is not None:
-            self.failures.append(err.str())
+            size = len(msg.value() or b"") + len(msg.key() or b"")
+            self.failures.append((ref, delivery_error(err, size, self._size_limit)))
         else:
             self.delivered += 1
+            self.per_partition[(msg.topic(), msg.partition())] += 1
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int = 0,
-             headers: list | None = None, partition: int | None = None) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None = None,
+             headers: list | None = None, partition: int | None = None, ref: Any = None) -> None:
+        """timestamp None: the producer stamps the record as it sends it."""
         if not self.tail:
-            self._produce(topic, key, value, timestamp, headers, partition)
+            self._produce(topic, key, value, timestamp, headers, partition, ref)
             return
         if partition is None:
             count = self.partition_counts[topic]
@@ -48,17 +85,43 @@ class BulkWriter:
                          else next(self._round_robin) % count)
         slot = (topic, partition)
         previous = self._held.get(slot)
-        self._held[slot] = (topic, key, value, timestamp, headers, partition)
+        self._held[slot] = (topic, key, value, timestamp, headers, partition, ref)
         if previous is not None:
             self._produce(*previous)
 
-    def _produce(self, topic, key, value, timestamp, headers, partition) -> None:
-        kwargs = {"key": key, "value": value, "timestamp": timestamp or 0, "on_delivery": self._on_delivery}
+    def _produce(self, topic, key, value, timestamp, headers, partition, ref) -> None:
+        if timestamp == 0 and speaks_to(self.clients.config):
+            self._produce_at_zero(topic, key, value, headers, partition, ref)
+            return
+        if timestamp == 0:
+            _log.warning("a record with timestamp 0 is stamped with the send time: librdkafka "
+                         "cannot write 0, and kstool's own client does not speak SASL")
+        kwargs = {"key": key, "value": value, "timestamp": timestamp or 0,
+                  "on_delivery": functools.partial(self._on_delivery, ref)}
         if headers:
             kwargs["headers"] = headers
         if partition is not None:
             kwargs["partition"] = partition
-        produce(self.producer, topic, **kwargs)
+        try:
+            produce(self.producer, topic, **kwargs)
+        except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
+            size = len(value or b"") + len(key or b"")
+            self.failures.append((ref, delivery_error(exc.args[0], size, self._size_limit)))
+
+    def _produce_at_zero(self, topic, key, value, headers, partition, ref) -> None:
+        if partition is None:  # the partition librdkafka would choose (random for null keys)
+            count = self.partition_counts.get(topic) or len(self.clients.topic_partitions(topic))
+            partition = partition_for(key, count) if key is not None else random.randrange(count)
+        self.producer.flush(max(self.clients.timeout, 60))  # what came before goes first
+        if self._zero_writer is None:
+            self._zero_writer = RecordWriter(self.clients.config, self.clients.leader)
+        try:
+            self._zero_writer.write(topic, partition, key, value, 0, list(headers or []))
+        except KafkaOperationError as exc:
+            self.failures.append((ref, str(exc)))
+            return
+        self.delivered += 1
+        self.per_partition[(topic, partition)] += 1
 
     def flush(self) -> int:
         """Deliver everything; raise when any record was not delivered. Returns the count
@@ -69,10 +132,12 @@ class BulkWriter:
             self._produce(*record)
             remaining += self.producer.flush(timeout)
         self._held.clear()
+        delivered, self.delivered = self.delivered, 0
         if remaining or self.failures:
-            reason = self.failures[0] if self.failures else "flush timed out"
+            ref, reason = self.failures[0] if self.failures else (None, "flush timed out")
             failed = len(self.failures) + remaining
             self.failures.clear()
-            raise KafkaOperationError(f"{failed} record(s) not delivered: {reason}")
-        delivered, self.delivered = self.delivered, 0
+            where = f"{ref}: " if ref is not None else ""
+            raise KafkaOperationError(f"{delivered} record(s) written, {failed} not delivered "
+                                      f"(first: {where}{reason})")
         return delivered

@@ -11,8 +11,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from kstool.config import ClientConfig
-from kstool.errors import BrokerUnreachableError
+from kstool.errors import BrokerUnreachableError, UsageError
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
+from kstool.names import validate_topic
 
 _log = logging.getLogger("kstool.kafka")
 
@@ -39,6 +40,14 @@ def produce(producer: Producer, topic: str, **kwargs: Any) -> None:
             return
         except BufferError:
             producer.poll(0.05)
+
+
+def require_partitions(topic: str, wanted, available: list[int]) -> None:
+    """A partition the topic does not have is a usage error, for every command alike."""
+    missing = sorted(set(wanted) - set(available))
+    if missing:
+        raise UsageError(f"topic {topic!r} has no partition {missing[0]} "
+                         f"(partitions: 0..{len(available) - 1})")
 
 
 def readonly_group_id() -> str:
@@ -106,6 +115,7 @@ class KafkaClients:
             raise self.translate(exc) from None
 
     def topic_partitions(self, topic: str) -> list[int]:
+        validate_topic(topic)
         tmeta = self.metadata().topics.get(topic)
         if tmeta is None or (tmeta.error is not None and
                              tmeta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
@@ -114,7 +124,18 @@ class KafkaClients:
             raise KafkaOperationError(f"topic {topic!r}: {tmeta.error.str()}")
         return sorted(tmeta.partitions)
 
+    def leader(self, topic: str, partition: int) -> tuple[str, int]:
+        """(host, port) of the partition's leader."""
+        meta = self.metadata()
+        try:
+            broker = meta.brokers[meta.topics[topic].partitions[partition].leader]
+        except KeyError:
+            raise KafkaOperationError(f"no leader known for {topic}:{partition}") from None
+        return broker.host, broker.port
+
     def require_topics(self, topics: list[str]) -> dict[str, list[int]]:
+        for topic in topics:
+            validate_topic(topic)
         meta = self.metadata()
         missing = [t for t in topics if t not in meta.topics]
         if missing:
@@ -122,11 +143,14 @@ class KafkaClients:
         return {t: sorted(meta.topics[t].partitions) for t in topics}
 
     def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(low, high) offsets per (topic, partition), two ListOffsets round trips in all."""
+        """(low, high) offsets per (topic, partition). The high watermark is the true end of
+        each partition, confirmed by reading (see kstool.kafka.ends)."""
         if not tps:
             return {}
+        from kstool.kafka.ends import read_ends
+
         low = self._list_offsets(tps, OffsetSpec.earliest())
-        high = self._list_offsets(tps, OffsetSpec.latest())
+        high = read_ends(self, self._list_offsets(tps, OffsetSpec.latest()))
         return {tp: (low[tp], high[tp]) for tp in tps}
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:

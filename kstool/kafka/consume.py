@@ -9,10 +9,11 @@ from typing import Iterator
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kstool.errors import UsageError
-from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
+from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, require_partitions
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.records import Record
+from kstool.timeutil import check_time_range
 
 TP = tuple[str, int]
 
@@ -63,10 +64,8 @@ class Plan:
 def plan_positions(clients: KafkaClients, options: ConsumeOptions) -> Plan:
     available = clients.topic_partitions(options.topic)
     wanted = options.partitions if options.partitions is not None else available
-    missing = sorted(set(wanted) - set(available))
-    if missing:
-        raise UsageError(f"topic {options.topic!r} has no partition {missing[0]} "
-                         f"(partitions: 0..{len(available) - 1})")
+    require_partitions(options.topic, wanted, available)
+    check_time_range(options.from_time, options.to_time)
     if options.start.kind == "stored" and not options.group:
         raise UsageError("--from stored needs --group")
     tps = [(options.topic, p) for p in sorted(wanted)]

@@ -15,6 +15,8 @@ def list_groups(clients: KafkaClients) -> list[dict]:
         result = clients.admin().list_consumer_groups(request_timeout=clients.timeout).result()
     except KafkaException as exc:
         raise clients.translate(exc) from None
+    if result.errors:  # an unreachable broker answers with errors and no groups, not an empty list
+        raise clients.translate(KafkaException(result.errors[0]))
     rows = [{"group": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
             for g in result.valid]
     return sorted(rows, key=lambda r: r["group"])
@@ -57,8 +59,12 @@ def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int]
 def describe_group(clients: KafkaClients, group: str) -> dict:
     state, members = describe_members(clients, group)
     committed = committed_offsets(clients, group)
-    if state in ("DEAD", "UNKNOWN") and not committed and not members:
-        raise GroupNotFoundError(group)
+    note = None
+    if not committed and not members:
+        # some brokers describe any name as an EMPTY group: a group they do not list is unknown
+        if state in ("DEAD", "UNKNOWN") or group not in {g["group"] for g in list_groups(clients)}:
+            raise GroupNotFoundError(group)
+        note = "no committed offsets"
     marks = clients.watermarks(sorted(committed))
     owners = {tp: m["member_id"] for m in members for tp in m["assignment"]}
     partitions = []
@@ -73,6 +79,7 @@ def describe_group(clients: KafkaClients, group: str) -> dict:
         "members": members,
         "partitions": partitions,
         "total_lag": sum(p["lag"] for p in partitions),
+        "note": note,
     }
 
 

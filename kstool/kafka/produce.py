@@ -8,8 +8,8 @@ from typing import Callable, Iterable, Iterator
 from confluent_kafka import KafkaException
 
 from kstool.errors import KstoolError, UsageError
-from kstool.kafka.client import KafkaClients, produce
-from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.client import KafkaClients, require_partitions
 from kstool.kafka.records import EnvelopeError, Record, from_envelope
 from kstool.serdes import EncodeError, encoder
 
@@ -40,20 +40,22 @@ class BadInputLine(KstoolError):
     pass
 
 
+# formats whose text lines are the bytes to send, unchanged
+BINARY_SAFE = ("string", "bytes", "raw")
+
+
 def _text_parser(options: ProduceOptions) -> Callable[[bytes], Record]:
     encode_key = encoder(options.key_format)
     encode_value = encoder(options.value_format)
-    binary_safe = options.value_format in ("string", "bytes")
+    binary_safe = options.value_format in BINARY_SAFE
+    delim = options.key_delimiter.encode("utf-8") if options.key_delimiter is not None else None
 
     def parse(line: bytes) -> Record:
         key: bytes | None = None
         body = line
-        if options.key_delimiter is not None:
-            delim = options.key_delimiter.encode("utf-8")
-            if delim not in body:
-                raise EncodeError(f"no key delimiter {options.key_delimiter!r} in line")
+        if delim is not None and delim in body:  # no delimiter: a null key, as kcat -K does
             raw_key, body = body.split(delim, 1)
-            key = raw_key if options.key_format in ("string", "bytes") else encode_key(raw_key.decode("utf-8"))
+            key = raw_key if options.key_format in BINARY_SAFE else encode_key(raw_key.decode("utf-8"))
         value = body if binary_safe else encode_value(body.decode("utf-8"))
         return Record(options.topic, None, None, None, key, value)
     return parse
@@ -73,26 +75,36 @@ def _lines(stream: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
         yield lineno, line.rstrip(b"\n").rstrip(b"\r")
 
 
+def _fixed_key(options: ProduceOptions) -> bytes | None:
+    if options.key is None:
+        return None
+    try:
+        return encoder(options.key_format)(options.key)
+    except EncodeError as exc:
+        raise UsageError(f"--key {options.key!r} is not a valid {options.key_format}: {exc}") from None
+
+
 def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes]) -> ProduceResult:
-    """Write one record per input line. With on_error=fail the first bad line stops the run:
-    every record before it is written (and flushed), nothing from it on."""
+    """Write one record per input line, in batches. With on_error=fail the first bad line stops
+    the run: every record before it is written (and flushed), nothing from it on."""
     if options.input_format not in ("text", "jsonl"):
         raise UsageError(f"unknown input format {options.input_format!r}")
     partitions = clients.topic_partitions(options.topic)
+    if options.partition is not None:
+        require_partitions(options.topic, [options.partition], partitions)
     parse = _text_parser(options) if options.input_format == "text" else _jsonl_parser(options)
-    fixed_key = encoder(options.key_format)(options.key) if options.key is not None else None
+    fixed_key = _fixed_key(options)
     headers = [(k, v.encode("utf-8")) for k, v in options.headers]
     result = ProduceResult(options.topic)
-    failures: list[str] = []
+    writer = BulkWriter(clients, {options.topic: len(partitions)})
 
-    def delivered(err, msg):
-        if err is not None:
-            failures.append(err.str())
-        else:
-            result.written += 1
-            result.per_partition[msg.partition()] = result.per_partition.get(msg.partition(), 0) + 1
+    def finish() -> None:
+        try:
+            writer.flush()
+        finally:
+            result.per_partition = {p: n for (_, p), n in sorted(writer.per_partition.items())}
+            result.written = sum(result.per_partition.values())
 
-    producer = clients.producer()
     try:
         for lineno, line in _lines(stream):
             if options.input_format == "jsonl" and not line.strip():
@@ -100,36 +112,22 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
             try:
                 record = parse(line)
                 partition = options.partition if options.partition is not None else record.partition
-                if partition is not None and partition not in partitions:
-                    raise EncodeError(f"partition {partition} does not exist "
-                                      f"(topic has {len(partitions)})")
-            except (EncodeError, EnvelopeError, UnicodeDecodeError) as exc:
+                if partition is not None:
+                    require_partitions(options.topic, [partition], partitions)
+            except (EncodeError, EnvelopeError, UsageError, UnicodeDecodeError) as exc:
                 reason = str(exc) if not isinstance(exc, UnicodeDecodeError) else "not valid UTF-8"
                 if options.on_error == "skip":
                     result.skipped.append({"line": lineno, "error": reason})
                     continue
-                producer.flush(clients.timeout)
+                finish()
                 raise BadInputLine(
                     f"line {lineno}: {reason}; {result.written} record(s) before it were written, "
                     "none from this line on") from None
-            _send(producer, options, record, fixed_key, headers, partition, delivered)
-        remaining = producer.flush(max(clients.timeout, 30))
+            timestamp = record.timestamp if record.timestamp is not None else options.timestamp
+            writer.send(options.topic, fixed_key if fixed_key is not None else record.key, record.value,
+                        timestamp, headers + record.headers or None, partition, ref=f"line {lineno}")
+        finish()
     except KafkaException as exc:
         raise clients.translate(exc) from None
-    if remaining or failures:
-        raise KafkaOperationError(
-            f"{result.written} record(s) written; {len(failures) + remaining} not delivered "
-            f"({failures[0] if failures else 'flush timed out'})")
     return result
 
-
-def _send(producer, options: ProduceOptions, record: Record, fixed_key, headers, partition, cb) -> None:
-    kwargs = {"value": record.value, "key": fixed_key if fixed_key is not None else record.key,
-              "headers": headers + record.headers or None, "on_delivery": cb}
-    timestamp = record.timestamp if record.timestamp is not None else options.timestamp
-    if timestamp is not None:
-        kwargs["timestamp"] = timestamp
-    if partition is not None:
-        kwargs["partition"] = partition
-    produce(producer, options.topic, **kwargs)
-    producer.poll(0)

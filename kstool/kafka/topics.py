@@ -10,6 +10,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
+from kstool.names import validate_topic
 
 
 @dataclass
@@ -34,6 +35,7 @@ def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[d
 
 
 def describe_topic(clients: KafkaClients, topic: str) -> dict:
+    validate_topic(topic)
     tmeta = clients.metadata().topics.get(topic)
     if tmeta is None or tmeta.error is not None or not tmeta.partitions:
         raise TopicNotFoundError(topic)
@@ -76,6 +78,7 @@ def topics_configs(clients: KafkaClients, topics: list[str]) -> dict[str, dict[s
 
 
 def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict:
+    validate_topic(options.name)
     if options.partitions < 1:
         raise UsageError("--partitions must be at least 1")
     new = NewTopic(options.name, num_partitions=options.partitions,

@@ -23,6 +23,7 @@ from kstool.kafka.records import EnvelopeError, Record, from_envelope
 from kstool.timeutil import format_time
 
 PROVENANCE = ("kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset")
+FILE_PROVENANCE = ("kstool.replay.file", "kstool.replay.line")
 TRANSACTION_CHUNK = 1000
 
 
@@ -48,18 +49,21 @@ class ReplayOptions:
 
 @dataclass
 class PartitionSummary:
+    """What was copied from one source partition: positions are source offsets, or the dump
+    file's line numbers."""
+
     partition: int
     records: int = 0
-    first_offset: int | None = None
-    last_offset: int | None = None
+    first: int | None = None
+    last: int | None = None
     first_timestamp: int | None = None
     last_timestamp: int | None = None
 
-    def add(self, record: Record) -> None:
+    def add(self, position: int, timestamp: int | None) -> None:
         self.records += 1
-        if self.first_offset is None:
-            self.first_offset, self.first_timestamp = record.offset, record.timestamp
-        self.last_offset, self.last_timestamp = record.offset, record.timestamp
+        if self.first is None:
+            self.first, self.first_timestamp = position, timestamp
+        self.last, self.last_timestamp = position, timestamp
 
 
 @dataclass
@@ -72,15 +76,23 @@ class ReplaySummary:
     skipped_by_filter: int = 0
     resumed_from: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
+    from_file: bool = False
 
     @property
     def records(self) -> int:
         return sum(p.records for p in self.partitions.values())
 
+    @property
+    def position(self) -> str:
+        return "line" if self.from_file else "offset"
+
     def to_dict(self) -> dict:
         rows = []
         for p in sorted(self.partitions.values(), key=lambda s: s.partition):
-            rows.append({**p.__dict__, "first_time": format_time(p.first_timestamp),
+            rows.append({"partition": p.partition, "records": p.records,
+                         f"first_{self.position}": p.first, f"last_{self.position}": p.last,
+                         "first_timestamp": p.first_timestamp, "last_timestamp": p.last_timestamp,
+                         "first_time": format_time(p.first_timestamp),
                          "last_time": format_time(p.last_timestamp)})
         return {"source": self.source, "target": self.target, "dry_run": self.dry_run,
                 "partitioning": self.partitioning, "records": self.records,
@@ -121,24 +133,26 @@ def replay(clients: KafkaClients, options: ReplayOptions,
     else:
         resumed = {}
         by_key = bool(options.by_key)
+        # a whole first pass: a bad line or partition fails the replay before anything is written
+        _check_file(options.from_file, None if by_key else target_partitions, options.to_topic)
         records = _from_file(options.from_file)
     summary = ReplaySummary(options.from_topic or str(options.from_file), options.to_topic,
                             options.dry_run, "by-key" if by_key else "keep-partitions",
-                            resumed_from=resumed)
+                            resumed_from=resumed, from_file=options.from_file is not None)
     started = time.monotonic()
     writer = _Writer(clients, options, target_partitions) if not options.dry_run else None
     limiter = _RateLimiter(options.rate)
     try:
-        for record in records:
+        for record, position in records:
             if key_filter is not None and not key_filter.search(
                     (record.key or b"").decode("utf-8", "replace")):
                 summary.skipped_by_filter += 1
                 continue
             if writer is not None:
                 limiter.wait()
-                writer.send(record, None if by_key else record.partition)
+                writer.send(record, position, None if by_key else record.partition)
             part = record.partition if record.partition is not None else -1
-            summary.partitions.setdefault(part, PartitionSummary(part)).add(record)
+            summary.partitions.setdefault(part, PartitionSummary(part)).add(position, record.timestamp)
             if progress:
                 progress(1)
         if writer is not None:
@@ -151,7 +165,7 @@ def replay(clients: KafkaClients, options: ReplayOptions,
 
 def planned_count(clients: KafkaClients, options: ReplayOptions) -> int | None:
     """How many source records the slice holds (for a progress bar); None for files."""
-    if options.from_topic is None:
+    if options.from_topic is None or options.from_file is not None:
         return None
     plan = plan_positions(clients, _consume_options(options))
     return sum(max(plan.stop[tp] - start, 0) for tp, start in plan.start.items())
@@ -166,16 +180,19 @@ def _consume_options(options: ReplayOptions, resume: dict[int, int] | None = Non
         stop_offsets={p: o + 1 for p, o in options.to_offsets.items()} or None)
 
 
-def _from_topic(clients: KafkaClients, options: ReplayOptions) -> tuple[Iterator[Record], dict[int, int]]:
-    """The source records, and where a transactional rerun resumes (its committed offsets)."""
+def _from_topic(clients: KafkaClients, options: ReplayOptions) -> tuple[Iterator[tuple[Record, int]],
+                                                                         dict[int, int]]:
+    """The source records with their offsets, and where a transactional rerun resumes (its
+    committed offsets)."""
     resume: dict[int, int] = {}
     if options.transactional and not options.dry_run:
         resume = {p: o for (t, p), o in committed_offsets(clients, transactional_id(options)).items()
                   if t == options.from_topic}
-    return consume(clients, _consume_options(options, resume)), resume
+    return ((r, r.offset) for r in consume(clients, _consume_options(options, resume))), resume
 
 
-def _from_file(path: Path) -> Iterator[Record]:
+def _from_file(path: Path) -> Iterator[tuple[Record, int]]:
+    """The dump's records with their line numbers."""
     try:
         handle = open(path, encoding="utf-8")
     except OSError as exc:
@@ -185,11 +202,17 @@ def _from_file(path: Path) -> Iterator[Record]:
             if not line.strip():
                 continue
             try:
-                record = from_envelope(line)
+                yield from_envelope(line), lineno
             except EnvelopeError as exc:
                 raise UsageError(f"{path}:{lineno}: {exc}") from None
-            record.offset = lineno  # provenance of a dump record: its line
-            yield record
+
+
+def _check_file(path: Path, target_partitions: int | None, target: str) -> None:
+    for record, lineno in _from_file(path):
+        if target_partitions is not None and (record.partition or 0) >= target_partitions:
+            raise UsageError(f"{path}:{lineno}: partition {record.partition} does not exist in "
+                             f"{target!r} ({target_partitions} partitions); nothing was written "
+                             "(use --by-key to partition by key)")
 
 
 class _RateLimiter:
@@ -221,18 +244,25 @@ class _Writer:
         else:
             self.bulk = BulkWriter(clients, {options.to_topic: partitions})
 
-    def send(self, record: Record, partition: int | None) -> None:
+    def send(self, record: Record, position: int, partition: int | None) -> None:
         headers = list(record.headers)
         if self.options.provenance and self.options.from_topic:
             headers += [(PROVENANCE[0], self.options.from_topic.encode()),
                         (PROVENANCE[1], str(record.partition).encode()),
-                        (PROVENANCE[2], str(record.offset).encode())]
-        # 0 lets the producer stamp the record as it is sent
-        timestamp = 0 if self.options.now or record.timestamp is None else record.timestamp
+                        (PROVENANCE[2], str(position).encode())]
+        elif self.options.provenance:
+            headers += [(FILE_PROVENANCE[0], str(self.options.from_file).encode()),
+                        (FILE_PROVENANCE[1], str(position).encode())]
+        # None lets the producer stamp the record as it is sent
+        timestamp = None if self.options.now else record.timestamp
         if self.bulk is not None:
-            self.bulk.send(self.options.to_topic, record.key, record.value, timestamp, headers, partition)
+            where = (f"line {position}" if self.options.from_file
+                     else f"{self.options.from_topic}:{record.partition} offset {position}")
+            self.bulk.send(self.options.to_topic, record.key, record.value, timestamp, headers, partition,
+                           ref=where)
             return
-        kwargs = {"key": record.key, "value": record.value, "timestamp": timestamp, "headers": headers or None}
+        kwargs = {"key": record.key, "value": record.value, "timestamp": timestamp or 0,
+                  "headers": headers or None}
         if partition is not None:
             kwargs["partition"] = partition
         try:

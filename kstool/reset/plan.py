@@ -10,7 +10,6 @@ from pathlib import Path
 from kstool.engine.app import AppPaths, load_manifest, running_pid
 from kstool.engine.exceptions import AppBusyError
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.exceptions import TopicNotFoundError
 from kstool.kafka.groups import committed_offsets, describe_members
 from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.exceptions import ResetPlanError, ResetRefusedError
@@ -105,10 +104,8 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
             f"group {options.app_id!r} is {state} but the broker does not name its members, so "
             "--force cannot remove them; stop the instances or wait for their session timeout")
 
+    clients.require_topics([*inputs, *options.intermediate_topics])
     existing = clients.metadata().topics
-    for topic in [*inputs, *options.intermediate_topics]:
-        if topic not in existing:
-            raise TopicNotFoundError(topic)
     detected = detect_internal_topics(options.app_id, sorted(existing),
                                       set(inputs) | set(options.intermediate_topics))
     if options.internal_topics is not None:

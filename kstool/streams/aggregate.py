@@ -5,11 +5,13 @@ Time windows: a record updates every window holding it whose end + grace is stil
 task's stream time; a record no window accepts is late. A window closes when stream time
 reaches end + grace: `--emit final` emits it then (suppress(untilWindowCloses)), and the window
 leaves the store (its retention is size + grace, Kafka Streams' default).
-Sessions: a record merges the key's sessions within the gap into one; it is late when the
-merged session's end + grace is before stream time. Sessions replaced by a merge are deleted
+Sessions (KStreamSessionWindowAggregate since KAFKA-12718, Kafka 3.0): a record merges the
+key's sessions within the gap into one; the close time is stream time - grace - gap, and a
+record is late when the merged session's end is before it (a later record within the gap could
+still have extended the session until then). Sessions replaced by a merge are deleted
 (tombstones in the changelog, and in the output with --emit update). `--emit final` emits a
-session when end + grace is before stream time (EmitStrategy.onWindowClose); the session stays
-in the store until end + gap + grace reaches stream time (its retention).
+session once its end is before the close time (EmitStrategy.onWindowClose), with the session's
+end as timestamp, and the session then leaves the store (retention gap + grace).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ class Accumulator:
     low: float = math.inf
     high: float = -math.inf
     whole: bool = True  # every number so far integral: sum/min/max are longs
-    emitted: bool = False  # --emit final of sessions: already written
 
     def add(self, number: float | None) -> None:
         self.count += 1
@@ -55,8 +56,7 @@ class Accumulator:
                 "avg": self.total / self.count if self.count else math.nan}[agg]
 
     def dump(self) -> str:
-        return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole,
-                           self.emitted])
+        return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole])
 
     @classmethod
     def of(cls, value: StoreValue | None) -> "Accumulator":
@@ -64,9 +64,10 @@ class Accumulator:
         if value is None:
             return cls()
         if isinstance(value.aux, str):
-            count, total, low, high, whole, emitted = json.loads(value.aux)
+            # [:5]: checkpoints of kstool <= 0.1 kept a sixth field (a session's emitted flag)
+            count, total, low, high, whole = json.loads(value.aux)[:5]
             value.aux = cls(count, total, math.inf if low is None else low,
-                            -math.inf if high is None else high, whole, emitted)
+                            -math.inf if high is None else high, whole)
         return value.aux
 
 
@@ -177,11 +178,9 @@ class SessionAggregate:
                    store=STORE, store_key=session_store_key(key, start, end))
 
     def process(self, record: Record, state: TaskState) -> None:
-        # index the store before this record changes it
-        by_key, ends, expiries = self._by_key(state), self._ends(state), self._ends(state, "expiries")
-        stream_time = state.advance(record.timestamp)
-        close = stream_time - self.grace
+        by_key, ends = self._by_key(state), self._ends(state)  # indexed before this record changes the store
         gap, ts = self.window.size, record.timestamp
+        close = state.advance(ts) - self.grace - gap
         sessions = by_key.setdefault(record.key, set())
         overlapping = []
         for store_key in sessions:
@@ -208,7 +207,6 @@ class SessionAggregate:
         if store_key not in sessions:
             sessions.add(store_key)
             heapq.heappush(ends, (end, store_key))
-            heapq.heappush(expiries, (end, store_key))
         if self.emit == "update":
             self._emit_session(state, record.key, start, end, acc)
         self._close_sessions(state, close)
@@ -221,34 +219,27 @@ class SessionAggregate:
             state.index["by_key"] = by_key
         return state.index["by_key"]
 
-    def _ends(self, state: TaskState, name: str = "ends") -> list[tuple[int, bytes]]:
-        """A heap of (session end, store key): which sessions close (`ends`) or expire
-        (`expiries`) next; entries of sessions merged away are skipped when popped."""
-        if name not in state.index:
+    def _ends(self, state: TaskState) -> list[tuple[int, bytes]]:
+        """A heap of (session end, store key): which sessions close next; entries of sessions
+        merged away are skipped when popped."""
+        if "ends" not in state.index:
             ends = [(split_session_store_key(k)[2], k) for k in state.stores[STORE]]
             heapq.heapify(ends)
-            state.index[name] = ends
-        return state.index[name]
+            state.index["ends"] = ends
+        return state.index["ends"]
 
     def _close_sessions(self, state: TaskState, close: int) -> None:
-        """Emit (final mode) sessions whose end + grace is before stream time; drop them from
-        the store once end + gap + grace reaches it (retention gap + grace, which Kafka
-        Streams' stores also enforce exactly on reads)."""
+        """Sessions whose end is before the close time are final: emitted in final mode (in
+        end order, as the time-ordered session store yields them), then dropped from the store
+        as expired (no changelog tombstone: the topic's retention removes them)."""
         ends = self._ends(state)
         while ends and ends[0][0] < close:
             end, store_key = heapq.heappop(ends)
             value = state.get(STORE, store_key)
-            if value is None or self.emit != "final":
+            if value is None:
                 continue
-            acc = Accumulator.of(value)
-            if not acc.emitted:
-                key, start, _ = split_session_store_key(store_key)
-                self._emit_session(state, key, start, end, acc)
-                acc.emitted = True
-                state.put(STORE, store_key, value, log=False)
-        expiries = self._ends(state, "expiries")
-        while expiries and expiries[0][0] <= close - self.window.size:
-            end, store_key = heapq.heappop(expiries)
-            if state.get(STORE, store_key) is not None:
-                state.delete(STORE, store_key, end, log=False)
-                self._by_key(state).get(split_session_store_key(store_key)[0], set()).discard(store_key)
+            key, start, _ = split_session_store_key(store_key)
+            if self.emit == "final":
+                self._emit_session(state, key, start, end, Accumulator.of(value))
+            state.delete(STORE, store_key, end, log=False)
+            self._by_key(state).get(key, set()).discard(store_key)

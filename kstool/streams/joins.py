@@ -3,10 +3,8 @@ KTableKTableJoin and their left/outer variants). Records with a null key are dro
 are stream records with a null value; on a table side a null value deletes the key.
 
 stream-stream: a record joins the other side's records of the same key within `within` ms
-either way; the result's timestamp is the later of the two. A record is late (dropped) when
-its timestamp + within + grace is before the task's stream time (shared by both sides).
-left/outer: a record that found no partner waits in the `unmatched` store and is emitted with
-null once its timestamp + within + grace is before stream time, unless a partner came first.
+either way that the other side's window store still holds; the result's timestamp is the later
+of the two (details: StreamStreamJoin).
 stream-table: a stream record joins the table's value for its key at that point (the table
 side is processed in timestamp order with the stream, so "at the record's time"); table
 updates emit nothing. table-table: every change on either side emits the new join result
@@ -21,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-from kstool.streams.task import LATE, LEFT, RIGHT, Record, StoreValue, TaskState
+from kstool.streams.task import LATE, LEFT, NO_TIME, RIGHT, Record, StoreValue, TaskState
 from kstool.streams.windows import window_store_key, split_window_store_key
 
 KINDS = ("stream-stream", "stream-table", "table-table")
@@ -58,6 +56,20 @@ def _joined(joiner: Joiner, side: int, this: bytes | None, other: bytes | None) 
 
 @dataclass
 class StreamStreamJoin:
+    """KStreamKStreamJoin (Kafka 3.x/4.x trunk, spurious-result fix on, emit interval 0).
+
+    Each side keeps a window store of its records; a store holds a record while its timestamp
+    is at least the newest timestamp that side has seen - retention + 1, retention = 2 * within
+    + grace (the store's fetch filter). A record first probes the other side's store over
+    [t - within, t + within] and joins every record it holds; no record is dropped for being
+    out of order. A record older than its own side's retention is not stored: it still joins,
+    but no later record can join it; it is counted as late and goes to --late-topic (the
+    window store's dropped-records). left/outer: a record that found no partner gets its null
+    result at once when its window has closed (t + within < stream time), else waits in the
+    unmatched store until t + within + grace < stream time, emitted when a record at stream
+    time arrives, unless a partner comes first.
+    """
+
     how: str
     within: int
     grace: int
@@ -65,58 +77,84 @@ class StreamStreamJoin:
     stores: tuple[str, ...] = ("join-left", "join-right", "join-unmatched")
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream: every one is written
 
+    @property
+    def retention(self) -> int:
+        return 2 * self.within + self.grace
+
     def process(self, record: Record, state: TaskState) -> None:
+        ts, side = record.timestamp, record.side
+        stream_time = state.advance(ts)
+        outer_side = self.how == "outer" or (self.how == "left" and side == LEFT)
+        if record.key is None and record.value is not None and outer_side:
+            state.emit(None, _joined(self.joiner, side, record.value, None), ts)  # no key to join on
+            return
         if record.key is None or record.value is None:
             return
-        by_key, expiries, unmatched = self._indexes(state)
-        ts = record.timestamp
-        stream_time = state.advance(ts)
-        if ts + self.within + self.grace < stream_time:
-            state.emit(record.key, record.value, ts, LATE)
-            return
-        self._emit_unmatched(state, unmatched, stream_time)
-        this_store, other_store = self.stores[record.side], self.stores[1 - record.side]
-        state.sequence = (state.sequence + 1) % 2**31
-        this_key = window_store_key(record.key, ts, state.sequence)
-        state.put(this_store, this_key, StoreValue(record.value, ts))
-        by_key[record.side].setdefault(record.key, set()).add(this_key)
-        heapq.heappush(expiries, (ts, record.side, this_key))
+        by_key, expiries, unmatched, observed = self._indexes(state)
+        if ts == stream_time:
+            self._emit_unmatched(state, unmatched, stream_time)
+        observed[side] = max(observed[side], ts)
+        this_key = self._store(record, state, by_key, expiries, observed)
         matched = False
         for other_ts, store_key in sorted((split_window_store_key(k)[1], k)
-                                          for k in by_key[1 - record.side].get(record.key, ())):
+                                          for k in by_key[1 - side].get(record.key, ())):
             if abs(other_ts - ts) > self.within:
                 continue
             matched = True
-            state.delete("join-unmatched", _unmatched_key(1 - record.side, record.key, other_ts, store_key[-4:]),
+            state.delete("join-unmatched", _unmatched_key(1 - side, record.key, other_ts, store_key[-4:]),
                          other_ts)
-            other = state.get(other_store, store_key)
-            state.emit(record.key, _joined(self.joiner, record.side, record.value, other.value),
-                       max(ts, other_ts))
-        waits = self.how == "outer" or (self.how == "left" and record.side == LEFT)
-        if waits and not matched:
-            waiting = _unmatched_key(record.side, record.key, ts, this_key[-4:])
-            state.put("join-unmatched", waiting, StoreValue(record.value, ts))
-            heapq.heappush(unmatched, waiting)
-        self._expire(state, by_key, expiries, stream_time)
+            other = state.get(self.stores[1 - side], store_key)
+            state.emit(record.key, _joined(self.joiner, side, record.value, other.value), max(ts, other_ts))
+        if outer_side and not matched:
+            if ts + self.within < stream_time:  # its window has closed: no partner can come
+                state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
+            else:
+                # (a late record is never waiting: its window closed long before stream time)
+                waiting = _unmatched_key(side, record.key, ts, this_key[-4:])
+                state.put("join-unmatched", waiting, StoreValue(record.value, ts))
+                heapq.heappush(unmatched, waiting)
+
+    def _store(self, record: Record, state: TaskState, by_key, expiries, observed) -> bytes | None:
+        """Put the record in its side's window store, unless it is already past the store's
+        retention (then it is late); expire what the store no longer holds."""
+        side, ts = record.side, record.timestamp
+        horizon = observed[side] - self.retention + 1
+        if ts < horizon:
+            state.emit(record.key, record.value, ts, LATE)
+            return None
+        state.sequence = (state.sequence + 1) % 2**31
+        this_key = window_store_key(record.key, ts, state.sequence)
+        state.put(self.stores[side], this_key, StoreValue(record.value, ts))
+        by_key[side].setdefault(record.key, set()).add(this_key)
+        heapq.heappush(expiries[side], (ts, this_key))
+        while expiries[side] and expiries[side][0][0] < horizon:
+            _, store_key = heapq.heappop(expiries[side])
+            state.delete(self.stores[side], store_key, 0, log=False)
+            by_key[side].get(split_window_store_key(store_key)[0], set()).discard(store_key)
+        return this_key
 
     def _indexes(self, state: TaskState):
-        """Per side: key -> its window store keys; a heap of (ts, side, store key) for expiry;
-        a heap of the unmatched store's keys (which sort by time)."""
+        """Per side: key -> its window store keys, a heap of (ts, store key) for expiry, and
+        the newest timestamp the side has seen (always held: it is the store's newest record);
+        and a heap of the unmatched store's keys (which sort by time)."""
         if "by_key" not in state.index:
             by_key: list[dict[bytes, set[bytes]]] = [{}, {}]
-            expiries = []
+            expiries: list[list] = [[], []]
             for side in (LEFT, RIGHT):
                 for store_key in state.stores[self.stores[side]]:
                     key, ts = split_window_store_key(store_key)
                     by_key[side].setdefault(key, set()).add(store_key)
-                    expiries.append((ts, side, store_key))
-            heapq.heapify(expiries)
+                    expiries[side].append((ts, store_key))
+                heapq.heapify(expiries[side])
+            observed = [max((ts for ts, _ in expiries[side]), default=NO_TIME) for side in (LEFT, RIGHT)]
             unmatched = list(state.stores["join-unmatched"])
             heapq.heapify(unmatched)
-            state.index.update(by_key=by_key, expiries=expiries, unmatched=unmatched)
-        return state.index["by_key"], state.index["expiries"], state.index["unmatched"]
+            state.index.update(by_key=by_key, expiries=expiries, unmatched=unmatched, observed=observed)
+        return state.index["by_key"], state.index["expiries"], state.index["unmatched"], state.index["observed"]
 
     def _emit_unmatched(self, state: TaskState, unmatched: list[bytes], stream_time: int) -> None:
+        """Null results for waiting records whose window + grace has closed, in the store's
+        order: time, then right before left, then key."""
         while unmatched:
             ts, side, key = _split_unmatched_key(unmatched[0])
             if ts + self.within + self.grace >= stream_time:
@@ -126,15 +164,6 @@ class StreamStreamJoin:
             if value is not None:  # else a partner came
                 state.emit(key, _joined(self.joiner, side, value.value, None), ts)
                 state.delete("join-unmatched", store_key, ts)
-
-    def _expire(self, state: TaskState, by_key, expiries, stream_time: int) -> None:
-        """Window stores keep records for 2 * within + grace (Kafka Streams' retention)."""
-        horizon = stream_time - 2 * self.within - self.grace
-        while expiries and expiries[0][0] < horizon:
-            _, side, store_key = heapq.heappop(expiries)
-            state.delete(self.stores[side], store_key, 0, log=False)
-            key = split_window_store_key(store_key)[0]
-            by_key[side].get(key, set()).discard(store_key)
 
 
 def _unmatched_key(side: int, key: bytes, ts: int, seqnum: bytes) -> bytes:

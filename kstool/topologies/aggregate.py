@@ -137,7 +137,7 @@ class Aggregate:
             return F.col("key")
         return F.encode(F.get_json_object(self._json_text(), "$." + self.group_by[6:]), "UTF-8")
 
-    def check_partitions(self, partitions: dict[str, int]) -> None:
+    def check_run(self, partitions: dict[str, int]) -> None:
         pass  # one input
 
     def valid_record(self):

@@ -25,8 +25,9 @@ class Topology(Protocol):
     def valid_record(self):
         """A Column: True where the input record can be processed (else --on-error applies)."""
 
-    def check_partitions(self, partitions: dict[str, int]) -> None:
-        """Refuse inputs the topology cannot process together (joins: co-partitioning)."""
+    def check_run(self, partitions: dict[str, int]) -> None:
+        """Refuse a run the topology cannot do (before anything is created): inputs it cannot
+        process together, settings no store could hold (joins)."""
 
     def build(self, source, tasks: int = 1):
         """The updates DataFrame (streaming) from the source DataFrame; `tasks` is the input

@@ -77,7 +77,7 @@ class Join:
         return TableTableJoin(self.how, joiner)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        retention = 2 * self.within + self.grace if self.kind == "stream-stream" else None
+        retention = self.processor().retention if self.kind == "stream-stream" else None
         # the unmatched store's keys are time ‖ side ‖ key ‖ seqnum: bytes
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
                           "hex" if name == "join-unmatched" else "string", "string",
@@ -88,7 +88,10 @@ class Join:
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
 
-    def check_partitions(self, partitions: dict[str, int]) -> None:
+    def check_run(self, partitions: dict[str, int]) -> None:
+        if self.kind == "stream-stream" and self.within == 0 and self.grace == 0:
+            raise UsageError("--within 0 needs a --grace of at least 1ms: with both 0 the join "
+                             "stores would hold nothing (retention = 2 x within + grace)")
         left, right = partitions[self.left_topic], partitions[self.right_topic]
         if left != right and not self.repartition:
             raise UsageError(

@@ -46,7 +46,7 @@ class WordCount:
         return [SinkTarget(self.output_topic, "out_value"),
                 SinkTarget(changelog_topic(app_id, STORE), "store_value")]
 
-    def check_partitions(self, partitions: dict[str, int]) -> None:
+    def check_run(self, partitions: dict[str, int]) -> None:
         pass  # one input
 
     def valid_record(self):

@@ -1,0 +1,68 @@
+"""The true end of partitions, found by reading.
+
+A broker's ListOffsets(LATEST) answer is where reading stops for `consume -e`, lag, describe,
+changelog and state reads, reset plans, replay and the stream source. Some brokers answer too
+low: the embedded one reports the base offset of the last batch + 1, so a reader that trusts it
+misses the rest of a batch written by any normally batching producer. Fetch responses carry the
+right high watermark, so a consumer placed at the reported end reads on until the broker says
+"end of partition" (librdkafka's EOF event) and that offset is the end. On a correct broker the
+first fetch answers EOF at once: one short round trip for all partitions together.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+if TYPE_CHECKING:
+    from kstool.kafka.client import KafkaClients
+
+TP = tuple[str, int]
+_log = logging.getLogger("kstool.ends")
+_END_READER = {
+    "enable.partition.eof": True,
+    # the end as ListOffsets(LATEST) means it, open transactions included
+    "isolation.level": "read_uncommitted",
+    # an empty fetch at the end must come back at once, not after the 500 ms default wait
+    "fetch.wait.max.ms": 10,
+}
+
+
+def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]:
+    """Per partition, the offset after its last record: the reported end, confirmed or moved up
+    by reading from it. A partition that gives no answer in time keeps the furthest known end."""
+    if not reported:
+        return {}
+    ends = dict(reported)
+    pending = set(reported)
+    consumer = clients.consumer(**_END_READER)
+    try:
+        consumer.assign([TopicPartition(t, p, max(o, 0)) for (t, p), o in reported.items()])
+        deadline = time.monotonic() + clients.timeout
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=10_000, timeout=0.2):
+                tp = (msg.topic(), msg.partition())
+                err = msg.error()
+                if err is None:
+                    ends[tp] = max(ends[tp], msg.offset() + 1)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    ends[tp] = max(ends[tp], msg.offset())
+                    if tp in pending:
+                        pending.discard(tp)
+                        consumer.incremental_unassign([TopicPartition(*tp)])
+                elif not err.retriable():
+                    raise KafkaException(err)
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    finally:
+        consumer.close()
+    if pending:
+        _log.debug("no end-of-partition answer within %gs for %s; using %s", clients.timeout,
+                   sorted(pending), {tp: ends[tp] for tp in sorted(pending)})
+    moved = {tp: (reported[tp], ends[tp]) for tp in ends if ends[tp] != reported[tp]}
+    if moved:
+        _log.debug("broker-reported ends corrected by reading: %s", moved)
+    return ends
