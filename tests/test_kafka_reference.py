@@ -113,6 +113,23 @@ def test_final_results_for_time_windows_with_large_jump(kafka, spark, topic_name
     assert time_windowed(kafka, suppressed, 2) == [("[k1@0/2]", 4, 1), ("[k1@2/4]", 2, 3), ("[k1@4/6]", 1, 4)]
 
 
+def test_hopping_window_skips_expired_windows_only(kafka, spark, topic_name):
+    """KStreamWindowAggregateTest#shouldLogAndMeterWhenSkippingExpiredWindow
+    (KStreamWindowAggregateTest.java:494): TimeWindows.ofSizeAndGrace(10ms, 90ms).advanceBy(5ms);
+    k@100, then k@0..k@6 at stream time 100, then k@105, k@106. Kafka's dropped-records metric is 7:
+    each of 0..6 is dropped from the closed window [0,10); 5 and 6 still count in [5,15), so
+    kstool's late records (dropped whole) are 0..4. Counts stand for the test's "+v" strings."""
+    records = [("k", str(t), t) for t in [100, 0, 1, 2, 3, 4, 5, 6, 105, 106]]
+    out, _ = aggregate(kafka, topic_name, records, "--window", "hopping:10ms,5ms", "--grace", "90ms")
+    assert finals(time_windowed(kafka, out, 10)) == {  # each window's last update in the test
+        "[k@95/105]": (1, 100), "[k@100/110]": (3, 106), "[k@5/15]": (2, 6), "[k@105/115]": (2, 106)}
+    assert late(kafka, topic_name) == [("k", t) for t in (0, 1, 2, 3, 4)]
+    final, _ = aggregate(kafka, topic_name + "-f", records, "--window", "hopping:10ms,5ms", "--grace", "90ms",
+                         "--emit", "final")
+    # "Window close time is 15 when timestamp is 105"
+    assert time_windowed(kafka, final, 10) == [("[k@5/15]", 2, 6)]
+
+
 SESSION_INPUT = [("k1", "v1", 0), ("k1", "v1", 5), ("k1", "v1", 1), ("k2", "v1", 11), ("k1", "v1", 5),
                  ("k1", "v1", 30)]
 
@@ -167,6 +184,24 @@ def join(kafka, topic_name, left, right, how: str, within: str, grace: str):
     assert result.exit_code == 0, result.stderr
     # MockValueJoiner.TOSTRING_JOINER: value1 + "+" + value2, keys as Integer.toString
     return [(int(m.key()), m.value().decode(), m.timestamp()[1]) for m in read_all(kafka, topic_name + "-out")]
+
+
+def test_inner_join_at_timestamp_zero(kafka, spark, topic_name):
+    """KStreamKStreamJoinTest#testJoin (KStreamKStreamJoinTest.java:562): within 100ms, no grace,
+    every record at timestamp 0. The test pipes six steps and asserts after each; one kstool run
+    over all of them must give the union of those results (22 joins, all at timestamp 0). The
+    order differs: records of the two topics with equal timestamps are interleaved by the
+    partition grouping (kstool: the right side first), not in the order the test pipes them."""
+    keys = (0, 1, 2, 3)
+    left = [(k, f"A{k}", 0) for k in keys[:2]] + [(k, f"B{k}", 0) for k in keys] + [(k, f"C{k}", 0) for k in keys]
+    right = [(k, f"a{k}", 0) for k in keys[:2]] + [(k, f"b{k}", 0) for k in keys] + [(k, f"c{k}", 0) for k in keys[:2]]
+    expected = [(0, "A0+a0"), (1, "A1+a1"),
+                (0, "B0+a0"), (1, "B1+a1"),
+                (0, "A0+b0"), (0, "B0+b0"), (1, "A1+b1"), (1, "B1+b1"), (2, "B2+b2"), (3, "B3+b3"),
+                (0, "C0+a0"), (0, "C0+b0"), (1, "C1+a1"), (1, "C1+b1"), (2, "C2+b2"), (3, "C3+b3"),
+                (0, "A0+c0"), (0, "B0+c0"), (0, "C0+c0"), (1, "A1+c1"), (1, "B1+c1"), (1, "C1+c1")]
+    got = join(kafka, topic_name, left, right, "inner", "100ms", "0ms")
+    assert sorted(got) == sorted((k, v, 0) for k, v in expected)
 
 
 def test_left_join_grace_period(kafka, spark, topic_name):
