@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kstool.errors import UsageError
+from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
 from kstool.timeutil import parse_time
 
@@ -28,7 +28,8 @@ def confirm_or_refuse(question: str, yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise UsageError("not on a terminal: add --yes to confirm (or --dry-run to see the plan)")
-    click.confirm(question, abort=True, err=True)
+    if not click.confirm(question, err=True):
+        raise KstoolError("not confirmed: nothing was changed")
 
 
 class TimeType(click.ParamType):

@@ -165,7 +165,7 @@ def replay(clients: KafkaClients, options: ReplayOptions,
 
 def planned_count(clients: KafkaClients, options: ReplayOptions) -> int | None:
     """How many source records the slice holds (for a progress bar); None for files."""
-    if options.from_topic is None or options.from_file is not None:
+    if options.from_topic is None:
         return None
     plan = plan_positions(clients, _consume_options(options))
     return sum(max(plan.stop[tp] - start, 0) for tp, start in plan.start.items())
