@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from kstool.config import ClientConfig
 from kstool.errors import BrokerUnreachableError, UsageError
+from kstool.kafka.ends import read_ends
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
 from kstool.names import validate_topic
 
@@ -147,8 +148,6 @@ class KafkaClients:
         each partition, confirmed by reading (see kstool.kafka.ends)."""
         if not tps:
             return {}
-        from kstool.kafka.ends import read_ends
-
         low = self._list_offsets(tps, OffsetSpec.earliest())
         high = read_ends(self, self._list_offsets(tps, OffsetSpec.latest()))
         return {tp: (low[tp], high[tp]) for tp in tps}
