@@ -119,7 +119,7 @@ sides = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a"
 @settings(max_examples=300, deadline=None)
 @given(sides, st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]))
 def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how):
-    """KStreamKStreamJoin#process (apache/kafka trunk, KStreamKStreamJoin.java lines 112-168),
+    """KStreamKStreamJoin#process (apache/kafka trunk, KStreamKStreamJoin.java lines 115-165),
     brute force, in processing order: no record is dropped for lateness; it joins every record
     of the other side with its key within `within` that the other side's store still holds
     (timestamp >= that side's newest - retention + 1, retention = 2 * within + grace); a record
@@ -175,3 +175,14 @@ def test_processing_order_merges_partitions_by_next_timestamp():
     order = [(r.side, r.partition, r.timestamp) for r in processing_order(records)]
     # each partition keeps its offset order (@6 before @1 in partition 1); the right side wins the tie at 6
     assert order == [(LEFT, 0, 5), (RIGHT, 0, 6), (LEFT, 1, 6), (LEFT, 1, 1), (LEFT, 0, 7)]
+
+
+def test_key_less_record_on_an_outer_side_gets_its_null_result_at_once():
+    # KStreamKStreamJoin#process (trunk, KStreamKStreamJoin.java:121): `outer && key == null && value != null`
+    # forwards joiner(value, null); on an inner side a key-less record is skipped
+    for how, side, expected in (("left", LEFT, [b"L,null"]), ("left", RIGHT, []),
+                                ("outer", RIGHT, [b"null,R"]), ("inner", LEFT, [])):
+        out, state = _run(StreamStreamJoin(how, 10, 0, make_joiner("concat")),
+                          [Record(None, b"LR"[side:side + 1], 5, side)], 1)
+        assert [e.value for e in out if e.role == OUTPUT] == expected, (how, side)
+        assert all(not entries for entries in state.stores.values())
