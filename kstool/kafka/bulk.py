@@ -132,6 +132,8 @@ class BulkWriter:
             self._produce(*record)
             remaining += self.producer.flush(timeout)
         self._held.clear()
+        if self._zero_writer is not None:  # its connections are not needed until the next batch
+            self._zero_writer.close()
         delivered, self.delivered = self.delivered, 0
         if remaining or self.failures:
             ref, reason = self.failures[0] if self.failures else (None, "flush timed out")
