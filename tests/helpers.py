@@ -103,3 +103,20 @@ def produce_keyed(kafka, topic: str, records, partition: int = 0) -> None:
                          value=value.encode() if isinstance(value, str) else value,
                          partition=partition, timestamp=T0 + round(seconds * 1000))
     assert producer.flush(30) == 0
+
+
+def pipe(kafka, topic: str, records) -> None:
+    """records: (key, value, timestamp ms) in order, one acknowledged send each to partition 0,
+    as TopologyTestDriver#pipeInput takes them. kafka-python, since librdkafka cannot send
+    timestamp 0."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=0, retries=0)
+    try:
+        for key, value, ts in records:
+            producer.send(topic, key=None if key is None else str(key).encode(),
+                          value=None if value is None else str(value).encode(), partition=0,
+                          timestamp_ms=ts).get(timeout=30)
+    finally:
+        producer.close()
+    assert [m.timestamp()[1] for m in read_all(kafka, topic)][-len(records):] == [r[2] for r in records]

@@ -11,26 +11,12 @@ the test lists for it), unless the run takes one record per batch, where the lis
 
 from __future__ import annotations
 
+import json
 import struct
 
-from kafka import KafkaProducer
-
+import pytest
 from tests.conftest import cli
-from tests.helpers import create_topic, read_all
-
-
-def pipe(kafka, topic: str, records) -> None:
-    """records: (key, value, timestamp ms) in order, one acknowledged send each, as
-    TopologyTestDriver#pipeInput takes them."""
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all", linger_ms=0, retries=0)
-    try:
-        for key, value, ts in records:
-            producer.send(topic, key=None if key is None else str(key).encode(),
-                          value=None if value is None else str(value).encode(), partition=0,
-                          timestamp_ms=ts).get(timeout=30)
-    finally:
-        producer.close()
-    assert [m.timestamp()[1] for m in read_all(kafka, topic)][-len(records):] == [r[2] for r in records]
+from tests.helpers import create_topic, pipe, read_all
 
 
 def aggregate(kafka, topic_name, records, *options) -> tuple[str, object]:
@@ -173,25 +159,28 @@ def test_session_late_records_with_nonzero_grace(kafka, spark, topic_name):
 
 # -- stream-stream joins ------------------------------------------------------------------------
 
-def join(kafka, topic_name, left, right, how: str, within: str, grace: str):
+def join(kafka, topic_name, left, right, how: str, within: str, grace: str, *options: str):
     for side, records in (("-l", left), ("-r", right)):
         create_topic(kafka, topic_name + side, 1)
         pipe(kafka, topic_name + side, records)
     result = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r",
                  "--output", topic_name + "-out", "--app-id", topic_name + "-app", "--once",
                  "--kind", "stream-stream", "--how", how, "--within", within, "--grace", grace,
-                 "--joiner", "concat", "--separator", "+", "--late-topic", topic_name + "-late")
+                 "--joiner", "concat", "--separator", "+", "--late-topic", topic_name + "-late", *options)
     assert result.exit_code == 0, result.stderr
     # MockValueJoiner.TOSTRING_JOINER: value1 + "+" + value2, keys as Integer.toString
     return [(int(m.key()), m.value().decode(), m.timestamp()[1]) for m in read_all(kafka, topic_name + "-out")]
 
 
-def test_inner_join_at_timestamp_zero(kafka, spark, topic_name):
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_inner_join_at_timestamp_zero(kafka, spark, topic_name, guarantee):
     """KStreamKStreamJoinTest#testJoin (KStreamKStreamJoinTest.java:562): within 100ms, no grace,
     every record at timestamp 0. The test pipes six steps and asserts after each; one kstool run
     over all of them must give the union of those results (22 joins, all at timestamp 0). The
     order differs: records of the two topics with equal timestamps are interleaved by the
-    partition grouping (kstool: the right side first), not in the order the test pipes them."""
+    partition grouping (kstool: the right side first), not in the order the test pipes them.
+    Under exactly_once_v2 the output is written in a transaction that commits the input offsets
+    too, and still keeps timestamp 0."""
     keys = (0, 1, 2, 3)
     left = [(k, f"A{k}", 0) for k in keys[:2]] + [(k, f"B{k}", 0) for k in keys] + [(k, f"C{k}", 0) for k in keys]
     right = [(k, f"a{k}", 0) for k in keys[:2]] + [(k, f"b{k}", 0) for k in keys] + [(k, f"c{k}", 0) for k in keys[:2]]
@@ -200,8 +189,11 @@ def test_inner_join_at_timestamp_zero(kafka, spark, topic_name):
                 (0, "A0+b0"), (0, "B0+b0"), (1, "A1+b1"), (1, "B1+b1"), (2, "B2+b2"), (3, "B3+b3"),
                 (0, "C0+a0"), (0, "C0+b0"), (1, "C1+a1"), (1, "C1+b1"), (2, "C2+b2"), (3, "C3+b3"),
                 (0, "A0+c0"), (0, "B0+c0"), (0, "C0+c0"), (1, "A1+c1"), (1, "B1+c1"), (1, "C1+c1")]
-    got = join(kafka, topic_name, left, right, "inner", "100ms", "0ms")
+    got = join(kafka, topic_name, left, right, "inner", "100ms", "0ms", "--processing-guarantee", guarantee)
     assert sorted(got) == sorted((k, v, 0) for k, v in expected)
+    group = json.loads(cli("groups", "describe", topic_name + "-app", "-o", "json").stdout)
+    assert {p["topic"]: p["committed"] for p in group["partitions"]} == {
+        topic_name + "-l": len(left), topic_name + "-r": len(right)}
 
 
 def test_left_join_grace_period(kafka, spark, topic_name):

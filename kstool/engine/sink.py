@@ -5,25 +5,22 @@ a batch re-run after a crash writes its rows again."""
 
 from __future__ import annotations
 
-import logging
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pyarrow as pa
-from confluent_kafka import KafkaException, TopicPartition
 
 from kstool.engine.checkpoint import batch_end_offsets
 from kstool.engine.exceptions import QueryFailedError
 from kstool.kafka.bulk import BulkWriter
-from kstool.kafka.client import KafkaClients, produce
+from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
+from kstool.kafka.transactions import OutRecord, TransactionalWriter
 from kstool.streams.task import LATE
-
-_log = logging.getLogger("kstool.sink")
-
 
 @dataclass(frozen=True)
 class SinkTarget:
@@ -62,10 +59,13 @@ class KafkaSink:
         self.targets = targets
         self._writer: BulkWriter | None = None
 
+    @functools.cached_property
+    def partition_counts(self) -> dict[str, int]:
+        return {t: len(p) for t, p in self.clients.require_topics([t.topic for t in self.targets]).items()}
+
     def writer(self) -> BulkWriter:
         if self._writer is None:
-            counts = {t: len(p) for t, p in self.clients.require_topics([t.topic for t in self.targets]).items()}
-            self._writer = BulkWriter(self.clients, counts, **{"enable.idempotence": True})
+            self._writer = BulkWriter(self.clients, self.partition_counts, **{"enable.idempotence": True})
         return self._writer
 
     def write(self, table: pa.Table) -> dict[str, int]:
@@ -107,35 +107,16 @@ class TransactionalSink(KafkaSink):
     def __init__(self, clients: KafkaClients, targets: list[SinkTarget], app_id: str, checkpoint: Path):
         super().__init__(clients, targets)
         self.app_id, self.checkpoint = app_id, checkpoint
-        self.timeout = max(clients.timeout, 30)
-        self.producer = clients.producer(**{"transactional.id": f"kstool-{app_id}"})
-        self.producer.init_transactions(self.timeout)
-        self.group_member = clients.consumer(group_id=app_id)  # for its group metadata only
+        self.transactions = TransactionalWriter(clients, f"kstool-{app_id}", app_id, self.partition_counts)
 
     def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
         end = batch_end_offsets(self.checkpoint, batch_id)
         committed = committed_offsets(self.clients, self.app_id)
         if end and all(committed.get(tp) == offset for tp, offset in end.items()):
             return {}  # this batch's transaction committed before a crash
-        self.producer.begin_transaction()
+        records, written = _records(table, self.targets)
         try:
-            records, written = _records(table, self.targets)
-            for topic, key, value, ts in records:
-                if ts == 0:  # outside the transaction a record keeps 0 (kstool.kafka.bulk); in it, not
-                    _log.warning("exactly_once_v2: a record with timestamp 0 is stamped with the send "
-                                 "time (librdkafka cannot write timestamp 0)")
-                produce(self.producer, topic, key=key, value=value, timestamp=ts or 0)
-            self.producer.send_offsets_to_transaction(
-                [TopicPartition(t, p, o) for (t, p), o in sorted(end.items())],
-                self.group_member.consumer_group_metadata(), self.timeout)
-            self.producer.commit_transaction(self.timeout)
-        except KafkaException as exc:
-            self._abort()
-            raise QueryFailedError(f"batch {batch_id} not written (transaction aborted): {exc}") from None
+            self.transactions.commit([OutRecord(*r) for r in records], end)
+        except KafkaOperationError as exc:
+            raise QueryFailedError(f"batch {batch_id} not written ({exc})") from None
         return written
-
-    def _abort(self) -> None:
-        try:
-            self.producer.abort_transaction(self.timeout)
-        except KafkaException:
-            pass  # fenced or broker gone: the next run's init_transactions aborts it

@@ -1,7 +1,8 @@
 """A minimal Kafka wire-protocol client for what librdkafka cannot do: removing members from a
-consumer group (LeaveGroup v3, KIP-345), as Kafka's reset tool does with --force, and writing a
-record whose timestamp is 0 (librdkafka stamps such a record with the send time; Produce v3 with
-a magic-2 record batch keeps it). PLAINTEXT and SSL listeners; SASL is not spoken here."""
+consumer group (LeaveGroup v3, KIP-345), as Kafka's reset tool does with --force, and writing
+records whose timestamp is 0 (librdkafka stamps such a record with the send time; Produce v3
+with a magic-2 record batch keeps it), alone here or in a transaction (kstool.kafka.wire_transaction).
+PLAINTEXT and SSL listeners; SASL is not spoken here."""
 
 from __future__ import annotations
 
@@ -14,18 +15,25 @@ from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
 
 PRODUCE, FIND_COORDINATOR, LEAVE_GROUP = 0, 10, 13
-_ERRORS = {15: "coordinator not available", 16: "not coordinator", 25: "unknown member id",
-           69: "member id required", 79: "group id not found"}
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
+ERRORS = {14: "coordinator loading", 15: "coordinator not available", 16: "not coordinator",
+          25: "unknown member id", 47: "producer fenced (invalid epoch)",
+          48: "invalid transaction state", 51: "concurrent transactions", 69: "member id required",
+          79: "group id not found", 90: "producer fenced"}
 
 
-def _string(value: str | None) -> bytes:
+def error_name(code: int) -> str:
+    return ERRORS.get(code, f"error {code}")
+
+
+def encode_string(value: str | None) -> bytes:
     if value is None:
         return struct.pack(">h", -1)
     raw = value.encode("utf-8")
     return struct.pack(">h", len(raw)) + raw
 
 
-class _Reader:
+class Reader:
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0
 
@@ -48,13 +56,11 @@ def speaks_to(config: ClientConfig) -> bool:
     return not config.common.get("security.protocol", "plaintext").lower().startswith("sasl")
 
 
-class _Connection:
+class Connection:
     def __init__(self, host: str, port: int, config: ClientConfig):
         protocol = config.common.get("security.protocol", "plaintext").lower()
         if not speaks_to(config):
-            raise KafkaOperationError(
-                "removing group members (--force) needs a PLAINTEXT or SSL listener; with SASL, "
-                "stop the application instances or wait for their session timeout")
+            raise KafkaOperationError("kstool's own Kafka client needs a PLAINTEXT or SSL listener")
         sock = socket.create_connection((host, port), timeout=config.timeout_s)
         if protocol == "ssl":
             context = ssl.create_default_context(cafile=config.common.get("ssl.ca.location"))
@@ -66,14 +72,17 @@ class _Connection:
         self.sock = sock
         self.correlation = 0
 
-    def call(self, api_key: int, version: int, body: bytes) -> _Reader:
+    def call(self, api_key: int, version: int, body: bytes, flexible: bool = False) -> Reader:
+        """One request; `flexible`: a KIP-482 version (headers carry empty tagged fields)."""
         self.correlation += 1
-        header = struct.pack(">hhi", api_key, version, self.correlation) + _string("kstool")
-        payload = header + body
+        header = struct.pack(">hhi", api_key, version, self.correlation) + encode_string("kstool")
+        payload = header + (b"\0" if flexible else b"") + body
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
         size = struct.unpack(">i", self._read(4))[0]
-        reader = _Reader(self._read(size))
+        reader = Reader(self._read(size))
         reader.take(">i")  # correlation id
+        if flexible:
+            reader.take(">b")  # no tagged fields are asked for, so none come back
         return reader
 
     def _read(self, n: int) -> bytes:
@@ -90,33 +99,41 @@ class _Connection:
         self.sock.close()
 
 
-def _bootstrap(config: ClientConfig) -> tuple[str, int]:
+def bootstrap_address(config: ClientConfig) -> tuple[str, int]:
     first = config.bootstrap_servers.split(",")[0].strip()
     first = first.split("://", 1)[-1]
     host, _, port = first.rpartition(":")
     return host.strip("[]"), int(port)
 
 
+def find_coordinator(config: ClientConfig, key: str, key_type: int) -> tuple[int, str, int]:
+    """(error code, host, port) of the group's or transactional id's coordinator."""
+    conn = Connection(*bootstrap_address(config), config)
+    try:
+        found = conn.call(FIND_COORDINATOR, 1, encode_string(key) + struct.pack(">b", key_type))
+        found.take(">i")  # throttle
+        error = found.take(">h")
+        found.string()
+        found.take(">i")  # node id
+        return error, found.string() or "", found.take(">i")
+    finally:
+        conn.close()
+
+
 def leave_group(config: ClientConfig, group: str, member_ids: list[str]) -> None:
     """Remove the given members from the group; raises with the broker's reason on failure."""
+    if not speaks_to(config):
+        raise KafkaOperationError(
+            "removing group members (--force) needs a PLAINTEXT or SSL listener; with SASL, "
+            "stop the application instances or wait for their session timeout")
     try:
-        conn = _Connection(*_bootstrap(config), config)
-        try:
-            found = conn.call(FIND_COORDINATOR, 1, _string(group) + struct.pack(">b", 0))
-            found.take(">i")
-            error = found.take(">h")
-            found.string()
-            found.take(">i")
-            host, port = found.string(), found.take(">i")
-        finally:
-            conn.close()
+        error, host, port = find_coordinator(config, group, GROUP_KEY)
         if error:
-            raise KafkaOperationError(f"cannot find the coordinator of {group!r}: "
-                                      f"{_ERRORS.get(error, f'error {error}')}")
-        conn = _Connection(host, port, config)
+            raise KafkaOperationError(f"cannot find the coordinator of {group!r}: {error_name(error)}")
+        conn = Connection(host, port, config)
         try:
-            body = _string(group) + struct.pack(">i", len(member_ids))
-            body += b"".join(_string(m) + _string(None) for m in member_ids)
+            body = encode_string(group) + struct.pack(">i", len(member_ids))
+            body += b"".join(encode_string(m) + encode_string(None) for m in member_ids)
             reply = conn.call(LEAVE_GROUP, 3, body)
             reply.take(">i")
             error = reply.take(">h")
@@ -126,17 +143,17 @@ def leave_group(config: ClientConfig, group: str, member_ids: list[str]) -> None
                 reply.string()  # group instance id
                 member_error = reply.take(">h")
                 if member_error:
-                    failed.append(f"{member}: {_ERRORS.get(member_error, f'error {member_error}')}")
+                    failed.append(f"{member}: {error_name(member_error)}")
         finally:
             conn.close()
     except (OSError, struct.error) as exc:
         raise KafkaOperationError(f"removing members of {group!r} failed: {exc}") from None
     if error or failed:
-        reason = _ERRORS.get(error, f"error {error}") if error else "; ".join(failed)
+        reason = error_name(error) if error else "; ".join(failed)
         raise KafkaOperationError(f"removing members of {group!r} failed: {reason}")
 
 
-# -- Produce: one record per request, for records librdkafka would restamp ---------------------
+# -- Produce: record batches that keep the timestamps librdkafka would restamp -------------
 
 def _crc32c_table() -> list[int]:
     table = []
@@ -176,15 +193,41 @@ def _sized(data: bytes | None) -> bytes:
     return _varint(-1) if data is None else _varint(len(data)) + data
 
 
-def record_batch(key: bytes | None, value: bytes | None, timestamp: int,
-                 headers: list[tuple[str, bytes | None]]) -> bytes:
-    """A magic-2 record batch holding one record (CreateTime, no compression, no producer id)."""
-    body = (b"\0" + _varint(0) + _varint(0) + _sized(key) + _sized(value) + _varint(len(headers))
-            + b"".join(_sized(name.encode("utf-8")) + _sized(data) for name, data in headers))
-    record = _varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, 0, timestamp, timestamp, -1, -1, -1, 1) + record
+Record = tuple  # (key bytes | None, value bytes | None, timestamp ms, [(header name, bytes | None)])
+NO_PRODUCER = (-1, -1, -1)  # (producer id, epoch, base sequence) of a non-idempotent write
+TRANSACTIONAL = 0x10  # record batch attribute bit
+
+
+def record_batch(records: list[Record], producer: tuple[int, int, int] = NO_PRODUCER,
+                 transactional: bool = False) -> bytes:
+    """A magic-2 record batch (CreateTime, no compression); timestamps are kept as given."""
+    base = records[0][2]
+    encoded = []
+    for delta, (key, value, timestamp, headers) in enumerate(records):
+        body = (b"\0" + _varint(timestamp - base) + _varint(delta) + _sized(key) + _sized(value)
+                + _varint(len(headers))
+                + b"".join(_sized(name.encode("utf-8")) + _sized(data) for name, data in headers))
+        encoded.append(_varint(len(body)) + body)
+    producer_id, epoch, sequence = producer
+    after_crc = struct.pack(">hiqqqhii", TRANSACTIONAL if transactional else 0, len(records) - 1,
+                            base, max(r[2] for r in records), producer_id, epoch, sequence,
+                            len(records)) + b"".join(encoded)
     after_length = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc
     return struct.pack(">qi", 0, len(after_length)) + after_length
+
+
+def produce(conn: Connection, transactional_id: str | None, timeout_ms: int, topic: str,
+            partition: int, batch: bytes) -> int:
+    """Write one record batch to one partition (acks=all); returns the broker's error code."""
+    body = (encode_string(transactional_id) + struct.pack(">hi", -1, timeout_ms)
+            + struct.pack(">i", 1) + encode_string(topic)
+            + struct.pack(">i", 1) + struct.pack(">ii", partition, len(batch)) + batch)
+    reply = conn.call(PRODUCE, 3, body)
+    reply.take(">i")  # topics
+    reply.string()
+    reply.take(">i")  # partitions
+    reply.take(">i")
+    return reply.take(">h")
 
 
 class RecordWriter:
@@ -194,7 +237,7 @@ class RecordWriter:
     def __init__(self, config: ClientConfig, leaders: Callable[[str, int], tuple[str, int]]):
         self.config = config
         self.leaders = leaders
-        self.connections: dict[tuple[str, int], _Connection] = {}
+        self.connections: dict[tuple[str, int], Connection] = {}
         self.addresses: dict[tuple[str, int], tuple[str, int]] = {}  # partition -> its leader
 
     def write(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int,
@@ -204,17 +247,10 @@ class RecordWriter:
         address = self.addresses[(topic, partition)]
         try:
             if address not in self.connections:
-                self.connections[address] = _Connection(*address, self.config)
-            batch = record_batch(key, value, timestamp, headers)
-            body = (_string(None) + struct.pack(">hi", -1, int(self.config.timeout_s * 1000))
-                    + struct.pack(">i", 1) + _string(topic)
-                    + struct.pack(">i", 1) + struct.pack(">ii", partition, len(batch)) + batch)
-            reply = self.connections[address].call(PRODUCE, 3, body)
-            reply.take(">i")  # topics
-            reply.string()
-            reply.take(">i")  # partitions
-            reply.take(">i")
-            error = reply.take(">h")
+                self.connections[address] = Connection(*address, self.config)
+            batch = record_batch([(key, value, timestamp, headers)])
+            error = produce(self.connections[address], None, int(self.config.timeout_s * 1000),
+                            topic, partition, batch)
         except (OSError, struct.error) as exc:
             self.connections.pop(address, None)
             self.addresses.pop((topic, partition), None)

@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
 from kstool.errors import UsageError
 from kstool.kafka.bulk import BulkWriter
-from kstool.kafka.client import KafkaClients, produce
+from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
-from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.records import EnvelopeError, Record, from_envelope
+from kstool.kafka.transactions import OutRecord, TransactionalWriter
 from kstool.timeutil import format_time
 
 PROVENANCE = ("kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset")
@@ -232,14 +232,11 @@ class _RateLimiter:
 class _Writer:
     def __init__(self, clients: KafkaClients, options: ReplayOptions, partitions: int):
         self.options, self.clients = options, clients
-        self.pending = 0
-        self.offsets: dict[int, int] = {}
-        if options.transactional:
-            self.group = transactional_id(options)
-            self.producer = clients.producer(**{"transactional.id": self.group})
-            self.producer.init_transactions(max(clients.timeout, 30))  # fences an older run
-            self.producer.begin_transaction()
-            self.consumer = clients.consumer(group_id=self.group)  # only for its group metadata
+        self.chunk: list[OutRecord] = []
+        self.offsets: dict[tuple[str, int], int] = {}
+        if options.transactional:  # its init fences an older run
+            self.transactions = TransactionalWriter(clients, transactional_id(options),
+                                                    transactional_id(options), {options.to_topic: partitions})
             self.bulk = None
         else:
             self.bulk = BulkWriter(clients, {options.to_topic: partitions})
@@ -261,34 +258,20 @@ class _Writer:
             self.bulk.send(self.options.to_topic, record.key, record.value, timestamp, headers, partition,
                            ref=where)
             return
-        kwargs = {"key": record.key, "value": record.value, "timestamp": timestamp or 0,
-                  "headers": headers or None}
-        if partition is not None:
-            kwargs["partition"] = partition
-        try:
-            produce(self.producer, self.options.to_topic, **kwargs)
-        except KafkaException as exc:
-            raise KafkaOperationError(f"writing to {self.options.to_topic!r} failed: {exc}") from None
-        self.offsets[record.partition] = record.offset + 1
-        self.pending += 1
-        if self.pending >= TRANSACTION_CHUNK:
-            self._commit_chunk(begin_next=True)
+        self.chunk.append(OutRecord(self.options.to_topic, record.key, record.value, timestamp, headers, partition))
+        self.offsets[(self.options.from_topic, record.partition)] = record.offset + 1
+        if len(self.chunk) >= TRANSACTION_CHUNK:
+            self._commit_chunk()
 
-    def _commit_chunk(self, begin_next: bool) -> None:
+    def _commit_chunk(self) -> None:
         """Records and the source position commit together: a crash leaves no partial chunk
         visible to read_committed consumers, and a rerun resumes after the last chunk."""
-        offsets = [TopicPartition(self.options.from_topic, p, o) for p, o in sorted(self.offsets.items())]
-        if offsets:
-            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(),
-                                                      max(self.clients.timeout, 30))
-        self.producer.commit_transaction(max(self.clients.timeout, 30))
-        self.pending = 0
-        if begin_next:
-            self.producer.begin_transaction()
+        self.transactions.commit(self.chunk, self.offsets)
+        self.chunk = []
 
     def close(self) -> None:
         if self.bulk is not None:
             self.bulk.flush()
             return
-        self._commit_chunk(begin_next=False)
-        self.consumer.close()
+        self._commit_chunk()
+        self.transactions.close()
