@@ -21,10 +21,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kstool.kafka.client import BULK_READ_SETTINGS
-
 from bench.load import create_topic, keyed_records, load, text_lines
 from bench.measure import PeakRss, percentile
+from kstool.kafka.client import BULK_READ_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
@@ -367,7 +366,8 @@ def print_runs(runs: dict) -> None:
 
     rows = [
         ["raw consumer (ceiling)", runs["ceiling"]["records_per_s"], runs["ceiling"]["seconds"], "", ""],
-        [f"kstool aggregate --agg count --once ({runs['count_per_key']['records']:,})", runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
+        [f"kstool aggregate --agg count --once ({runs['count_per_key']['records']:,})",
+         runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
          runs["count_per_key"]["spark_start_s"], runs["count_per_key"]["peak_rss_mb"]],
     ]
     if "quix_count_per_key" in runs:

@@ -10,7 +10,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kstool.kafka.client import produce
 
-
 # Quix Streams reads these configs back; the embedded broker returns only what was given
 TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 

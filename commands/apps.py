@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from kstool import apps as ops
-from kstool.engine.app import default_state_dir
-from kstool.output import Column, Listing, emit
-
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option
-
-state_dir_option = click.option("--state-dir", type=click.Path(file_okay=False),
-                                 help="Where app state lives [default: $KSTOOL_HOME/apps].")
-
-
-def _state_dir(value: str | None) -> Path:
-    return Path(value).expanduser() if value else default_state_dir()
+from kstool.commands.options import output_option, state_dir_option
+from kstool.output import Column, Listing, emit
 
 
 @click.group()
@@ -28,11 +17,11 @@ def apps():
 
 
 @apps.command("list")
-@state_dir_option
+@state_dir_option()
 @output_option()
 def list_(state_dir, output):
     """List apps with their topology, topics, last committed batch and whether they run."""
-    rows = ops.list_apps(_state_dir(state_dir))
+    rows = ops.list_apps(state_dir)
     emit(Listing(rows, [Column("app_id"), Column("topology"), Column("input_topics"),
                         Column("output_topics"), Column("last_batch", justify="right"),
                         Column("running_pid", "RUNNING PID", justify="right")]), output)
@@ -40,13 +29,13 @@ def list_(state_dir, output):
 
 @apps.command()
 @click.argument("app_id", shell_complete=complete_apps)
-@state_dir_option
+@state_dir_option()
 @click.option("--offline", is_flag=True, help="Do not ask Kafka for the group's lag.")
 @output_option()
 @pass_globals
 def describe(g: Globals, app_id, state_dir, offline, output):
     """Topology, last committed batch, processed offsets, group lag, stores of APP_ID."""
-    doc = ops.describe_app(None if offline else g.clients(), _state_dir(state_dir), app_id)
+    doc = ops.describe_app(None if offline else g.clients(), state_dir, app_id)
     group = doc["group"] or {}
     lag = {(p["topic"], p["partition"]): p["lag"] for p in group.get("partitions", [])}
     rows = [{**p, "lag": lag.get((p["topic"], p["partition"]))} for p in doc["processed_offsets"]]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import click
 
 from kstool.broker import embedded
-from kstool.output import Column, Listing, emit, info
-
 from kstool.commands.options import output_option
+from kstool.output import Column, Listing, emit, info
 
 
 @click.group()

@@ -4,32 +4,25 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import click
 
-from kstool.changelog import inspect as ops
-from kstool.engine.app import default_state_dir
+from kstool.changelog import operations as ops
+from kstool.commands.completion import complete_groups, complete_topics
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import output_option, state_dir_option
 from kstool.kafka.consume import StartSpec
 from kstool.output import Column, Listing, dumps, emit, warn
 from kstool.serdes import FORMATS
 from kstool.timeutil import parse_time
-
-from kstool.commands.completion import complete_groups, complete_topics
-from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option
 
 ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                Column("timestamp", justify="right"), Column("key"), Column("window_start"),
                Column("window_end"), Column("seqnum"), Column("value"), Column("tombstone")]
 
 
-def _state_dir(value):
-    return Path(value).expanduser() if value else default_state_dir()
 
-
-state_dir_option = click.option("--state-dir", type=click.Path(file_okay=False),
-                                 help="Where kstool apps live (their manifests name the formats).")
+_state_dir_option = state_dir_option("Where kstool apps live (their manifests name the formats).")
 
 
 @click.group()
@@ -39,12 +32,12 @@ def changelog():
 
 @changelog.command("list")
 @click.option("--app-id", help="Only this application's changelogs.", shell_complete=complete_groups)
-@state_dir_option
+@_state_dir_option
 @output_option()
 @pass_globals
 def list_(g: Globals, app_id, state_dir, output):
     """Changelog topics by naming convention, with app id, store, partitions, records, policy."""
-    rows = ops.list_changelogs(g.clients(), _state_dir(state_dir), app_id)
+    rows = ops.list_changelogs(g.clients(), state_dir, app_id)
     emit(Listing(rows, [Column("topic"), Column("app_id"), Column("store"),
                         Column("partitions", justify="right"), Column("records", justify="right"),
                         Column("cleanup_policy")]), output)
@@ -55,7 +48,7 @@ def _format_options(func):
     func = click.option("--value-format", type=click.Choice(FORMATS), help="Value serde.")(func)
     func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT",
                         help="Key serde and layout, e.g. string, windowed:long, session:json.")(func)
-    return state_dir_option(func)
+    return _state_dir_option(func)
 
 
 @changelog.command()
@@ -67,7 +60,7 @@ def describe(g: Globals, topic, key_format, value_format, detect, state_dir, out
     """Per partition: offsets, records, distinct keys, tombstones, records per key,
     timestamps; and the detected layout with its evidence."""
     clients = g.clients()
-    formats = ops.resolve_formats(clients, topic, _state_dir(state_dir), key_format, value_format, detect)
+    formats = ops.resolve_formats(clients, topic, state_dir, key_format, value_format, detect)
     doc = ops.describe(clients, topic, formats)
     total, layout = doc["total"], doc["layout"]
     emit(Listing(doc["partitions"],
@@ -110,7 +103,7 @@ def dump(g: Globals, topic, key_format, value_format, detect, state_dir, compact
          key_prefix, from_, to, follow, partitions, output):
     """Decoded records of a changelog topic (or the compacted view)."""
     clients = g.clients()
-    formats = ops.resolve_formats(clients, topic, _state_dir(state_dir), key_format, value_format, detect)
+    formats = ops.resolve_formats(clients, topic, state_dir, key_format, value_format, detect)
     start_offset, start_time = _position(from_)
     to_offset, to_time = _position(to)
     options = ops.DumpOptions(

@@ -43,7 +43,9 @@ def _clients(ctx: click.Context):
 
 @_quiet
 def complete_topics(ctx):
-    return sorted(t for t in _clients(ctx).metadata().topics if not t.startswith("__"))
+    from kstool.kafka.topics import list_topics
+
+    return [t["topic"] for t in list_topics(_clients(ctx))]
 
 
 @_quiet
@@ -55,7 +57,7 @@ def complete_groups(ctx):
 
 @_quiet
 def complete_apps(ctx):
+    from kstool.application.model import default_state_dir
     from kstool.apps import list_apps
-    from kstool.engine.app import default_state_dir
 
     return [a["app_id"] for a in list_apps(default_state_dir())]

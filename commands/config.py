@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from kstool.output import Column, Listing, emit
-
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option
+from kstool.output import Column, Listing, emit
 
 
 @click.group()

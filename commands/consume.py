@@ -9,15 +9,15 @@ import threading
 
 import click
 
-from kstool.errors import Interrupted
-from kstool.kafka.consume import ConsumeOptions, StartSpec, consume as consume_records
-from kstool.kafka.records import to_envelope
-from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty
-from kstool.serdes import RECORD_FORMATS, decoder
-
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME
+from kstool.errors import Interrupted
+from kstool.kafka.consume import ConsumeOptions, StartSpec
+from kstool.kafka.consume import consume as consume_records
+from kstool.kafka.records import to_envelope
+from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty
+from kstool.serdes import RECORD_FORMATS, decoder
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", justify="right"), Column("key"), Column("value"),

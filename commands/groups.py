@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import click
 
-from kstool.kafka import groups as ops
-from kstool.output import Column, Listing, emit
-
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option
+from kstool.kafka import groups as ops
+from kstool.output import Column, Listing, emit
 
 
 @click.group()

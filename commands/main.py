@@ -11,9 +11,8 @@ import traceback
 import click
 
 from kstool import __version__
-from kstool.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, KstoolError
-
 from kstool.commands.context import finish_tree
+from kstool.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, KstoolError
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -32,8 +31,22 @@ def cli():
 
 
 def _register() -> None:
-    from kstool.commands import (apps, broker, changelog, completion, config, consume, groups,
-                                 produce, replay, reset, run, state, topics, topology)
+    from kstool.commands import (
+        apps,
+        broker,
+        changelog,
+        completion,
+        config,
+        consume,
+        groups,
+        produce,
+        replay,
+        reset,
+        run,
+        state,
+        topics,
+        topology,
+    )
 
     for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
                   run.run, topology.topology, apps.apps, reset.reset, changelog.changelog,

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from kstool.application.model import resolve_state_dir
 from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
 from kstool.timeutil import parse_time
@@ -15,6 +16,12 @@ def output_option():
     return click.option(
         "-o", "--output", "output", type=click.Choice(FORMATS), default="table", show_default=True,
         help="Output format; json is one stable document, jsonl one object per line.")
+
+
+def state_dir_option(help_text: str = "Where kstool apps live [default: $KSTOOL_HOME/apps]."):
+    """--state-dir, handed to the command as a resolved Path."""
+    return click.option("--state-dir", type=click.Path(file_okay=False), help=help_text,
+                        callback=lambda ctx, param, value: resolve_state_dir(value))
 
 
 def yes_option(what: str):

@@ -6,14 +6,13 @@ import sys
 
 import click
 
+from kstool.commands.completion import complete_topics
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import TIME
 from kstool.config import parse_key_values
 from kstool.kafka.produce import ProduceOptions, produce_lines
 from kstool.output import info, stderr_is_tty
 from kstool.serdes import RECORD_FORMATS
-
-from kstool.commands.completion import complete_topics
-from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME
 
 
 @click.command()

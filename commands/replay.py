@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from kstool.errors import UsageError
-from kstool.output import Column, Listing, emit, info, stderr_is_tty
-from kstool.replay.copy import ReplayOptions, planned_count, replay as run_replay
-
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, output_option
+from kstool.errors import UsageError
+from kstool.output import Column, Listing, emit, info, stderr_is_tty
+from kstool.replay.copy import ReplayOptions, planned_count
+from kstool.replay.copy import replay as run_replay
 
 
 def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:

@@ -6,16 +6,15 @@ from pathlib import Path
 
 import click
 
-from kstool.engine.app import default_state_dir
+from kstool.application.model import resolve_state_dir
+from kstool.commands.completion import complete_groups
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 from kstool.names import validate_name
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.reset.apply import apply_plan
 from kstool.reset.plan import ResetOptions, build_plan
 from kstool.reset.spec import build_spec, format_offsets_csv
-
-from kstool.commands.completion import complete_groups
-from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 
 
 def _topic_list(values: tuple[str, ...]) -> list[str]:
@@ -54,7 +53,7 @@ def reset(g: Globals, app_id, input_topics, intermediate_topics, internal_topics
     delete its internal topics and its local state (what Kafka's tool leaves to you)."""
     validate_name(app_id)
     spec = build_spec(to_earliest, to_latest, to_offset, to_datetime, by_duration, shift_by, from_file)
-    root = Path(state_dir).expanduser() if state_dir else default_state_dir()
+    root = resolve_state_dir(state_dir)
     options = ResetOptions(
         app_id=app_id, spec=spec, state_dir=root,
         input_topics=_topic_list(input_topics) if input_topics else None,

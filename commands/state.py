@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import click
 
-from kstool.engine.app import default_state_dir
+from kstool.commands.completion import complete_apps
+from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import TIME, output_option, state_dir_option
 from kstool.engine.session import SparkOptions
 from kstool.errors import NotFoundError
 from kstool.output import Column, Listing, emit
 from kstool.serdes import FORMATS
 from kstool.state import query as ops
-
-from kstool.commands.completion import complete_apps
-from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, output_option
 
 ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column("window_end"),
                  Column("partition", justify="right")]
@@ -27,7 +24,7 @@ def source_options(with_batch: bool = True):
         options = [
             click.option("--app-id", help="The kstool app whose store to read.", shell_complete=complete_apps),
             click.option("--store", help="Store name [default: the app's first store]."),
-            click.option("--state-dir", type=click.Path(file_okay=False), help="[default: $KSTOOL_HOME/apps]"),
+            state_dir_option(),
             click.option("--from-changelog", is_flag=True,
                          help="Rebuild the store from its changelog topic (no Spark; fast)."),
             click.option("--changelog-topic", metavar="TOPIC",
@@ -45,7 +42,7 @@ def source_options(with_batch: bool = True):
 def _open(g: Globals, kw: dict):
     state_dir = kw.pop("state_dir")
     source = ops.StateSource(
-        app_id=kw.pop("app_id"), state_dir=Path(state_dir).expanduser() if state_dir else default_state_dir(),
+        app_id=kw.pop("app_id"), state_dir=state_dir,
         store=kw.pop("store"), from_changelog=kw.pop("from_changelog"),
         changelog_topic=kw.pop("changelog_topic"), key_format=kw.pop("key_format"),
         value_format=kw.pop("value_format"), batch_id=kw.pop("batch_id", None),
@@ -70,11 +67,11 @@ def state():
 
 @state.command()
 @click.option("--app-id", required=True, shell_complete=complete_apps)
-@click.option("--state-dir", type=click.Path(file_okay=False))
+@state_dir_option()
 @output_option()
 def stores(app_id, state_dir, output):
     """The app's stores: kind, Spark operator and store, partitions, formats, batches, changelog."""
-    rows = ops.list_stores(Path(state_dir).expanduser() if state_dir else default_state_dir(), app_id)
+    rows = ops.list_stores(state_dir, app_id)
     emit(Listing(rows, [Column("store"), Column("kind"), Column("spark_operator", "OPERATOR"),
                         Column("partitions", justify="right"), Column("key_format"), Column("value_format"),
                         Column("first_batch", justify="right"), Column("last_batch", justify="right"),

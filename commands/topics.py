@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import click
 
-from kstool.config import parse_key_values
-from kstool.kafka import topics as ops
-from kstool.output import Column, Listing, emit, info
-
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import confirm_or_refuse, output_option, yes_option
+from kstool.config import parse_key_values
+from kstool.kafka import topics as ops
+from kstool.output import Column, Listing, emit, info
 
 
 @click.group()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from kstool import apps as ops
-from kstool.engine.app import AppPaths, default_state_dir, load_manifest
-from kstool.output import FORMATS, Column, Listing, emit, render_topology
-from kstool.topologies import NAMES, from_manifest
-
+from kstool.application.model import AppPaths, default_state_dir, load_manifest
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.run import setting_option
+from kstool.output import FORMATS, Column, Listing, emit, render_topology
+from kstool.topologies import NAMES, REGISTRY, from_manifest
+from kstool.topologies.spec import Setting
 
 
 @click.group()
@@ -17,42 +18,34 @@ def topology():
     """Describe topologies (sub-topologies, nodes, stores, Spark plan)."""
 
 
+def _describe_options(func):
+    """--input, --output, and each topology's settings that shape what describe shows."""
+    offered: dict[str, Setting] = {}
+    for kind in REGISTRY.values():
+        for setting in kind.settings:
+            if setting.describe_help is not None:
+                offered.setdefault(setting.flag, setting)
+    for setting in reversed(list(offered.values())):
+        func = setting_option(setting, for_describe=True)(func)
+    func = click.option("--output", "output_topic", default="<output>", show_default=True, metavar="TOPIC")(func)
+    return click.option("--input", "input_topic", default="<input>", show_default=True, metavar="TOPIC")(func)
+
+
 @topology.command()
 @click.argument("name", type=click.Choice(NAMES))
 @click.option("--app-id", help="Describe this app's topology (topics and settings from its manifest).")
-@click.option("--input", "input_topic", default="<input>", show_default=True, metavar="TOPIC")
-@click.option("--output", "output_topic", default="<output>", show_default=True, metavar="TOPIC")
-@click.option("--window", metavar="SPEC", help="aggregate: tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP.")
-@click.option("--emit", "emit_mode", type=click.Choice(["update", "final"]), default="update", show_default=True,
-              help="aggregate with --window.")
-@click.option("--kind", type=click.Choice(["stream-stream", "stream-table", "table-table"]),
-              default="stream-stream", show_default=True, help="join: which sides are tables.")
-@click.option("--how", type=click.Choice(["inner", "left", "outer"]), default="inner", show_default=True,
-              help="join.")
+@_describe_options
 @click.option("--spark-plan", is_flag=True, help="Add Spark's physical plan (starts Spark).")
 @click.option("-o", "--output-format", "fmt", type=click.Choice(["text", *FORMATS]), default="text",
               show_default=True, help="text: as Kafka Streams' Topology#describe(); json: the document; "
                                       "table, jsonl, csv: one row per node.")
 @pass_globals
-def describe(g: Globals, name, app_id, input_topic, output_topic, window, emit_mode, kind, how, spark_plan, fmt):
+def describe(g: Globals, name, app_id, input_topic, output_topic, spark_plan, fmt, **settings):
     """Print NAME's topology: sub-topologies with source, processor and sink nodes, and stores
     (join: --input is the left topic and the right one is <right>)."""
     manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
-    if manifest is not None:
-        topo = from_manifest(manifest)
-    elif name == "aggregate":
-        from kstool.topologies.aggregate import Aggregate
-
-        topo = Aggregate(input_topic, output_topic, window=window, emit=emit_mode)
-    elif name == "join":
-        from kstool.topologies.join import Join
-
-        within = 0 if kind == "stream-stream" else None  # the windows' size is a run setting
-        topo = Join(input_topic, "<right>", output_topic, kind, how, within)
-    else:
-        from kstool.topologies.wordcount import WordCount
-
-        topo = WordCount(input_topic, output_topic)
+    topo = (from_manifest(manifest) if manifest is not None
+            else REGISTRY[name].for_describe(input_topic, output_topic, settings))
     doc = ops.describe_topology(topo, app_id or name, spark_plan, g.debug)
     if fmt == "text":
         click.echo(render_topology(doc))

@@ -7,12 +7,12 @@ import contextlib
 import io
 from pathlib import Path
 
-from kstool.engine.app import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
-from kstool.engine.checkpoint import committed_offsets
+from kstool.application.checkpoint import committed_offsets
+from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
 from kstool.errors import NotFoundError
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import describe_group
 from kstool.kafka.exceptions import GroupNotFoundError
+from kstool.kafka.groups import describe_group
 from kstool.names import validate_name
 
 

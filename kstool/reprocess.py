@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kstool.engine.app import AppPaths, load_manifest
-from kstool.engine.runtime import RunOptions, RunSummary, run_app
+from kstool.application.model import AppPaths, load_manifest
+from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.progress import Progress
+from kstool.engine.runtime import run_app
 from kstool.errors import NotFoundError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.offsets import offsets_for_time
@@ -32,7 +34,7 @@ class ReprocessResult:
 
 
 def reprocess(clients: KafkaClients, run_options: RunOptions, from_time: int,
-              to_time: int | None = None) -> ReprocessResult:
+              to_time: int | None = None, progress: Progress | None = None) -> ReprocessResult:
     check_time_range(from_time, to_time)
     paths = AppPaths(run_options.state_dir, run_options.app_id)
     manifest = load_manifest(paths)
@@ -48,4 +50,4 @@ def reprocess(clients: KafkaClients, run_options: RunOptions, from_time: int,
         stop = offsets_for_time(clients, tps, to_time + 1)
     run_options.once = True
     run_options.stop_offsets = stop
-    return ReprocessResult(plan, run_app(clients, from_manifest(manifest), run_options), stop)
+    return ReprocessResult(plan, run_app(clients, from_manifest(manifest), run_options, progress), stop)

@@ -38,6 +38,16 @@ def unraw(value: dict) -> bytes:
         raise EncodeError("invalid base64 in {\"base64\": ...}") from None
 
 
+def as_text(value: Any) -> str:
+    """A decoded value as text (to match it against what a user typed): text as it is, bytes
+    as UTF-8, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _decode_string(data: bytes) -> Any:
     try:
         return data.decode("utf-8")

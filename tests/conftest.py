@@ -61,6 +61,17 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
                   proc.stderr.decode("utf-8", "replace"), proc.stdout)
 
 
+INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests that need the broker, Spark or a broker of their own are the integration tier;
+    `make test-fast` runs the rest (no JVM, no broker)."""
+    for item in items:
+        if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory) -> Kafka:
     home = tmp_path_factory.mktemp("kstool-home")

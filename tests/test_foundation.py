@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-
 from tests.conftest import cli, cli_subprocess
 
 

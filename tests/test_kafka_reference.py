@@ -15,6 +15,7 @@ import json
 import struct
 
 import pytest
+
 from tests.conftest import cli
 from tests.helpers import create_topic, pipe, read_all
 

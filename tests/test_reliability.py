@@ -56,12 +56,12 @@ def _chaos(kafka, topic_name, guarantee: str) -> tuple[list[str], str]:
     rng = random.Random(12)
     lines = [f"w{rng.randrange(50)} w{rng.randrange(50)} common" for _ in range(RECORDS)]
     chunks = [lines[i:i + len(lines) // 10] for i in range(0, len(lines), len(lines) // 10)]
-    produce_values(kafka, source, [l.encode() for l in chunks[0]])
+    produce_values(kafka, source, [line.encode() for line in chunks[0]])
 
     def feed():  # input keeps arriving while the app is killed and restarted
         for chunk in chunks[1:]:
             time.sleep(2)
-            produce_values(kafka, source, [l.encode() for l in chunk])
+            produce_values(kafka, source, [line.encode() for line in chunk])
 
     feeder = threading.Thread(target=feed)
     feeder.start()
@@ -112,7 +112,7 @@ def test_exactly_once_v2_output_and_offsets_commit_together(kafka, spark, topic_
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
     lines = ["a b", "b c", "c d d"]
-    produce_values(kafka, source, [l.encode() for l in lines])
+    produce_values(kafka, source, [line.encode() for line in lines])
     result = cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once",
                  "--processing-guarantee", "exactly_once_v2")
     assert result.exit_code == 0, result.stderr

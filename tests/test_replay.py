@@ -144,7 +144,7 @@ def test_reprocess_from_time_gives_the_counts_of_the_later_records(kafka, spark,
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 1)
     lines = [f"early w{i % 3}" if i < 20 else f"late w{i % 4}" for i in range(40)]
-    produce_values(kafka, source, [l.encode() for l in lines], timestamps=[BASE + i * 1000 for i in range(40)])
+    produce_values(kafka, source, [line.encode() for line in lines], timestamps=[BASE + i * 1000 for i in range(40)])
     assert cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once").exit_code == 0
     before = end_offsets(kafka, sink)
     cut = BASE + 25_000
@@ -152,13 +152,13 @@ def test_reprocess_from_time_gives_the_counts_of_the_later_records(kafka, spark,
     assert result.exit_code == 0, result.stderr
     new = [m for m in read_all(kafka, sink) if m.offset() >= before[m.partition()]]
     got = {k.decode(): as_long(v) for k, v in latest_per_key(new).items()}
-    assert got == dict(oracle(l for i, l in enumerate(lines) if BASE + i * 1000 >= cut))
+    assert got == dict(oracle(line for i, line in enumerate(lines) if BASE + i * 1000 >= cut))
     busy_app = cli("reprocess", "--app-id", "no-such-app", "--from-time", str(cut))
     assert busy_app.exit_code == 1 and "no kstool app" in busy_app.stderr
 
 
 def test_reprocess_time_window_and_busy_app(kafka, spark, topic_name):
-    from kstool.engine.app import AppLock, AppPaths, default_state_dir
+    from kstool.application.model import AppLock, AppPaths, default_state_dir
 
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
@@ -174,7 +174,7 @@ def test_reprocess_time_window_and_busy_app(kafka, spark, topic_name):
     assert result.exit_code == 0, result.stderr
     new = [m for m in read_all(kafka, sink) if m.offset() >= before[m.partition()]]
     got = {k.decode(): as_long(v) for k, v in latest_per_key(new).items()}
-    assert got == dict(oracle(l for i, l in enumerate(lines) if low <= BASE + i * 1000 <= high))
+    assert got == dict(oracle(line for i, line in enumerate(lines) if low <= BASE + i * 1000 <= high))
     with AppLock(AppPaths(default_state_dir(), app)):
         busy = subprocess.run([*KSTOOL, "reprocess", "--app-id", app, "--from-time", str(low)],
                               capture_output=True, text=True, timeout=60)

@@ -68,7 +68,7 @@ def test_kstool_app_reset_to_datetime_reprocesses_exactly_the_later_records(kafk
     assert cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once").exit_code == 0
     new = [m for m in read_all(kafka, sink) if m.offset() >= after_first[m.partition()]]
     got = {k.decode(): as_long(v) for k, v in latest_per_key(new).items()}
-    assert got == dict(oracle(l for l, ts in zip(lines, stamps) if ts >= cut))
+    assert got == dict(oracle(line for line, ts in zip(lines, stamps) if ts >= cut))
 
 
 def test_dry_run_changes_nothing(kafka, spark, topic_name):

@@ -10,7 +10,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kstool.changelog.layouts import KeySpec
 from kstool.errors import UsageError

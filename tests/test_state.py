@@ -27,10 +27,10 @@ def _as_dict(rows) -> dict:
 def test_state_queries_time_travel_and_change_feed(kafka, spark, topic_name):
     source, app = topic_name, topic_name + "-app"
     create_topic(kafka, source, 2)
-    produce_values(kafka, source, [l.encode() for l in PART1])
+    produce_values(kafka, source, [line.encode() for line in PART1])
     assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
                "--once").exit_code == 0
-    produce_values(kafka, source, [l.encode() for l in PART2])
+    produce_values(kafka, source, [line.encode() for line in PART2])
     assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
                "--once").exit_code == 0
     total = oracle(PART1 + PART2)

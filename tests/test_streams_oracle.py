@@ -10,9 +10,10 @@ from collections import Counter, defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kstool.contract import LATE, OUTPUT
 from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
-from kstool.streams.task import LATE, LEFT, OUTPUT, RIGHT, Record, TaskState, processing_order, run_task
+from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task
 from kstool.streams.windows import WindowSpec
 
 records = st.lists(st.tuples(st.sampled_from([b"a", b"b"]), st.integers(0, 60)), max_size=40)

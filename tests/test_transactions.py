@@ -10,7 +10,8 @@ import json
 import pyarrow as pa
 
 from kstool.config import build_client_config
-from kstool.engine.sink import SinkTarget, TransactionalSink
+from kstool.contract import SinkTarget
+from kstool.engine.sink import TransactionalSink
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.partitioner import partition_for

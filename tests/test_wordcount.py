@@ -11,8 +11,7 @@ import time
 from collections import Counter
 
 from tests.conftest import KSTOOL, cli
-from tests.helpers import (as_long, create_topic, end_offsets, latest_per_key, produce_values,
-                           read_all)
+from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 
 CORPUS = [
     "Hello, world! Hello again.",
@@ -97,7 +96,7 @@ def test_incompatible_run_is_refused(kafka, spark, topic_name):
 
 
 def test_second_concurrent_run_exits_75(kafka, topic_name, tmp_path):
-    from kstool.engine.app import AppLock, AppPaths, default_state_dir
+    from kstool.application.model import AppLock, AppPaths, default_state_dir
 
     app = topic_name + "-app"
     with AppLock(AppPaths(default_state_dir(), app)):
@@ -118,7 +117,7 @@ def test_bad_utf8_fail_skip_and_dlq(kafka, spark, topic_name):
                  "--app-id", source + "-fail", "--once")
     assert failed.exit_code == 1
     assert f"not valid UTF-8 at {source}:0 offset 1" in failed.stderr
-    errors = [l for l in failed.stderr.splitlines() if l.startswith("kstool: error:")]
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("kstool: error:")]
     assert len(errors) == 1 and "Traceback" not in failed.stderr, failed.stderr
 
     run_once(source + "-skip", source, source + "-out2", "--on-error", "skip")
@@ -139,7 +138,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(kafka, spark, topic_name)
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
     lines = [f"w{i % 37} w{i % 11} common" for i in range(3000)]
-    produce_values(kafka, source, [l.encode() for l in lines[:1000]])
+    produce_values(kafka, source, [line.encode() for line in lines[:1000]])
     proc = subprocess.Popen(
         [*KSTOOL, "run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
          "--trigger", "200ms", "--max-records-per-batch", "300"],
@@ -149,7 +148,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(kafka, spark, topic_name)
         while time.monotonic() < deadline and sum(end_offsets_safe(kafka, sink).values()) == 0:
             time.sleep(0.5)
         assert sum(end_offsets_safe(kafka, sink).values()) > 0, "the app produced nothing"
-        produce_values(kafka, source, [l.encode() for l in lines[1000:]])
+        produce_values(kafka, source, [line.encode() for line in lines[1000:]])
         time.sleep(1.5)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the Python driver and its Spark JVM

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from kstool.config import ClientConfig
+from kstool.engine.failures import BAD_RECORD, SINK, marked
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 
-BAD_RECORD_MARKER = "kstool-bad-record:"
 METRICS_NAME = "kstool_errors"
 
 
@@ -39,15 +39,15 @@ def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str,
     """Mark each record valid or not (a Spark column), then fail, skip or dead-letter the bad."""
     from pyspark.sql import functions as F
 
-    marked = source.withColumn(VALID, valid)
+    flagged = source.withColumn(VALID, valid)
     if policy.kind == "fail":
-        message = F.concat(F.lit(f"{BAD_RECORD_MARKER} {reason} at "), F.col("topic"), F.lit(":"),
+        message = F.concat(F.lit(f"{BAD_RECORD} {reason} at "), F.col("topic"), F.lit(":"),
                            F.col("partition").cast("string"), F.lit(" offset "),
                            F.col("offset").cast("string"),
                            F.lit("; use --on-error skip or dlq:TOPIC to go past it"))
-        checked = marked.withColumn("value", F.when(F.col(VALID), F.col("value")).otherwise(F.raise_error(message)))
+        checked = flagged.withColumn("value", F.when(F.col(VALID), F.col("value")).otherwise(F.raise_error(message)))
         return checked.drop(VALID)
-    counted = marked.observe(METRICS_NAME, F.sum(F.when(F.col(VALID), 0).otherwise(1)).alias("bad_records"))
+    counted = flagged.observe(METRICS_NAME, F.sum(F.when(F.col(VALID), 0).otherwise(1)).alias("bad_records"))
     if policy.kind == "dlq":
         counted = counted.mapInArrow(dlq_tap(config, policy.dlq_topic, app_id, reason), counted.schema)
     return counted.filter(F.col(VALID)).drop(VALID)
@@ -69,7 +69,7 @@ def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
                     _send_dead_letter(producer, topic, row, app_id, reason, failures)
             yield batch
         if producer is not None and (producer.flush(max(config.timeout_s, 60)) or failures):
-            raise RuntimeError(f"kstool-sink: dead-letter records to {topic} not delivered")
+            raise marked(SINK, f"dead-letter records to {topic} not delivered")
     return tap
 
 

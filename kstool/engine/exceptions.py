@@ -1,12 +1,4 @@
-from kstool.errors import BusyError, KstoolError, UsageError
-
-
-class AppBusyError(BusyError):
-    pass
-
-
-class IncompatibleRunError(UsageError):
-    """The run's parameters contradict the app's manifest; running would corrupt its state."""
+from kstool.errors import KstoolError
 
 
 class QueryFailedError(KstoolError):

@@ -13,23 +13,14 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from kstool.engine.checkpoint import batch_end_offsets
+from kstool.application.checkpoint import batch_end_offsets
+from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
-from kstool.streams.task import LATE
-
-@dataclass(frozen=True)
-class SinkTarget:
-    """Write column `value_column` (binary) with the row's `key` and `timestamp` to `topic`;
-    with a `role`, only the rows whose `role` column holds it."""
-
-    topic: str
-    value_column: str
-    role: str | None = None
 
 
 @dataclass

@@ -17,10 +17,19 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from kstool.config import ClientConfig
+from kstool.engine.failures import DATA_LOSS, marked
 from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
 
@@ -29,7 +38,6 @@ SOURCE_NAME = "kstool_kafka"
 # the path of a private file, never as an option value that plans and debug logs would show.
 CLIENT_CONFIG_FILE_OPTION = "client_config_file"
 ARROW_BATCH_ROWS = 65_536
-DATA_LOSS_MARKER = "kstool-data-loss:"
 
 SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -155,9 +163,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if behind and self.on_data_loss == "fail":
             detail = ", ".join(f"{t}:{p} is at offset {o} but the log ends at {h}"
                                for (t, p), (o, h) in sorted(behind.items()))
-            raise RuntimeError(f"{DATA_LOSS_MARKER} input offsets are past the end of the log "
-                               f"({detail}): was the topic deleted and recreated? Rerun with "
-                               "--on-data-loss earliest to start over from the log start")
+            raise marked(DATA_LOSS, f"input offsets are past the end of the log ({detail}): was "
+                         "the topic deleted and recreated? Rerun with --on-data-loss earliest to "
+                         "start over from the log start")
         for tp in latest:
             current.setdefault(tp, 0)  # a partition added since the last batch starts at 0
         end = {tp: latest.get(tp, o) if tp in behind else max(latest.get(tp, o), o)
@@ -198,9 +206,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if lost and self.on_data_loss == "fail":
             detail = ", ".join(f"{t}:{p} offsets {a}..{b - 1} ({b - a} records)"
                                for (t, p), (a, b) in sorted(lost.items()))
-            raise RuntimeError(f"{DATA_LOSS_MARKER} records were deleted (retention) before they "
-                               f"were processed: {detail}; rerun with --on-data-loss earliest to "
-                               "continue from the log start")
+            raise marked(DATA_LOSS, f"records were deleted (retention) before they were processed: "
+                         f"{detail}; rerun with --on-data-loss earliest to continue from the log start")
         return firsts
 
     def commit(self, end: Offsets) -> None:

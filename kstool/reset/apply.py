@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kstool.engine.app import AppLock, AppPaths, load_manifest
+from kstool.application.model import AppLock, AppPaths, load_manifest
 from kstool.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members

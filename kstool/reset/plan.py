@@ -7,8 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kstool.engine.app import AppPaths, load_manifest, running_pid
-from kstool.engine.exceptions import AppBusyError
+from kstool.application.exceptions import AppBusyError
+from kstool.application.model import AppPaths, load_manifest, running_pid
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members
 from kstool.kafka.offsets import offsets_for_time

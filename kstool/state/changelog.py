@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kstool.changelog.inspect import DecodeStats, DumpOptions, Formats, dump
+from kstool.changelog.operations import DecodeStats, DumpOptions, Formats, dump
 from kstool.kafka.client import KafkaClients
 from kstool.state.backend import Change, Entry
 from kstool.state.exceptions import UnsupportedQueryError

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kstool.application.checkpoint import committed_batches
+from kstool.application.model import AppPaths, StoreSpec
 from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
-from kstool.engine.app import AppPaths, StoreSpec
-from kstool.engine.checkpoint import committed_batches
 from kstool.engine.session import SparkOptions
 from kstool.state.backend import Change, Entry
 from kstool.state.exceptions import StateReadError

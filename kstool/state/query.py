@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kstool.changelog.inspect import Formats, store_formats
+from kstool.application.checkpoint import committed_batches
+from kstool.application.model import AppPaths, StoreSpec, load_manifest
 from kstool.changelog.layouts import KeySpec
-from kstool.engine.app import AppPaths, StoreSpec, load_manifest
-from kstool.engine.checkpoint import committed_batches
+from kstool.changelog.operations import Formats, store_formats
 from kstool.engine.session import SparkOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.names import validate_name
 from kstool.state.backend import Entry, StateBackend
-from kstool.state.checkpoint import CheckpointBackend
 from kstool.state.changelog import ChangelogBackend
+from kstool.state.checkpoint import CheckpointBackend
 from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
 
 

@@ -2,6 +2,6 @@
 the three join kinds, with Kafka Streams' per-task stream time, grace and late-record rules.
 
 The engine runs one processor per task (input partition) inside Spark's transformWithState
-(`kstool.engine.tasks`), feeding it the task's records in Kafka Streams' processing order;
+(`kstool.topologies.tasks`), feeding it the task's records in Kafka Streams' processing order;
 nothing here imports Spark, so the semantics are testable on their own.
 """

@@ -22,9 +22,16 @@ import math
 import struct
 from dataclasses import dataclass
 
-from kstool.streams.task import LATE, OUTPUT, Record, StoreValue, TaskState, changelog_role
-from kstool.streams.windows import (WindowSpec, output_key, session_store_key, split_session_store_key,
-                                    split_window_store_key, window_store_key)
+from kstool.contract import LATE, OUTPUT, changelog_role
+from kstool.streams.task import Record, StoreValue, TaskState
+from kstool.streams.windows import (
+    WindowSpec,
+    output_key,
+    session_store_key,
+    split_session_store_key,
+    split_window_store_key,
+    window_store_key,
+)
 
 STORE = "aggregate"
 AGGREGATIONS = ("count", "sum", "min", "max", "avg")

@@ -19,8 +19,9 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-from kstool.streams.task import LATE, LEFT, NO_TIME, RIGHT, Record, StoreValue, TaskState
-from kstool.streams.windows import window_store_key, split_window_store_key
+from kstool.contract import LATE
+from kstool.streams.task import LEFT, NO_TIME, RIGHT, Record, StoreValue, TaskState
+from kstool.streams.windows import split_window_store_key, window_store_key
 
 KINDS = ("stream-stream", "stream-table", "table-table")
 HOWS = ("inner", "left", "outer")

@@ -7,9 +7,9 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
 
+from kstool.contract import OUTPUT, changelog_role
+
 LEFT, RIGHT = 0, 1
-OUTPUT = "output"
-LATE = "late"  # a record dropped because its windows had closed (counted, not written)
 NO_TIME = -1  # stream time before the task's first record
 
 
@@ -32,10 +32,6 @@ class Emitted:
     timestamp: int
     store: str | None = None  # the store entry it reflects (for the record cache)
     store_key: bytes | None = None
-
-
-def changelog_role(store: str) -> str:
-    return f"changelog:{store}"
 
 
 @dataclass

@@ -1,26 +1,29 @@
-"""Kafka-Streams-style topologies built on Spark DataFrames, by name."""
+"""Kafka-Streams-style topologies built on Spark DataFrames, by name.
+
+Adding a topology: write its module (a class with the kstool.contract.Topology methods and a
+`TYPE = TopologyType(...)` naming its settings) and add the module to REGISTRY below; `kstool
+run NAME`, `topology describe NAME`, manifests, man pages and completions follow from it."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kstool.errors import UsageError
+from kstool.topologies import aggregate, join, wordcount
+from kstool.topologies.spec import TopologyType
 
-NAMES = ("wordcount", "aggregate", "join")
+if TYPE_CHECKING:
+    from kstool.application.model import Manifest
+    from kstool.contract import Topology
+
+REGISTRY: dict[str, TopologyType] = {t.name: t for t in (wordcount.TYPE, aggregate.TYPE, join.TYPE)}
+NAMES = tuple(REGISTRY)
 
 
-def from_manifest(manifest):
-    """Rebuild the topology an app was created with (for describe, state and reset)."""
-    if manifest.topology == "wordcount":
-        from kstool.topologies.wordcount import WordCount
-
-        return WordCount(manifest.input_topics[0], manifest.output_topics[0], **manifest.parameters)
-    if manifest.topology == "aggregate":
-        from kstool.topologies.aggregate import Aggregate
-
-        return Aggregate(manifest.input_topics[0], manifest.output_topics[0], **manifest.parameters)
-    if manifest.topology == "join":
-        from kstool.topologies.join import Join
-
-        params = dict(manifest.parameters)
-        return Join(params.pop("left_topic"), params.pop("right_topic"), manifest.output_topics[0], **params)
-    raise UsageError(f"app {manifest.app_id!r} uses topology {manifest.topology!r}, "
-                     "which this kstool version does not know")
+def from_manifest(manifest: Manifest) -> Topology:
+    """Rebuild the topology an app was created with (for describe, state, reset, reprocess)."""
+    kind = REGISTRY.get(manifest.topology)
+    if kind is None:
+        raise UsageError(f"app {manifest.app_id!r} uses topology {manifest.topology!r}, "
+                         "which this kstool version does not know")
+    return kind.from_manifest(manifest)

@@ -1,81 +1,45 @@
 """aggregate: count | sum | min | max | avg of numbers per key, emitted as KTable updates
-(Kafka Streams' groupBy(...).aggregate(...) without windows).
+(Kafka Streams' groupBy(...).aggregate(...)); with --window, the windowed aggregation of
+kstool.topologies.windowed_aggregate.
 
-Numbers come from the value as text (default), as Kafka's 8-byte Long or Double, or from a
-JSON field (`--value-field a.b`). Groups: the record key, or a JSON field of the value
-(`--group-by field:PATH`, Kafka Streams' groupBy re-keying; Spark's shuffle stands in for the
-repartition topic). Output and changelog values: count, and sum/min/max of integers, as 8-byte
-longs; of decimals and avg as 8-byte doubles (`--value-format string|json` for text).
-Values that are not numbers (or not JSON where JSON is read) follow --on-error; null values
-and null group keys are ignored, as Kafka Streams ignores them.
-
-Windowed (`--window tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP`): event time from the
-record or a JSON field (`--time`), Kafka Streams' grace, late-record and emit rules
-(`kstool.streams.aggregate`), run per task with Spark's transformWithState. The store is a
-window or session store with Kafka Streams' changelog layouts; output keys are windowed keys
-(key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
+Without windows, Spark's own stateful aggregation keeps the store and Spark's shuffle stands in
+for the repartition topic. Output and changelog values: count, and sum/min/max of integers, as
+8-byte longs; of decimals and avg as 8-byte doubles (`--value-format string|json` for text).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
-from kstool.engine.app import StoreSpec
-from kstool.engine.sink import SinkTarget
+from kstool.application.model import StoreSpec
+from kstool.contract import SinkTarget, Topology
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
-from kstool.streams.aggregate import (AGGREGATIONS, STORE, SessionAggregate, WindowedAggregate, output_value,
-                                      store_value)
-from kstool.streams.windows import WindowSpec
-from kstool.topologies import events
-
-INPUT_FORMATS = ("text", "long", "double", "json")
-EMIT_MODES = ("update", "final")
+from kstool.streams.aggregate import AGGREGATIONS, STORE, output_value, store_value
+from kstool.topologies import aggregation
+from kstool.topologies.aggregation import INPUT_FORMATS, VALUE_FORMATS, NumberInput
+from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
+from kstool.topologies.windowed_aggregate import EMIT_MODES, KEY_FORMATS, WindowedAggregation
 
 
 @dataclass
-class Aggregate:
+class KeyedAggregation:
     input_topic: str
     output_topic: str
     agg: str = "count"
     value_field: str | None = None
-    group_by: str = "key"  # key | field:PATH
+    group_by: str = "key"
     input_value_format: str = "text"
     value_format: str = "auto"  # auto: long or double as the result is integral or not
-    window: str | None = None  # tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP
-    grace: int = 0  # ms; Kafka Streams' ofSizeWithNoGrace default
-    time: str = "record"  # | field:PATH
-    emit: str = "update"  # | final
-    key_format: str = "windowed"  # | json (windowed output keys)
     name: str = "aggregate"
-    invalid_reason: str = "not a number (or not JSON)"
+    invalid_reason: str = aggregation.INVALID_REASON
+    per_task: bool = False
+    numbers: NumberInput = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.agg not in AGGREGATIONS:
-            raise UsageError(f"--agg must be one of {', '.join(AGGREGATIONS)}")
-        if self.group_by != "key" and not (self.group_by.startswith("field:") and len(self.group_by) > 6):
-            raise UsageError("--group-by is key or field:PATH")
-        if self.value_field and self.input_value_format not in ("json", "text"):
-            raise UsageError("--value-field reads JSON values: use --input-value-format json")
-        if self.value_field:
-            self.input_value_format = "json"
-        self.spec = WindowSpec.parse(self.window) if self.window else None
-        if self.spec is not None and self.time != "record":
-            self.invalid_reason += ", or no event time in the value"
-        if self.spec is None and (self.grace or self.emit != "update" or self.time != "record"):
-            raise UsageError("--grace, --emit final and --time need --window")
-        if self.emit not in EMIT_MODES:
-            raise UsageError(f"--emit must be one of {', '.join(EMIT_MODES)}")
-        if self.grace < 0:
-            raise UsageError("--grace must not be negative")
-        events.check_time(self.time)
-
-    @property
-    def per_task(self) -> bool:
-        return self.spec is not None
+        self.numbers = NumberInput(self.agg, self.value_field, self.group_by, self.input_value_format)
+        self.input_value_format = self.numbers.input_value_format  # --value-field implies json
 
     def input_topics(self) -> list[str]:
         return [self.input_topic]
@@ -84,90 +48,28 @@ class Aggregate:
         return [self.output_topic]
 
     def parameters(self) -> dict[str, Any]:
-        windowed = {"window": self.window, "grace": self.grace, "time": self.time, "emit": self.emit,
-                    "key_format": self.key_format} if self.spec else {}
-        return {"agg": self.agg, "value_field": self.value_field, "group_by": self.group_by,
-                "input_value_format": self.input_value_format, "value_format": self.value_format,
-                **windowed}
-
-    def _store_kind(self) -> str:
-        return "key-value" if self.spec is None else "session" if self.spec.kind == "session" else "window"
+        return {**self.numbers.parameters(), "value_format": self.value_format}
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        value_kind = "long" if self.agg == "count" else "double"
-        if self.spec is None:
-            return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string", value_kind,
-                              spark_key_field="group_key", spark_value_field="")]
-        # Kafka Streams' default retention: size + grace (sessions: gap + grace)
-        retention = self.spec.size + self.grace
-        size = self.spec.size if self.spec.kind != "session" else None
-        return [StoreSpec(STORE, self._store_kind(), changelog_topic(app_id, STORE), "string", value_kind,
-                          spark_state_var=STORE, retention_ms=retention, window_size_ms=size)]
+        return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string",
+                          "long" if self.agg == "count" else "double",
+                          spark_key_field="group_key", spark_value_field="")]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
-        if self.spec is None:
-            return [SinkTarget(self.output_topic, "out_value"),
-                    SinkTarget(changelog_topic(app_id, STORE), "store_value")]
-        return events.sink_targets(self.output_topic, app_id, [STORE])
-
-    # -- Spark ------------------------------------------------------------------------------
-    def _json_text(self):
-        from pyspark.sql import functions as F
-
-        return F.col("value").cast("string")
-
-    def _number(self):
-        """The record's number as a double (null when it is not one)."""
-        from pyspark.sql import functions as F
-
-        if self.input_value_format == "long":
-            return F.when(F.length("value") == 8,
-                          F.conv(F.hex("value"), 16, -10).cast("long").cast("double"))
-        if self.input_value_format == "double":
-            return _ieee754(F.col("value"))
-        if self.input_value_format == "json":
-            path = "$." + (self.value_field or "value")
-            return F.get_json_object(self._json_text(), path).try_cast("double")
-        return F.trim(F.col("value").cast("string")).try_cast("double")
-
-    def _group_key(self):
-        from pyspark.sql import functions as F
-
-        if self.group_by == "key":
-            return F.col("key")
-        return F.encode(F.get_json_object(self._json_text(), "$." + self.group_by[6:]), "UTF-8")
+        return [SinkTarget(self.output_topic, "out_value"),
+                SinkTarget(changelog_topic(app_id, STORE), "store_value")]
 
     def check_run(self, partitions: dict[str, int]) -> None:
         pass  # one input
 
     def valid_record(self):
-        from pyspark.sql import functions as F
-
-        # null values and null group keys are ignored (build drops them), as in Kafka Streams
-        json_ok = (F.get_json_object(self._json_text(), "$").isNotNull()
-                   if self.input_value_format == "json" or self.group_by != "key" else F.lit(True))
-        number_ok = F.lit(True) if self.agg == "count" else self._number().isNotNull()
-        valid = F.col("value").isNull() | F.coalesce(json_ok & (number_ok | self._group_key().isNull()), F.lit(False))
-        return valid if self.spec is None else valid & events.valid_time(self.time)
-
-    def processor(self):
-        kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
-        return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
+        return self.numbers.valid()
 
     def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
-        if self.spec is not None:
-            from kstool.engine.tasks import run_tasks
-
-            rows = source.filter(F.col("value").isNotNull()).select(
-                events.task(self._group_key(), self.group_by != "key", tasks).alias("task"),
-                F.lit(0).alias("side"), self._group_key().alias("key"), F.col("value"),
-                self._number().alias("number"), events.event_time(self.time).alias("event_time"),
-                "partition", "offset")
-            return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor)
         rows = source.filter(F.col("value").isNotNull()).select(
-            self._group_key().alias("group_key"), self._number().alias("n"), F.col("timestamp"))
+            self.numbers.group_key().alias("group_key"), self.numbers.number().alias("n"), F.col("timestamp"))
         rows = rows.filter(F.col("group_key").isNotNull())
         aggregate = {
             "count": F.count(F.lit(1)), "sum": F.sum("n"), "min": F.min("n"), "max": F.max("n"),
@@ -179,8 +81,8 @@ class Aggregate:
             F.max("timestamp").alias("timestamp"))
 
     def encode(self, updates):
-        if self.spec is not None:
-            return events.encode(updates)
+        import pyarrow as pa
+
         table = updates.select("group_key", "result", "whole", "timestamp").toArrow()
         results, wholes = table.column("result").to_pylist(), table.column("whole").to_pylist()
         out = [output_value(self.agg, r, w == 1, self.value_format) for r, w in zip(results, wholes)]
@@ -189,45 +91,47 @@ class Aggregate:
                          "out_value": pa.array(out, pa.binary()), "store_value": pa.array(store, pa.binary())})
 
     def describe(self, app_id: str) -> dict:
-        store = self.stores(app_id)[0]
-        aggregate = "KSTREAM-AGGREGATE-0000000002"
-        select = "KSTREAM-SELECTKEY-0000000001" if self.group_by != "key" else None
-        nodes = [{"name": "KSTREAM-SOURCE-0000000000", "type": "source", "topics": [self.input_topic],
-                  "successors": [select or aggregate]}]
-        if select:
-            nodes.append({"name": select, "type": "processor", "stores": [], "successors": [aggregate],
-                          "spark": f"re-key by {self.group_by} (the task stands in for the repartition topic)"})
-        if self.spec is None:
-            spark = f"groupBy(key).agg({self.agg})"
-        else:
-            spark = (f"transformWithState per task: {self.spec.text()} windows, grace {self.grace}ms, "
-                     f"event time from {self.time}, {self.agg}")
-        chain = ["KTABLE-SUPPRESS-0000000003"] if self.emit == "final" else []
-        chain += ["KTABLE-TOSTREAM-0000000004", "KSTREAM-SINK-0000000005"]
-        nodes.append({"name": aggregate, "type": "processor", "stores": [store.name], "successors": chain[:1],
-                      "spark": spark})
-        for name, successor in zip(chain, chain[1:] + [None]):
-            if successor is None:
-                nodes.append({"name": name, "type": "sink", "topic": self.output_topic})
-            else:
-                node = {"name": name, "type": "processor", "stores": [], "successors": [successor]}
-                if name.startswith("KTABLE-SUPPRESS"):
-                    node["spark"] = "untilWindowCloses: emit each window once, when it closes (end + grace reached by stream time)"
-                nodes.append(node)
-        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
-                "stores": [{"name": store.name, "kind": store.kind, "changelog_topic": store.changelog_topic,
-                            "key_format": store.key_format, "value_format": store.value_format}]}
+        return aggregation.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
+                                    self.group_by, f"groupBy(key).agg({self.agg})", final=False)
 
 
-def _ieee754(column):
-    """Kafka's DoubleSerializer bytes -> double, in Spark SQL (exact; no Python per record)."""
-    from pyspark.sql import functions as F
+def create(window: str | None = None, grace: int = 0, time: str = "record", emit: str = "update",
+           key_format: str = "windowed", **settings: Any) -> Topology:
+    if window:
+        return WindowedAggregation(window=window, grace=grace, time=time, emit=emit, key_format=key_format,
+                                   **settings)
+    if grace or emit != "update" or time != "record":
+        raise UsageError("--grace, --emit final and --time need --window")
+    return KeyedAggregation(**settings)
 
-    bits = F.conv(F.hex(column), 16, -10).cast("long")
-    sign = F.when(F.shiftrightunsigned(bits, 63) == 1, -1.0).otherwise(1.0)
-    exponent = F.shiftright(bits, 52).bitwiseAND(2047)
-    mantissa = bits.bitwiseAND((1 << 52) - 1).cast("double") / float(2 ** 52)
-    value = (F.when(exponent == 0, mantissa * F.pow(F.lit(2.0), F.lit(-1022)))
-             .when(exponent == 2047, F.when(mantissa == 0, F.lit(float("inf"))).otherwise(F.lit(float("nan"))))
-             .otherwise((mantissa + 1.0) * F.pow(F.lit(2.0), exponent.cast("double") - 1023)))
-    return F.when(F.length(column) == 8, sign * value)
+
+TYPE = TopologyType(
+    "aggregate",
+    "Aggregate numbers per key (count, sum, min, max, avg), optionally in windows; emit each "
+    "changed aggregate, or each window's final result.",
+    (Setting("input_topic", "--input", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("agg", "--agg", default="count", choices=AGGREGATIONS),
+     Setting("value_field", "--value-field", "The number is this JSON field (dot path) of the value.",
+             metavar="PATH"),
+     Setting("group_by", "--group-by", "Group by the record key, or re-key by a JSON field of the value.",
+             default="key", metavar="key|field:PATH"),
+     Setting("input_value_format", "--input-value-format", "How input values hold their number.",
+             default="text", choices=INPUT_FORMATS),
+     Setting("value_format", "--value-format",
+             "auto: 8-byte long for counts and whole sums/min/max, 8-byte double otherwise.",
+             default="auto", choices=VALUE_FORMATS),
+     Setting("window", "--window",
+             "tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP (epoch-aligned, as Kafka Streams).",
+             metavar="SPEC", describe_help="aggregate: tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP."),
+     Setting("grace", "--grace",
+             "How long after a window's end records are still accepted (later: dropped, counted).",
+             default="0ms", kind=DURATION, metavar="DURATION"),
+     Setting("time", "--time", "Event time: the record timestamp, or a JSON field (epoch ms or ISO-8601).",
+             default="record", metavar="record|field:PATH"),
+     Setting("emit", "--emit", "update: every change; final: each window once, after end + grace (suppress).",
+             default="update", choices=EMIT_MODES, describe_help="aggregate with --window."),
+     Setting("key_format", "--key-format",
+             "Windowed output keys: Kafka Streams' layout (key+start, sessions key+end+start) or JSON.",
+             default="windowed", choices=KEY_FORMATS)),
+    create)

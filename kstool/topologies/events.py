@@ -3,10 +3,9 @@ record belongs to, and how the records their processors emit reach Kafka."""
 
 from __future__ import annotations
 
-from kstool.engine.sink import SinkTarget
+from kstool.contract import OUTPUT, SinkTarget, changelog_role
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
-from kstool.streams.task import OUTPUT, changelog_role
 
 
 def check_time(spec: str) -> str:
@@ -49,7 +48,7 @@ def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
 
 
 def encode(emitted):
-    """The processors' emitted records (kstool.engine.tasks.OUTPUT_SCHEMA) as the sink reads them."""
+    """The processors' emitted records (kstool.topologies.tasks.OUTPUT_SCHEMA) as the sink reads them."""
     from pyspark.sql import functions as F
 
     return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))

@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kstool.engine.app import StoreSpec
-from kstool.engine.sink import SinkTarget
+from kstool.application.model import StoreSpec
+from kstool.contract import SinkTarget
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
-from kstool.streams.joins import (HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin,
-                                  make_joiner)
+from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT
 from kstool.topologies import events
+from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
@@ -105,7 +105,7 @@ class Join:
     def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
-        from kstool.engine.tasks import run_tasks
+        from kstool.topologies.tasks import run_tasks
 
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
         rows = source.select(
@@ -138,3 +138,29 @@ class Join:
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
                 "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
                             "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
+
+
+TYPE = TopologyType(
+    "join", "Join two topics by key: stream-stream (windowed), stream-table or table-table.",
+    (Setting("left_topic", "--left", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("right_topic", "--right", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("kind", "--kind", "Which sides are streams and which tables.", default="stream-stream",
+             choices=KINDS, describe_help="join: which sides are tables."),
+     Setting("how", "--how", default="inner", choices=HOWS, describe_help="join."),
+     Setting("within", "--within", "stream-stream: how far apart two records' timestamps may be.",
+             kind=DURATION, metavar="DURATION"),
+     Setting("grace", "--grace", "stream-stream: how long after the window records are still accepted.",
+             default="0ms", kind=DURATION, metavar="DURATION"),
+     Setting("joiner", "--joiner", 'json: {"left": ..., "right": ...}; concat: left + separator + right.',
+             default="json", choices=JOINERS),
+     Setting("separator", "--separator", "For --joiner concat.", default=","),
+     Setting("repartition", "--repartition", "Re-group both inputs by key when their partition counts differ.",
+             default=False, kind=FLAG)),
+    Join,
+    topics_of=lambda manifest: {"output_topic": manifest.output_topics[0]},  # sides: in its parameters
+    describe_topics=lambda input_topic, output_topic: {
+        "left_topic": input_topic, "right_topic": "<right>", "output_topic": output_topic},
+    # the windows' size is a run setting
+    describe_extra=lambda values: {"within": 0 if values.get("kind", "stream-stream") == "stream-stream" else None},
+)

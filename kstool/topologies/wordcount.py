@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kstool.engine.app import StoreSpec
-from kstool.engine.sink import SinkTarget
+from kstool.application.model import StoreSpec
+from kstool.contract import SinkTarget
 from kstool.names import changelog_topic
+from kstool.topologies.spec import TOPIC, Setting, TopologyType
 
 STORE = "counts"
 NON_WORD = r"[^\p{L}\p{N}_]+"
@@ -98,3 +99,13 @@ class WordCount:
             "stores": [{"name": store.name, "kind": store.kind, "changelog_topic": store.changelog_topic,
                         "key_format": store.key_format, "value_format": store.value_format}],
         }
+
+
+TYPE = TopologyType(
+    "wordcount", "Count words of UTF-8 lines; emit each changed count (KTable updates).",
+    (Setting("input_topic", "--input", "Topic of text lines.", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("output_topic", "--output", "Topic of word counts.", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("value_format", "--value-format",
+             "Count encoding in the output topic (long = Kafka's LongSerializer).",
+             default="long", choices=VALUE_FORMATS)),
+    WordCount)

@@ -7,15 +7,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from kstool.changelog.layouts import (KeySpec, detect_key_format, detect_layout, detect_value_format,
-                                      key_decoder, value_decoder)
-from kstool.engine.app import iter_apps
+from kstool.application.model import iter_apps
+from kstool.changelog.layouts import (
+    KeySpec,
+    detect_key_format,
+    detect_layout,
+    detect_value_format,
+    key_decoder,
+    value_decoder,
+)
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume
 from kstool.kafka.groups import list_groups
 from kstool.kafka.topics import topics_configs
-from kstool.output import as_text
+from kstool.serdes import as_text
 
 SUFFIX = "-changelog"
 DETECT_SAMPLE = 1000

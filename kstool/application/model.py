@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kstool import __version__
-from kstool.engine.exceptions import AppBusyError, IncompatibleRunError
+from kstool.application.exceptions import AppBusyError, IncompatibleRunError
 from kstool.home import kstool_home, private_dir, read_json, write_private_json
 from kstool.names import validate_name
 
@@ -19,6 +19,11 @@ MANIFEST = "app.json"
 
 def default_state_dir() -> Path:
     return kstool_home() / "apps"
+
+
+def resolve_state_dir(given: str | Path | None) -> Path:
+    """--state-dir as given (~ expanded), else the default under the kstool home."""
+    return Path(given).expanduser() if given else default_state_dir()
 
 
 @dataclass(frozen=True)

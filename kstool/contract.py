@@ -1,0 +1,65 @@
+"""What the engine needs of a topology, and the routing names that processors, topologies and
+the sink share. It imports no other layer, so the engine, the processors (kstool.streams) and
+the topologies all depend on it and never on each other's insides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from kstool.application.model import StoreSpec
+
+# An update's role says where the sink writes it (see SinkTarget.role).
+OUTPUT = "output"
+LATE = "late"  # a record dropped because its windows had closed (counted; written to --late-topic)
+
+
+def changelog_role(store: str) -> str:
+    return f"changelog:{store}"
+
+
+@dataclass(frozen=True)
+class SinkTarget:
+    """Write column `value_column` (binary) with the row's `key` and `timestamp` to `topic`;
+    with a `role`, only the rows whose `role` column holds it."""
+
+    topic: str
+    value_column: str
+    role: str | None = None
+
+
+class Topology(Protocol):
+    name: str
+    invalid_reason: str  # what --on-error says about a record valid_record() rejects
+    per_task: bool  # runs kstool.streams processors per task (transformWithState)
+
+    def input_topics(self) -> list[str]: ...
+
+    def output_topics(self) -> list[str]: ...
+
+    def parameters(self) -> dict[str, Any]:
+        """Settings that shape state; a later run with other values is refused."""
+
+    def stores(self, app_id: str) -> list[StoreSpec]: ...
+
+    def valid_record(self) -> Column:
+        """True where the input record can be processed (else --on-error applies)."""
+
+    def check_run(self, partitions: dict[str, int]) -> None:
+        """Refuse a run the topology cannot do (before anything is created): inputs it cannot
+        process together, settings no store could hold (joins)."""
+
+    def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
+        """The updates (streaming) from the source; `tasks` is the input partition count (the
+        number of Kafka Streams tasks)."""
+
+    def encode(self, updates: DataFrame) -> DataFrame:
+        """A batch of updates -> key, timestamp and one binary column per sink target."""
+
+    def sink_targets(self, app_id: str) -> list[SinkTarget]: ...
+
+    def describe(self, app_id: str) -> dict:
+        """Topology#describe()-style description: sub-topologies, nodes, stores."""

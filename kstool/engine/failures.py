@@ -1,0 +1,33 @@
+"""How errors raised inside Spark reach the operator. Python code running in the query raises
+RuntimeError with a marker at the start of its message; Spark wraps it in JVM traces, and
+`translate` digs out the marked line. One home for the markers, used to raise and to read."""
+
+from __future__ import annotations
+
+import re
+
+from kstool.engine.exceptions import DataLossError, QueryFailedError
+
+DATA_LOSS = "kstool-data-loss:"  # input offsets lost to retention or a recreated topic
+BAD_RECORD = "kstool-bad-record:"  # --on-error fail met a record it cannot process
+SINK = "kstool-sink:"  # records that had to be written were not
+_MARKERS = (DATA_LOSS, BAD_RECORD, SINK)
+
+
+def marked(marker: str, message: str) -> RuntimeError:
+    """The error to raise inside the query."""
+    return RuntimeError(f"{marker} {message}")
+
+
+def translate(text: str) -> Exception:
+    """The one line that matters of a failed query's error text, as a kstool error."""
+    # the query's plan follows the error and holds our marker literals too: search before it
+    text = text.split("=== Streaming Query ===")[0]
+    for marker in _MARKERS:
+        index = text.find(marker)
+        if index >= 0:
+            line = text[index:].splitlines()[0]
+            message = re.sub(r"\s*SQLSTATE: \w+$", "", line[len(marker):].strip()).rstrip('."')
+            return DataLossError(message) if marker == DATA_LOSS else QueryFailedError(message)
+    lines = [line.strip() for line in text.splitlines() if re.match(r"\s*[\w.]+(Error|Exception): ", line)]
+    return QueryFailedError(f"streaming query failed: {(lines[-1] if lines else text.splitlines()[0])[:500]}")

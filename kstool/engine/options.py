@@ -1,0 +1,45 @@
+"""What a run is asked to do, and what it reports when it ends (`--report json`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kstool.engine.errors_policy import ErrorPolicy
+from kstool.engine.session import SparkOptions
+
+
+@dataclass
+class RunOptions:
+    app_id: str
+    state_dir: Path
+    once: bool = False
+    trigger_ms: int = 1000
+    starting: str = "earliest"
+    max_records_per_batch: int | None = 1_000_000
+    max_records_per_task: int = 500_000
+    on_error: ErrorPolicy = field(default_factory=lambda: ErrorPolicy("fail"))
+    on_data_loss: str = "fail"
+    spark: SparkOptions = field(default_factory=SparkOptions)
+    stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
+    processing_guarantee: str = "at_least_once"  # | exactly_once_v2
+    late_topic: str | None = None  # where records dropped as late go (per-task topologies)
+
+
+@dataclass
+class RunSummary:
+    app_id: str
+    batches: int = 0
+    input_records: int = 0
+    written: dict[str, int] = field(default_factory=dict)
+    bad_records: int = 0
+    late_records: int = 0  # windows: dropped whole; stream-stream joins: too old for their store
+    last_batch: int | None = None
+    committed: dict[str, int] = field(default_factory=dict)
+    spark_start_seconds: float = 0.0
+    processing_seconds: float = 0.0
+    total_seconds: float = 0.0
+    stopped_by_signal: bool = False
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)

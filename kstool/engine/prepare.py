@@ -1,0 +1,42 @@
+"""Everything a run does before Spark starts: check the app's manifest against the run, check
+the inputs, create missing output, changelog, dead-letter and late topics, save the manifest."""
+
+from __future__ import annotations
+
+from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
+from kstool.contract import Topology
+from kstool.engine.errors_policy import ErrorPolicy
+from kstool.errors import UsageError
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.topics import CreateTopicOptions, ensure_topic
+
+DAY_MS = 86_400_000
+
+
+def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPaths,
+            on_error: ErrorPolicy, late_topic: str | None) -> int:
+    """Returns the input partition count (the number of tasks)."""
+    if late_topic and not topology.per_task:
+        raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
+                         "drops no records as late")
+    wanted = Manifest(app_id, topology.name, topology.parameters(), topology.input_topics(),
+                      topology.output_topics(), topology.stores(app_id))
+    existing = load_manifest(paths)
+    if existing is not None:
+        check_compatible(existing, wanted)
+    inputs = clients.require_topics(topology.input_topics())
+    topology.check_run({topic: len(p) for topic, p in inputs.items()})
+    partitions = max(len(p) for p in inputs.values())
+    for topic in topology.output_topics():
+        ensure_topic(clients, CreateTopicOptions(topic, partitions))
+    for store in topology.stores(app_id):
+        configs = {"cleanup.policy": "compact" if store.kind == "key-value" else "compact,delete"}
+        if store.retention_ms is not None:  # Kafka Streams: the store's retention + 1 day
+            configs["retention.ms"] = str(store.retention_ms + DAY_MS)
+        ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions, configs=configs))
+    if on_error.kind == "dlq":
+        ensure_topic(clients, CreateTopicOptions(on_error.dlq_topic, partitions))
+    if late_topic:
+        ensure_topic(clients, CreateTopicOptions(late_topic, partitions))
+    save_manifest(paths, wanted)
+    return partitions

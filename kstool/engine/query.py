@@ -1,0 +1,158 @@
+"""The streaming query of a run: Spark session, Kafka source, --on-error, the topology's plan
+and the sink, then watching it batch by batch until it ends (caught up with --once, stopped
+after the current batch on SIGINT/SIGTERM, or failed)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+from kstool.application.model import AppPaths
+from kstool.contract import LATE, SinkTarget, Topology
+from kstool.engine import errors_policy
+from kstool.engine.failures import translate
+from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.progress import BatchStatus, Progress
+from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
+from kstool.kafka.client import KafkaClients
+
+
+def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths) -> KafkaSink:
+    targets = topology.sink_targets(options.app_id)
+    if options.late_topic:  # the late record itself: its key, value and event time
+        targets.append(SinkTarget(options.late_topic, "value", LATE))
+    if options.processing_guarantee == "exactly_once_v2":
+        return TransactionalSink(clients, targets, options.app_id, paths.checkpoint)
+    return KafkaSink(clients, targets)
+
+
+def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
+              partitions: int, sink: KafkaSink, summary: RunSummary, progress: Progress) -> None:
+    from kstool.engine.session import build_session
+    from kstool.engine.shuffle import shuffle_partitions_for
+    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
+
+    spark_started = time.monotonic()
+    spark_options = options.spark
+    if spark_options.shuffle_partitions is None:
+        # tasks of a per-task topology must not share a partition (Spark keeps this count in
+        # the checkpoint, so later runs use it whatever is set here)
+        spark_options.shuffle_partitions = (shuffle_partitions_for(partitions) if topology.per_task
+                                            else partitions)
+    spark, _ = build_session(spark_options, app_name=f"kstool-{options.app_id}",
+                             log_file=paths.spark_log)
+    summary.spark_start_seconds = round(time.monotonic() - spark_started, 3)
+    progress.message(f"Spark ready in {summary.spark_start_seconds:.1f}s; "
+                     f"{'catching up' if options.once else 'running'}")
+
+    config = clients.config
+    source = (spark.readStream.format(SOURCE_NAME)
+              .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config)))
+              .option("topics", ",".join(topology.input_topics()))
+              .option("group", options.app_id)
+              .option("starting", options.starting)
+              .option("on_data_loss", options.on_data_loss)
+              .option("max_records_per_batch", str(options.max_records_per_batch or 0))
+              .option("max_records_per_task", str(options.max_records_per_task))
+              .option("stop_offsets", json.dumps(_nested(options.stop_offsets)))
+              # exactly_once_v2 commits offsets inside each output transaction instead
+              .option("commit_offsets", str(options.processing_guarantee == "at_least_once").lower())
+              .load())
+    checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
+                                  options.app_id, topology.invalid_reason)
+    reports: dict[int, BatchReport] = {}
+    writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
+    stream = (topology.build(checked, partitions).writeStream.outputMode("update").foreachBatch(writer)
+              .option("checkpointLocation", str(paths.checkpoint)).queryName(options.app_id))
+    stream = (stream.trigger(availableNow=True) if options.once
+              else stream.trigger(processingTime=f"{options.trigger_ms} milliseconds"))
+    processing_started = time.monotonic()
+    query = stream.start()
+    try:
+        _monitor(query, reports, summary, progress)
+    finally:
+        summary.processing_seconds = round(time.monotonic() - processing_started, 3)
+        paths.client_config.unlink(missing_ok=True)
+        # An owned session is not stopped here: the query is stopped and its checkpoint
+        # committed, and the JVM shuts Spark down itself (shutdown hook) when kstool exits and
+        # closes its stdin. Waiting for that would add seconds to every cron run.
+
+
+def _monitor(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress) -> None:
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    seen: set[int] = set()
+    try:
+        while query.isActive:
+            try:
+                query.awaitTermination(0.25)
+            except Exception:
+                break  # failed: query.exception() below says why
+            for batch_progress in query.recentProgress:
+                _account(batch_progress, reports, seen, summary, progress)
+            if stop.is_set() and not query.status["isTriggerActive"]:
+                summary.stopped_by_signal = True
+                progress.message("stopping after the current batch")
+                query.stop()
+        for batch_progress in query.recentProgress:
+            _account(batch_progress, reports, seen, summary, progress)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    failure = query.exception()
+    if failure is not None:
+        raise translate(str(failure))
+
+
+def _account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
+             progress: Progress) -> None:
+    batch_id = batch_progress["batchId"]
+    rows = batch_progress["numInputRows"]
+    report = reports.get(batch_id)
+    if batch_id in seen or (rows == 0 and report is None):
+        return
+    seen.add(batch_id)
+    bad = _observed(batch_progress, errors_policy.METRICS_NAME, "bad_records")
+    summary.batches += 1
+    summary.input_records += rows
+    summary.bad_records += bad
+    summary.late_records += report.late if report else 0
+    summary.last_batch = batch_id
+    written = report.written if report else {}
+    for topic, n in written.items():
+        summary.written[topic] = summary.written.get(topic, 0) + n
+    progress.batch(BatchStatus(batch_id, rows, batch_progress.get("processedRowsPerSecond") or 0.0,
+                               (batch_progress.get("durationMs") or {}).get("triggerExecution", 0),
+                               written, report.seconds if report else 0.0, _lag(batch_progress), bad,
+                               report.late if report else 0))
+
+
+def _observed(batch_progress, name: str, field_name: str) -> int:
+    row = (batch_progress["observedMetrics"] or {}).get(name)  # a Row, when the metric exists
+    try:
+        return int(row[field_name] or 0) if row is not None else 0
+    except (KeyError, ValueError):
+        return 0
+
+
+def _nested(offsets: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in offsets.items():
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def _lag(batch_progress) -> int | None:
+    try:
+        source = batch_progress["sources"][0]
+        end = json.loads(source["endOffset"]) if isinstance(source["endOffset"], str) else source["endOffset"]
+        latest = source.get("latestOffset")
+        latest = json.loads(latest) if isinstance(latest, str) else latest
+        if not latest:
+            return None
+        return sum(max(o - end.get(t, {}).get(p, 0), 0) for t, parts in latest.items()
+                   for p, o in parts.items())
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None

@@ -1,0 +1,119 @@
+"""What the keyed and the windowed aggregation share: where a record's number and group key
+come from, which records are valid, and their Topology#describe() nodes.
+
+Numbers come from the value as text (default), as Kafka's 8-byte Long or Double, or from a
+JSON field (`--value-field a.b`). Groups: the record key, or a JSON field of the value
+(`--group-by field:PATH`, Kafka Streams' groupBy re-keying). Values that are not numbers (or
+not JSON where JSON is read) follow --on-error; null values and null group keys are ignored,
+as Kafka Streams ignores them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kstool.application.model import StoreSpec
+from kstool.errors import UsageError
+from kstool.streams.aggregate import AGGREGATIONS
+
+INPUT_FORMATS = ("text", "long", "double", "json")
+VALUE_FORMATS = ("auto", "string", "json")
+INVALID_REASON = "not a number (or not JSON)"
+
+
+@dataclass
+class NumberInput:
+    agg: str = "count"
+    value_field: str | None = None
+    group_by: str = "key"  # key | field:PATH
+    input_value_format: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.agg not in AGGREGATIONS:
+            raise UsageError(f"--agg must be one of {', '.join(AGGREGATIONS)}")
+        if self.group_by != "key" and not (self.group_by.startswith("field:") and len(self.group_by) > 6):
+            raise UsageError("--group-by is key or field:PATH")
+        if self.value_field and self.input_value_format not in ("json", "text"):
+            raise UsageError("--value-field reads JSON values: use --input-value-format json")
+        if self.value_field:
+            self.input_value_format = "json"
+
+    def parameters(self) -> dict:
+        return {"agg": self.agg, "value_field": self.value_field, "group_by": self.group_by,
+                "input_value_format": self.input_value_format}
+
+    def _json_text(self):
+        from pyspark.sql import functions as F
+
+        return F.col("value").cast("string")
+
+    def number(self):
+        """The record's number as a double (null when it is not one)."""
+        from pyspark.sql import functions as F
+
+        if self.input_value_format == "long":
+            return F.when(F.length("value") == 8,
+                          F.conv(F.hex("value"), 16, -10).cast("long").cast("double"))
+        if self.input_value_format == "double":
+            return _ieee754(F.col("value"))
+        if self.input_value_format == "json":
+            path = "$." + (self.value_field or "value")
+            return F.get_json_object(self._json_text(), path).try_cast("double")
+        return F.trim(F.col("value").cast("string")).try_cast("double")
+
+    def group_key(self):
+        from pyspark.sql import functions as F
+
+        if self.group_by == "key":
+            return F.col("key")
+        return F.encode(F.get_json_object(self._json_text(), "$." + self.group_by[6:]), "UTF-8")
+
+    def valid(self):
+        from pyspark.sql import functions as F
+
+        # null values and null group keys are ignored (build drops them), as in Kafka Streams
+        json_ok = (F.get_json_object(self._json_text(), "$").isNotNull()
+                   if self.input_value_format == "json" or self.group_by != "key" else F.lit(True))
+        number_ok = F.lit(True) if self.agg == "count" else self.number().isNotNull()
+        return F.col("value").isNull() | F.coalesce(json_ok & (number_ok | self.group_key().isNull()), F.lit(False))
+
+
+def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, group_by: str,
+             spark: str, final: bool) -> dict:
+    """Topology#describe() of groupBy(...).aggregate(...) [.suppress(untilWindowCloses)]."""
+    aggregate = "KSTREAM-AGGREGATE-0000000002"
+    select = "KSTREAM-SELECTKEY-0000000001" if group_by != "key" else None
+    nodes = [{"name": "KSTREAM-SOURCE-0000000000", "type": "source", "topics": [input_topic],
+              "successors": [select or aggregate]}]
+    if select:
+        nodes.append({"name": select, "type": "processor", "stores": [], "successors": [aggregate],
+                      "spark": f"re-key by {group_by} (the task stands in for the repartition topic)"})
+    chain = ["KTABLE-SUPPRESS-0000000003"] if final else []
+    chain += ["KTABLE-TOSTREAM-0000000004", "KSTREAM-SINK-0000000005"]
+    nodes.append({"name": aggregate, "type": "processor", "stores": [store.name], "successors": chain[:1],
+                  "spark": spark})
+    for node_name, successor in zip(chain, chain[1:] + [None]):
+        if successor is None:
+            nodes.append({"name": node_name, "type": "sink", "topic": output_topic})
+        else:
+            node = {"name": node_name, "type": "processor", "stores": [], "successors": [successor]}
+            if node_name.startswith("KTABLE-SUPPRESS"):
+                node["spark"] = "untilWindowCloses: emit each window once, when it closes (end + grace reached by stream time)"
+            nodes.append(node)
+    return {"topology": name, "sub_topologies": [{"id": 0, "nodes": nodes}],
+            "stores": [{"name": store.name, "kind": store.kind, "changelog_topic": store.changelog_topic,
+                        "key_format": store.key_format, "value_format": store.value_format}]}
+
+
+def _ieee754(column):
+    """Kafka's DoubleSerializer bytes -> double, in Spark SQL (exact; no Python per record)."""
+    from pyspark.sql import functions as F
+
+    bits = F.conv(F.hex(column), 16, -10).cast("long")
+    sign = F.when(F.shiftrightunsigned(bits, 63) == 1, -1.0).otherwise(1.0)
+    exponent = F.shiftright(bits, 52).bitwiseAND(2047)
+    mantissa = bits.bitwiseAND((1 << 52) - 1).cast("double") / float(2 ** 52)
+    value = (F.when(exponent == 0, mantissa * F.pow(F.lit(2.0), F.lit(-1022)))
+             .when(exponent == 2047, F.when(mantissa == 0, F.lit(float("inf"))).otherwise(F.lit(float("nan"))))
+             .otherwise((mantissa + 1.0) * F.pow(F.lit(2.0), exponent.cast("double") - 1023)))
+    return F.when(F.length(column) == 8, sign * value)

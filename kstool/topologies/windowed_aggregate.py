@@ -1,0 +1,113 @@
+"""aggregate --window: count | sum | min | max | avg per key in tumbling, hopping or session
+windows (Kafka Streams' groupBy(...).windowedBy(...).aggregate(...)).
+
+Event time from the record or a JSON field (`--time`), Kafka Streams' grace, late-record and
+emit rules (`kstool.streams.aggregate`), run per task with Spark's transformWithState. The
+store is a window or session store with Kafka Streams' changelog layouts; output keys are
+windowed keys (key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kstool.application.model import StoreSpec
+from kstool.contract import SinkTarget
+from kstool.errors import UsageError
+from kstool.names import changelog_topic
+from kstool.streams.aggregate import STORE, SessionAggregate, WindowedAggregate
+from kstool.streams.windows import WindowSpec
+from kstool.topologies import aggregation, events
+from kstool.topologies.aggregation import NumberInput
+
+EMIT_MODES = ("update", "final")
+KEY_FORMATS = ("windowed", "json")
+
+
+@dataclass
+class WindowedAggregation:
+    input_topic: str
+    output_topic: str
+    window: str  # tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP
+    agg: str = "count"
+    value_field: str | None = None
+    group_by: str = "key"
+    input_value_format: str = "text"
+    value_format: str = "auto"
+    grace: int = 0  # ms; Kafka Streams' ofSizeWithNoGrace default
+    time: str = "record"  # | field:PATH
+    emit: str = "update"  # | final
+    key_format: str = "windowed"  # | json
+    name: str = "aggregate"
+    per_task: bool = True
+    numbers: NumberInput = field(init=False)
+    spec: WindowSpec = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.numbers = NumberInput(self.agg, self.value_field, self.group_by, self.input_value_format)
+        self.input_value_format = self.numbers.input_value_format  # --value-field implies json
+        self.spec = WindowSpec.parse(self.window)
+        if self.emit not in EMIT_MODES:
+            raise UsageError(f"--emit must be one of {', '.join(EMIT_MODES)}")
+        if self.grace < 0:
+            raise UsageError("--grace must not be negative")
+        events.check_time(self.time)
+
+    @property
+    def invalid_reason(self) -> str:
+        late = ", or no event time in the value" if self.time != "record" else ""
+        return aggregation.INVALID_REASON + late
+
+    def input_topics(self) -> list[str]:
+        return [self.input_topic]
+
+    def output_topics(self) -> list[str]:
+        return [self.output_topic]
+
+    def parameters(self) -> dict[str, Any]:
+        return {**self.numbers.parameters(), "value_format": self.value_format, "window": self.window,
+                "grace": self.grace, "time": self.time, "emit": self.emit, "key_format": self.key_format}
+
+    def stores(self, app_id: str) -> list[StoreSpec]:
+        value_kind = "long" if self.agg == "count" else "double"
+        kind = "session" if self.spec.kind == "session" else "window"
+        # Kafka Streams' default retention: size + grace (sessions: gap + grace)
+        size = self.spec.size if self.spec.kind != "session" else None
+        return [StoreSpec(STORE, kind, changelog_topic(app_id, STORE), "string", value_kind,
+                          spark_state_var=STORE, retention_ms=self.spec.size + self.grace, window_size_ms=size)]
+
+    def sink_targets(self, app_id: str) -> list[SinkTarget]:
+        return events.sink_targets(self.output_topic, app_id, [STORE])
+
+    def check_run(self, partitions: dict[str, int]) -> None:
+        pass  # one input
+
+    def valid_record(self):
+        return self.numbers.valid() & events.valid_time(self.time)
+
+    def processor(self):
+        kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
+        return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
+
+    def build(self, source, tasks: int = 1):
+        from pyspark.sql import functions as F
+
+        from kstool.topologies.tasks import run_tasks
+
+        group_key = self.numbers.group_key()
+        rows = source.filter(F.col("value").isNotNull()).select(
+            events.task(group_key, self.group_by != "key", tasks).alias("task"),
+            F.lit(0).alias("side"), group_key.alias("key"), F.col("value"),
+            self.numbers.number().alias("number"), events.event_time(self.time).alias("event_time"),
+            "partition", "offset")
+        return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor)
+
+    def encode(self, updates):
+        return events.encode(updates)
+
+    def describe(self, app_id: str) -> dict:
+        spark = (f"transformWithState per task: {self.spec.text()} windows, grace {self.grace}ms, "
+                 f"event time from {self.time}, {self.agg}")
+        return aggregation.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
+                                    self.group_by, spark, self.emit == "final")

@@ -1,0 +1,81 @@
+"""The dependency direction, pinned: commands -> output -> operations -> topologies ->
+streams / engine -> contract -> application -> kafka -> config -> broker -> base modules.
+A module may import from lower layers and its own package only; a new back edge (or an edge
+between siblings) fails here, with the import that made it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# lowest first; the packages (or top-level modules) of kstool, and `commands`
+LAYERS = [
+    {"kstool", "errors"},  # `kstool` itself: only __version__
+    {"names", "timeutil", "home", "serdes"},
+    {"broker"},
+    {"config"},
+    {"kafka"},
+    {"application"},
+    {"contract"},
+    {"streams", "engine"},  # siblings: the engine runs any topology, the processors know no Spark
+    {"topologies"},
+    {"changelog", "reset", "replay", "apps"},
+    {"state", "reprocess"},
+    {"output"},
+    {"commands"},
+]
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+
+def unit_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "kstool":
+        return None
+    return parts[1] if len(parts) > 1 else "kstool"
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = [("kstool.commands." + p.stem, p) for p in (ROOT / "commands").glob("*.py")]
+    for path in (ROOT / "kstool").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found.append((".".join(parts[:-1] if parts[-1] == "__init__" else parts), path))
+    return found
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return out
+
+
+def test_every_package_has_a_layer():
+    units = {unit_of(name) for name, _ in modules()}
+    assert units - set(RANK) == set(), "add new packages to LAYERS"
+
+
+def test_imports_only_go_down():
+    back_edges = []
+    for name, path in modules():
+        source = unit_of(name)
+        for line, target_module in imports(path):
+            target = unit_of(target_module)
+            if target is None or target == source or target_module.startswith("kstool.__"):
+                continue
+            if target == "kstool":  # `from kstool import x`: x is the unit
+                continue
+            if RANK[target] >= RANK[source]:
+                back_edges.append(f"{path.relative_to(ROOT)}:{line} imports {target_module} "
+                                  f"({source} may not depend on {target})")
+    assert back_edges == []
+
+
+def test_commands_do_not_talk_to_kafka_or_spark():
+    direct = [f"{path.relative_to(ROOT)}:{line} {module}" for name, path in modules() if ".commands." in name
+              for line, module in imports(path) if module.split(".")[0] in ("confluent_kafka", "pyspark")]
+    assert direct == []
