@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install java bench docs clean
+.PHONY: run test test-fast lint install java bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ run: java
 
 test: java
 	$(BIN)/python -m pytest
+
+# no JVM, no broker: parsers, serdes, layouts, processors against their oracles, planning
+test-fast: install
+	$(BIN)/python -m pytest -m "not integration" -q
+
+lint: install
+	$(BIN)/ruff check kstool commands tests bench
+	$(BIN)/mypy
 
 docs: install
 	$(BIN)/python -m kstool.commands.docs .

@@ -32,9 +32,16 @@ class SinkTarget:
 
 
 class Topology(Protocol):
-    name: str
-    invalid_reason: str  # what --on-error says about a record valid_record() rejects
-    per_task: bool  # runs kstool.streams processors per task (transformWithState)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def invalid_reason(self) -> str:
+        """What --on-error says about a record valid_record() rejects."""
+
+    @property
+    def per_task(self) -> bool:
+        """Runs kstool.streams processors per task (transformWithState)."""
 
     def input_topics(self) -> list[str]: ...
 
@@ -61,5 +68,5 @@ class Topology(Protocol):
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]: ...
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         """Topology#describe()-style description: sub-topologies, nodes, stores."""

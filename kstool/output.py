@@ -11,9 +11,11 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
     from kstool.engine.progress import BatchStatus
 
 FORMATS = ("table", "json", "jsonl", "csv")
@@ -100,7 +102,7 @@ def _emit_table(listing: Listing, out) -> None:
 
         table = Table(title=listing.title, title_justify="left", box=None, header_style="bold")
         for col in listing.columns:
-            table.add_column(col.title, justify=col.justify)
+            table.add_column(col.title, justify=cast("JustifyMethod", col.justify))
         for row in listing.rows:
             table.add_row(*(_cell(row.get(c.key)) for c in listing.columns))
         Console().print(table)

@@ -23,7 +23,7 @@ class EncodeError(ValueError):
     """A user value does not fit the chosen encoding."""
 
 
-def raw(data: bytes) -> dict:
+def raw(data: bytes) -> dict[str, Any]:
     return {"base64": base64.b64encode(data).decode("ascii")}
 
 
@@ -31,7 +31,7 @@ def is_raw(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str)
 
 
-def unraw(value: dict) -> bytes:
+def unraw(value: dict[str, Any]) -> bytes:
     try:
         return base64.b64decode(value["base64"], validate=True)
     except (binascii.Error, ValueError):  # ValueError: non-ASCII text

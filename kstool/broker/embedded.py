@@ -67,11 +67,11 @@ def broker_binary() -> str:
 
 def status() -> BrokerStatus:
     profile = load_profile()
-    running = profile is not None and pid_alive(profile.pid)
+    alive = profile if profile is not None and pid_alive(profile.pid) else None
     return BrokerStatus(
-        running=running,
-        pid=profile.pid if running else None,
-        bootstrap_servers=profile.bootstrap_servers if running else None,
+        running=alive is not None,
+        pid=alive.pid if alive else None,
+        bootstrap_servers=alive.bootstrap_servers if alive else None,
         log_file=str(log_path()),
         home=str(broker_dir().parent),
     )

@@ -92,28 +92,28 @@ def _plausible(ts: int) -> bool:
     return _PLAUSIBLE[0] <= ts <= _PLAUSIBLE[1]
 
 
-def detect_layout(keys: list[bytes]) -> tuple[str, str]:
+def detect_layout(keys: list[bytes | None]) -> tuple[str, str]:
     """Guess the layout from the keys' bytes; returns (layout, evidence)."""
-    keys = [k for k in keys if k is not None]
-    if not keys:
+    present = [k for k in keys if k is not None]
+    if not present:
         return "key-value", "no keys to inspect"
-    windowed = [k for k in keys if len(k) >= 12 and _plausible(struct.unpack(">q", k[-12:-4])[0])
+    windowed = [k for k in present if len(k) >= 12 and _plausible(struct.unpack(">q", k[-12:-4])[0])
                 and 0 <= struct.unpack(">i", k[-4:])[0] < 1_000_000]
-    session = [k for k in keys if len(k) >= 16 and _plausible(struct.unpack(">q", k[-16:-8])[0])
+    session = [k for k in present if len(k) >= 16 and _plausible(struct.unpack(">q", k[-16:-8])[0])
                and _plausible(struct.unpack(">q", k[-8:])[0])
                and struct.unpack(">q", k[-16:-8])[0] >= struct.unpack(">q", k[-8:])[0]]
-    if len(session) == len(keys):
-        return "session", (f"all {len(keys)} keys end in two plausible timestamps, the first "
+    if len(session) == len(present):
+        return "session", (f"all {len(present)} keys end in two plausible timestamps, the first "
                            "(session end) not before the second (session start)")
-    if len(windowed) == len(keys):
-        seqs = sorted({struct.unpack(">i", k[-4:])[0] for k in keys})
-        return "window", (f"all {len(keys)} keys end in a plausible 8-byte window start and a "
+    if len(windowed) == len(present):
+        seqs = sorted({struct.unpack(">i", k[-4:])[0] for k in present})
+        return "window", (f"all {len(present)} keys end in a plausible 8-byte window start and a "
                           f"4-byte sequence number (values seen: {seqs[:5]})")
-    return "key-value", (f"{len(keys) - max(len(windowed), len(session))} of {len(keys)} keys do "
+    return "key-value", (f"{len(present) - max(len(windowed), len(session))} of {len(present)} keys do "
                          "not end in window or session timestamps")
 
 
-def detect_value_format(values: list[bytes]) -> str:
+def detect_value_format(values: list[bytes | None]) -> str:
     """A guess from the bytes: fixed 8 or 4 bytes are Kafka's Long/Integer, UTF-8 JSON
     documents are json, other UTF-8 is string, anything else hex."""
     present = [v for v in values if v is not None]
@@ -140,7 +140,7 @@ def _is_json_document(text: str) -> bool:
         return False
 
 
-def detect_key_format(keys: list[bytes], layout: str) -> str:
+def detect_key_format(keys: list[bytes | None], layout: str) -> str:
     trim = {"window": 12, "session": 16}.get(layout, 0)
-    bare = [k[:-trim] if trim else k for k in keys if k is not None]
+    bare: list[bytes | None] = [k[:-trim] if trim else k for k in keys if k is not None]
     return detect_value_format(bare) if bare else "string"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from kstool.application.model import iter_apps
 from kstool.changelog.layouts import (
@@ -130,7 +130,7 @@ def dump(clients: KafkaClients, options: DumpOptions, stats: DecodeStats) -> Ite
                                      to_time=options.to_time, partitions=options.partitions,
                                      exit_at_end=not options.follow)
     rows = (_row(r, decode_key, decode_value, stats) for r in consume(clients, consume_options)
-            if options.to_offset is None or r.offset <= options.to_offset)
+            if options.to_offset is None or (r.offset or 0) <= options.to_offset)
     rows = (r for r in rows if _matches(r, options))
     if not options.compact:
         yield from rows
@@ -167,7 +167,7 @@ def _matches(row: dict, options: DumpOptions) -> bool:
     text = as_text(row["key"])
     if options.key is not None:
         return text == options.key
-    return text.startswith(options.key_prefix)
+    return text.startswith(options.key_prefix or "")
 
 
 def public(row: dict) -> dict:
@@ -177,16 +177,17 @@ def public(row: dict) -> dict:
 def describe(clients: KafkaClients, topic: str, formats: Formats) -> dict:
     partitions = clients.topic_partitions(topic)
     marks = clients.watermarks([(topic, p) for p in partitions])
-    stats = {p: {"partition": p, "low_offset": marks[(topic, p)][0], "high_offset": marks[(topic, p)][1],
+    stats: dict[int, dict[str, Any]] = {p: {"partition": p, "low_offset": marks[(topic, p)][0], "high_offset": marks[(topic, p)][1],
                  "records": 0, "distinct_keys": 0, "tombstones": 0, "oldest_timestamp": None,
                  "newest_timestamp": None} for p in partitions}
-    keys: dict[int, set] = {p: set() for p in partitions}
-    sample_keys = []
+    keys: dict[int, set[bytes | None]] = {p: set() for p in partitions}
+    sample_keys: list[bytes | None] = []
     for record in consume(clients, ConsumeOptions(topic, exit_at_end=True)):
-        s = stats[record.partition]
+        partition = cast(int, record.partition)  # read from a topic
+        s = stats[partition]
         s["records"] += 1
         s["tombstones"] += record.value is None
-        keys[record.partition].add(record.key)
+        keys[partition].add(record.key)
         if len(sample_keys) < DETECT_SAMPLE:
             sample_keys.append(record.key)
         ts = record.timestamp

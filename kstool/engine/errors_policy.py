@@ -7,6 +7,7 @@ dead-letter topic and drops it. Bad records are counted in the progress output."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow.compute as pc
 
@@ -49,7 +50,7 @@ def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str,
         return checked.drop(VALID)
     counted = flagged.observe(METRICS_NAME, F.sum(F.when(F.col(VALID), 0).otherwise(1)).alias("bad_records"))
     if policy.kind == "dlq":
-        counted = counted.mapInArrow(dlq_tap(config, policy.dlq_topic, app_id, reason), counted.schema)
+        counted = counted.mapInArrow(dlq_tap(config, cast(str, policy.dlq_topic), app_id, reason), counted.schema)
     return counted.filter(F.col(VALID)).drop(VALID)
 
 

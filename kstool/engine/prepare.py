@@ -3,6 +3,8 @@ the inputs, create missing output, changelog, dead-letter and late topics, save 
 
 from __future__ import annotations
 
+from typing import cast
+
 from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
 from kstool.contract import Topology
 from kstool.engine.errors_policy import ErrorPolicy
@@ -35,7 +37,7 @@ def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPa
             configs["retention.ms"] = str(store.retention_ms + DAY_MS)
         ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions, configs=configs))
     if on_error.kind == "dlq":
-        ensure_topic(clients, CreateTopicOptions(on_error.dlq_topic, partitions))
+        ensure_topic(clients, CreateTopicOptions(cast(str, on_error.dlq_topic), partitions))
     if late_topic:
         ensure_topic(clients, CreateTopicOptions(late_topic, partitions))
     save_manifest(paths, wanted)

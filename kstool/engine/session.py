@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from kstool.engine.java import require_java
 from kstool.engine.jvmcache import JvmCache
@@ -89,12 +90,12 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
             with open(log_file or os.devnull, "ab") as sink:
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink,
                                                              "start_new_session": True})
-            jvm_cache.started(getattr(gateway, "proc", None) and gateway.proc.pid)
+            cast(JvmCache, jvm_cache).started(getattr(gateway, "proc", None) and gateway.proc.pid)
             context = SparkContext(conf=conf, gateway=gateway)
         context.setLogLevel("DEBUG" if options.debug else "ERROR")
         spark = SparkSession(context)
     else:
-        spark = SparkSession(SparkContext._active_spark_context)
+        spark = SparkSession(cast(SparkContext, SparkContext._active_spark_context))
         for key, value in settings.items():
             if key.startswith("spark.sql."):
                 spark.conf.set(key, value)

@@ -36,7 +36,7 @@ def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple
     keys = table.column("key").to_pylist()
     stamps = [None if ts is None else ts // 1000  # us -> ms; None: stamped when sent
               for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
-    roles = table.column("role").to_pylist() if "role" in table.column_names else None
+    roles = table.column("role").to_pylist() if "role" in table.column_names else []
     chosen = {target.topic: range(len(keys)) if target.role is None
               else [i for i, role in enumerate(roles) if role == target.role] for target in targets}
     records = ((target.topic, keys[i], values[i], stamps[i]) for target in targets

@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, TopicPartition
@@ -32,6 +33,7 @@ from kstool.config import ClientConfig
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
+from kstool.kafka.records import position_of
 
 SOURCE_NAME = "kstool_kafka"
 # The client configuration may hold secrets (SASL passwords): it travels to the executors as
@@ -217,7 +219,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             commit_offsets(self._clients(), self.group, _flatten(end))
 
     # -- executors -------------------------------------------------------------------------
-    def read(self, partition: OffsetRange):
+    def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
         yield from read_range(self.config, partition)
 
 
@@ -239,7 +241,12 @@ class _Columns:
 
     def __init__(self, rng: OffsetRange):
         self.rng = rng
-        self.keys, self.values, self.offsets, self.stamps, self.types, self.headers = [], [], [], [], [], []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.stamps: list[int | None] = []
+        self.types: list[int] = []
+        self.headers: list[Any] = []
 
     def add(self, msg) -> None:
         ts_type, ts = msg.timestamp()
@@ -295,11 +302,12 @@ def read_range(config: ClientConfig, rng: OffsetRange):
                     if err.code() == KafkaError._PARTITION_EOF or err.retriable():
                         continue
                     raise RuntimeError(f"reading {rng.topic}:{rng.partition}: {err.str()}")
-                if msg.offset() >= rng.end:
+                offset = position_of(msg)[2]
+                if offset >= rng.end:
                     position = rng.end
                     break
                 columns.add(msg)
-                position = msg.offset() + 1
+                position = offset + 1
             if len(columns) >= ARROW_BATCH_ROWS:
                 yield columns.batch()
                 columns = _Columns(rng)

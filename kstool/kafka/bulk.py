@@ -23,15 +23,19 @@ import random
 from collections import Counter
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
 from kstool.kafka.protocol import RecordWriter, speaks_to
+from kstool.kafka.records import position_of
 
 _log = logging.getLogger("kstool.bulk")
 
+Headers = list[tuple[str, bytes | None]]
+# a record held back for the tail: (topic, key, value, timestamp, headers, partition, ref)
+_Pending = tuple[str, bytes | None, bytes | None, int | None, Headers | None, int, Any]
 BULK_SETTINGS = {"batch.num.messages": 10_000, "linger.ms": 5}
 _TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 
@@ -61,20 +65,21 @@ class BulkWriter:
         self.failures: list[tuple[Any, str]] = []
         self.per_partition: Counter[tuple[str, int]] = Counter()  # all delivered so far
         self.delivered = 0  # since the last flush
-        self._held: dict[tuple[str, int], tuple] = {}
+        self._held: dict[tuple[str, int], _Pending] = {}
         self._round_robin = itertools.count()
         self._zero_writer: RecordWriter | None = None
 
-    def _on_delivery(self, ref, err, msg) -> None:
+    def _on_delivery(self, ref: Any, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             size = len(msg.value() or b"") + len(msg.key() or b"")
             self.failures.append((ref, delivery_error(err, size, self._size_limit)))
         else:
             self.delivered += 1
-            self.per_partition[(msg.topic(), msg.partition())] += 1
+            topic, partition, _ = position_of(msg)
+            self.per_partition[(topic, partition)] += 1
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None = None,
-             headers: list | None = None, partition: int | None = None, ref: Any = None) -> None:
+             headers: Headers | None = None, partition: int | None = None, ref: Any = None) -> None:
         """timestamp None: the producer stamps the record as it sends it."""
         if not self.tail:
             self._produce(topic, key, value, timestamp, headers, partition, ref)
@@ -89,14 +94,15 @@ class BulkWriter:
         if previous is not None:
             self._produce(*previous)
 
-    def _produce(self, topic, key, value, timestamp, headers, partition, ref) -> None:
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None,
+                 headers: Headers | None, partition: int | None, ref: Any) -> None:
         if timestamp == 0 and speaks_to(self.clients.config):
             self._produce_at_zero(topic, key, value, headers, partition, ref)
             return
         if timestamp == 0:
             _log.warning("a record with timestamp 0 is stamped with the send time: librdkafka "
                          "cannot write 0, and kstool's own client does not speak SASL")
-        kwargs = {"key": key, "value": value, "timestamp": timestamp or 0,
+        kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": timestamp or 0,
                   "on_delivery": functools.partial(self._on_delivery, ref)}
         if headers:
             kwargs["headers"] = headers
@@ -108,7 +114,8 @@ class BulkWriter:
             size = len(value or b"") + len(key or b"")
             self.failures.append((ref, delivery_error(exc.args[0], size, self._size_limit)))
 
-    def _produce_at_zero(self, topic, key, value, headers, partition, ref) -> None:
+    def _produce_at_zero(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None,
+                         partition: int | None, ref: Any) -> None:
         if partition is None:  # the partition librdkafka would choose (random for null keys)
             count = self.partition_counts.get(topic) or len(self.clients.topic_partitions(topic))
             partition = partition_for(key, count) if key is not None else random.randrange(count)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
@@ -28,7 +28,7 @@ _UNREACHABLE = {
 
 # Reading whole ranges: big fetches. One round trip per 1 MB (the default) caps a consumer at
 # ~150k small records/s against a broker with per-fetch latency; 10 MB per partition does not.
-BULK_READ_SETTINGS = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
+BULK_READ_SETTINGS: dict[str, Any] = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
                       "queued.min.messages": 1_000_000, "fetch.wait.max.ms": 50}
 
 
@@ -43,7 +43,7 @@ def produce(producer: Producer, topic: str, **kwargs: Any) -> None:
             producer.poll(0.05)
 
 
-def require_partitions(topic: str, wanted, available: list[int]) -> None:
+def require_partitions(topic: str, wanted: Iterable[int], available: list[int]) -> None:
     """A partition the topic does not have is a usage error, for every command alike."""
     missing = sorted(set(wanted) - set(available))
     if missing:
@@ -85,7 +85,7 @@ class KafkaClients:
     def producer(self, **extra: Any) -> Producer:
         # murmur2 is the Java client's partitioner: keys land where Kafka Streams apps expect them
         conf = {"partitioner": "murmur2_random", **self.config.producer_conf(**extra)}
-        return self._build(Producer, conf)
+        return cast(Producer, self._build(Producer, conf))
 
     def consumer(self, group_id: str | None = None, **extra: Any) -> Consumer:
         conf = self.config.consumer_conf(
@@ -97,9 +97,9 @@ class KafkaClients:
                 **extra,
             }
         )
-        return self._build(Consumer, conf)
+        return cast(Consumer, self._build(Consumer, conf))
 
-    def _build(self, kind, conf: dict[str, Any]):
+    def _build(self, kind: type, conf: dict[str, Any]) -> Any:
         try:
             return kind(self._with_logging(conf))
         except KafkaException as exc:
@@ -132,7 +132,7 @@ class KafkaClients:
             broker = meta.brokers[meta.topics[topic].partitions[partition].leader]
         except KeyError:
             raise KafkaOperationError(f"no leader known for {topic}:{partition}") from None
-        return broker.host, broker.port
+        return cast(str, broker.host), broker.port
 
     def require_topics(self, topics: list[str]) -> dict[str, list[int]]:
         for topic in topics:
@@ -148,8 +148,8 @@ class KafkaClients:
         each partition, confirmed by reading (see kstool.kafka.ends)."""
         if not tps:
             return {}
-        low = self._list_offsets(tps, OffsetSpec.earliest())
-        high = read_ends(self, self._list_offsets(tps, OffsetSpec.latest()))
+        low = self._list_offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        high = read_ends(self, self._list_offsets(tps, OffsetSpec.latest()))  # type: ignore[no-untyped-call]
         return {tp: (low[tp], high[tp]) for tp in tps}
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:

@@ -6,13 +6,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kstool.errors import UsageError
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, require_partitions
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
-from kstool.kafka.records import Record
+from kstool.kafka.records import Record, position_of
 from kstool.timeutil import check_time_range
 
 TP = tuple[str, int]
@@ -97,7 +97,7 @@ def _start_offsets(clients: KafkaClients, options: ConsumeOptions, tps: list[TP]
                    marks: dict[TP, tuple[int, int]]) -> dict[TP, int]:
     kind, value = options.start.kind, options.start.value
     if kind == "stored":
-        committed = committed_offsets(clients, options.group)
+        committed = committed_offsets(clients, options.group or "")
         # like Kafka's default auto.offset.reset=latest for partitions without a commit
         return {tp: committed.get(tp, marks[tp][1]) for tp in tps}
     out = {}
@@ -132,16 +132,17 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
                     if err.code() == KafkaError._PARTITION_EOF or err.retriable():
                         continue
                     raise KafkaException(err)
-                tp = (msg.topic(), msg.partition())
+                topic, partition, offset = position_of(msg)
+                tp = (topic, partition)
                 end = plan.stop.get(tp)
-                if end is not None and msg.offset() >= end:
+                if end is not None and offset >= end:
                     _finish(consumer, pending, tp)
                     continue
                 yield Record.from_message(msg)
                 seen += 1
                 if options.group:
-                    progress[tp] = msg.offset() + 1
-                if end is not None and msg.offset() + 1 >= end:
+                    progress[tp] = offset + 1
+                if end is not None and offset + 1 >= end:
                     _finish(consumer, pending, tp)
                 if options.max_messages is not None and seen >= options.max_messages:
                     return
@@ -158,7 +159,7 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
             consumer.close()
 
 
-def _finish_drained(consumer, pending: set[TP], stop: dict[TP, int]) -> None:
+def _finish_drained(consumer: Consumer, pending: set[TP], stop: dict[TP, int]) -> None:
     """Partitions whose position passed the stop offset without a record there (transaction
     markers, compacted gaps) are done too."""
     bounded = [TopicPartition(*tp) for tp in pending if tp in stop]
@@ -167,7 +168,7 @@ def _finish_drained(consumer, pending: set[TP], stop: dict[TP, int]) -> None:
             _finish(consumer, pending, (tp.topic, tp.partition))
 
 
-def _finish(consumer, pending: set[TP], tp: TP) -> None:
+def _finish(consumer: Consumer, pending: set[TP], tp: TP) -> None:
     if tp in pending:
         pending.discard(tp)
         consumer.incremental_unassign([TopicPartition(*tp)])

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from kstool.kafka.records import position_of
 
 if TYPE_CHECKING:
     from kstool.kafka.client import KafkaClients
 
 TP = tuple[str, int]
 _log = logging.getLogger("kstool.ends")
-_END_READER = {
+_END_READER: dict[str, Any] = {
     "enable.partition.eof": True,
     # the end as ListOffsets(LATEST) means it, open transactions included
     "isolation.level": "read_uncommitted",
@@ -44,12 +46,13 @@ def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]
         deadline = time.monotonic() + clients.timeout
         while pending and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=10_000, timeout=0.2):
-                tp = (msg.topic(), msg.partition())
+                topic, partition, offset = position_of(msg)
+                tp = (topic, partition)
                 err = msg.error()
                 if err is None:
-                    ends[tp] = max(ends[tp], msg.offset() + 1)
+                    ends[tp] = max(ends[tp], offset + 1)
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    ends[tp] = max(ends[tp], msg.offset())
+                    ends[tp] = max(ends[tp], offset)
                     if tp in pending:
                         pending.discard(tp)
                         consumer.incremental_unassign([TopicPartition(*tp)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from kstool.kafka.client import KafkaClients
@@ -10,7 +12,7 @@ from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
 
-def list_groups(clients: KafkaClients) -> list[dict]:
+def list_groups(clients: KafkaClients) -> list[dict[str, Any]]:
     try:
         result = clients.admin().list_consumer_groups(request_timeout=clients.timeout).result()
     except KafkaException as exc:
@@ -22,11 +24,11 @@ def list_groups(clients: KafkaClients) -> list[dict]:
     return sorted(rows, key=lambda r: r["group"])
 
 
-def _state(state) -> str:
+def _state(state: Any) -> str:
     return state.name if state is not None else "UNKNOWN"
 
 
-def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[dict]]:
+def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[dict[str, Any]]]:
     """(state, members) of a group; members carry id, client id, host and assignment."""
     try:
         desc = clients.admin().describe_consumer_groups(
@@ -56,7 +58,7 @@ def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int]
             if tp.offset != _NO_OFFSET and tp.offset >= 0}
 
 
-def describe_group(clients: KafkaClients, group: str) -> dict:
+def describe_group(clients: KafkaClients, group: str) -> dict[str, Any]:
     state, members = describe_members(clients, group)
     committed = committed_offsets(clients, group)
     note = None

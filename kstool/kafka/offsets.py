@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.records import position_of
 
 TP = tuple[str, int]
 _log = logging.getLogger("kstool.offsets")
 # each probe needs one record: keep prefetching small, and do not let a broker long-poll
 # (fetch.wait.max.ms) delay the next probe
-_PROBE_CONSUMER = {"max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 64,
+_PROBE_CONSUMER: dict[str, Any] = {"max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 64,
                    "fetch.wait.max.ms": 5}
 
 
@@ -51,13 +53,13 @@ class _Prober:
         self.probes += 1
         self.consumer.assign([TopicPartition(tp[0], tp[1], offset)])
         msg = self.consumer.poll(self.timeout)
-        while msg is not None and msg.error() is not None:
-            if not msg.error().retriable() and msg.error().code() != KafkaError._PARTITION_EOF:
-                raise KafkaException(msg.error())
+        while msg is not None and (err := msg.error()) is not None:
+            if not err.retriable() and err.code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(err)
             msg = self.consumer.poll(self.timeout)
-        if msg is None or msg.offset() >= high:
+        if msg is None or position_of(msg)[2] >= high:
             return None
-        return msg.offset(), msg.timestamp()[1]
+        return position_of(msg)[2], msg.timestamp()[1]
 
 
 def resolve_times(clients: KafkaClients, tps: list[TP], timestamp: int) -> dict[TP, Resolution]:

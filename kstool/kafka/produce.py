@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from confluent_kafka import KafkaException
 
@@ -32,7 +32,7 @@ class ProduceOptions:
 class ProduceResult:
     topic: str
     written: int = 0
-    skipped: list[dict] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
     per_partition: dict[int, int] = field(default_factory=dict)
 
 

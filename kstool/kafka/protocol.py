@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-from typing import Callable
+from typing import Any, Callable
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
@@ -37,7 +37,7 @@ class Reader:
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0
 
-    def take(self, fmt: str):
+    def take(self, fmt: str) -> Any:
         value = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += struct.calcsize(fmt)
         return value[0]
@@ -193,7 +193,8 @@ def _sized(data: bytes | None) -> bytes:
     return _varint(-1) if data is None else _varint(len(data)) + data
 
 
-Record = tuple  # (key bytes | None, value bytes | None, timestamp ms, [(header name, bytes | None)])
+# (key, value, timestamp ms, [(header name, header value)])
+Record = tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]
 NO_PRODUCER = (-1, -1, -1)  # (producer id, epoch, base sequence) of a non-idempotent write
 TRANSACTIONAL = 0x10  # record batch attribute bit
 
@@ -227,7 +228,7 @@ def produce(conn: Connection, transactional_id: str | None, timeout_ms: int, top
     reply.string()
     reply.take(">i")  # partitions
     reply.take(">i")
-    return reply.take(">h")
+    return int(reply.take(">h"))
 
 
 class RecordWriter:

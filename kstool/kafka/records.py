@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
@@ -35,8 +35,9 @@ class Record:
     @classmethod
     def from_message(cls, msg: Message) -> "Record":
         ts_type, ts = msg.timestamp()
-        return cls(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None,
-                   msg.key(), msg.value(), list(msg.headers() or []),
+        topic, partition, offset = position_of(msg)
+        headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
+        return cls(topic, partition, offset, ts if ts_type else None, msg.key(), msg.value(), list(headers),
                    TIMESTAMP_TYPES.get(ts_type, "NoTimestampType"))
 
 
@@ -44,7 +45,8 @@ class EnvelopeError(ValueError):
     pass
 
 
-def to_envelope(record: Record, decode_key: Callable, decode_value: Callable) -> dict[str, Any]:
+def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
+                decode_value: Callable[[bytes | None], Any]) -> dict[str, Any]:
     decode_header = decoder("string")
     return {
         "topic": record.topic,
@@ -62,7 +64,7 @@ def from_envelope(line: str, key_format: str = "string", value_format: str = "st
     """Parse one jsonl line back into a record; topic and offset are informational only."""
     try:
         obj = json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise EnvelopeError(f"not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict):
         raise EnvelopeError("expected a JSON object")
@@ -83,10 +85,16 @@ def _header(item: Any) -> tuple[str, bytes | None]:
     return item[0], encoder("string")(item[1])
 
 
-def _optional_int(obj: dict, name: str) -> int | None:
+def _optional_int(obj: dict[str, Any], name: str) -> int | None:
     value = obj.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise EnvelopeError(f'"{name}" must be a non-negative integer, got {value!r}')
     return value
+
+
+def position_of(msg: Message) -> tuple[str, int, int]:
+    """(topic, partition, offset) of a fetched record or end-of-partition event (librdkafka's
+    types allow None only for messages that were never fetched)."""
+    return cast(str, msg.topic()), cast(int, msg.partition()), cast(int, msg.offset())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
@@ -21,7 +22,7 @@ class CreateTopicOptions:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[dict]:
+def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[dict[str, Any]]:
     meta = clients.metadata()
     rows = []
     for name, tmeta in sorted(meta.topics.items()):
@@ -34,7 +35,7 @@ def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[d
     return rows
 
 
-def describe_topic(clients: KafkaClients, topic: str) -> dict:
+def describe_topic(clients: KafkaClients, topic: str) -> dict[str, Any]:
     validate_topic(topic)
     tmeta = clients.metadata().topics.get(topic)
     if tmeta is None or tmeta.error is not None or not tmeta.partitions:
@@ -77,7 +78,7 @@ def topics_configs(clients: KafkaClients, topics: list[str]) -> dict[str, dict[s
     return out
 
 
-def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict:
+def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str, Any]:
     validate_topic(options.name)
     if options.partitions < 1:
         raise UsageError("--partitions must be at least 1")

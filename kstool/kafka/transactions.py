@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
-from kstool.kafka.protocol import speaks_to
+from kstool.kafka.protocol import Record, speaks_to
 from kstool.kafka.wire_transaction import commit_transaction
 
 _log = logging.getLogger("kstool.transactions")
@@ -78,7 +78,7 @@ class TransactionalWriter:
         if self._producer is not None:  # about to be fenced: nothing of it is in flight
             self._producer.flush(self.timeout)
             self._producer = None
-        by_partition: dict[tuple[str, int], list] = {}
+        by_partition: dict[tuple[str, int], list[Record]] = {}
         for r in records:
             partition = r.partition
             if partition is None:  # where librdkafka's murmur2_random would put it

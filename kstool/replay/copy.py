@@ -9,7 +9,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 from confluent_kafka import KafkaException
 
@@ -134,8 +134,9 @@ def replay(clients: KafkaClients, options: ReplayOptions,
         resumed = {}
         by_key = bool(options.by_key)
         # a whole first pass: a bad line or partition fails the replay before anything is written
-        _check_file(options.from_file, None if by_key else target_partitions, options.to_topic)
-        records = _from_file(options.from_file)
+        source_file = cast(Path, options.from_file)  # a replay has a topic or a file
+        _check_file(source_file, None if by_key else target_partitions, options.to_topic)
+        records = _from_file(source_file)
     summary = ReplaySummary(options.from_topic or str(options.from_file), options.to_topic,
                             options.dry_run, "by-key" if by_key else "keep-partitions",
                             resumed_from=resumed, from_file=options.from_file is not None)
@@ -174,7 +175,7 @@ def planned_count(clients: KafkaClients, options: ReplayOptions) -> int | None:
 def _consume_options(options: ReplayOptions, resume: dict[int, int] | None = None) -> ConsumeOptions:
     starts = {**options.from_offsets, **(resume or {})}
     return ConsumeOptions(
-        options.from_topic, from_time=options.from_time, to_time=options.to_time,
+        cast(str, options.from_topic), from_time=options.from_time, to_time=options.to_time,
         partitions=options.partitions, exit_at_end=True,
         start_offsets=starts or None,
         stop_offsets={p: o + 1 for p, o in options.to_offsets.items()} or None)
@@ -188,7 +189,7 @@ def _from_topic(clients: KafkaClients, options: ReplayOptions) -> tuple[Iterator
     if options.transactional and not options.dry_run:
         resume = {p: o for (t, p), o in committed_offsets(clients, transactional_id(options)).items()
                   if t == options.from_topic}
-    return ((r, r.offset) for r in consume(clients, _consume_options(options, resume))), resume
+    return ((r, cast(int, r.offset)) for r in consume(clients, _consume_options(options, resume))), resume
 
 
 def _from_file(path: Path) -> Iterator[tuple[Record, int]]:
@@ -259,7 +260,8 @@ class _Writer:
                            ref=where)
             return
         self.chunk.append(OutRecord(self.options.to_topic, record.key, record.value, timestamp, headers, partition))
-        self.offsets[(self.options.from_topic, record.partition)] = record.offset + 1
+        # transactional replays read a topic: its records have a partition and an offset
+        self.offsets[(cast(str, self.options.from_topic), cast(int, record.partition))] = cast(int, record.offset) + 1
         if len(self.chunk) >= TRANSACTION_CHUNK:
             self._commit_chunk()
 

@@ -62,6 +62,8 @@ def delete_local_state(plan: ResetPlan, state_dir: Path) -> None:
     state inside the state dir: a kstool app folder whose manifest names the app, or a Kafka
     Streams state folder named after the app."""
     local = plan.local_state
+    if local is None:
+        return
     root = Path(local.path)
     if root.is_symlink() or root.parent.resolve() != state_dir.resolve() or root.name != plan.app_id:
         raise ResetRefusedError(f"refusing to delete {root}: not the state of {plan.app_id!r} in {state_dir}")

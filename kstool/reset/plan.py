@@ -140,14 +140,15 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
 def _input_changes(clients, spec: ResetSpec, inputs, existing, committed, warnings) -> list[OffsetChange]:
     tps = [(t, p) for t in inputs for p in sorted(existing[t].partitions)]
     if spec.kind == "from-file":
-        stray = sorted({t for t, _ in spec.file_offsets} - set(inputs))
+        file_offsets = spec.file_offsets or {}
+        stray = sorted({t for t, _ in file_offsets} - set(inputs))
         if stray:
             raise ResetPlanError(f"--from-file names topics that are not input topics: {', '.join(stray)}")
-        unknown = sorted(tp for tp in spec.file_offsets if tp not in set(tps))
+        unknown = sorted(tp for tp in file_offsets if tp not in set(tps))
         if unknown:
             raise ResetPlanError(f"--from-file names partitions that do not exist: "
                                  f"{', '.join(f'{t}:{p}' for t, p in unknown)}")
-        tps = sorted(spec.file_offsets)
+        tps = sorted(file_offsets)
     if spec.kind == "shift-by":
         missing = [f"{t}:{p}" for t, p in tps if (t, p) not in committed]
         if missing:

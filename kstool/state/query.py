@@ -64,18 +64,24 @@ def _store(state_dir: Path, app_id: str, name: str | None) -> StoreSpec:
                              f"(stores: {', '.join(s.name for s in manifest.stores)})")
 
 
+def _online(clients: KafkaClients | None) -> KafkaClients:
+    if clients is None:
+        raise UsageError("reading a changelog needs the broker")
+    return clients
+
+
 def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[StateBackend, StoreSpec | None]:
     if source.changelog_topic:
         spec = KeySpec.parse(source.key_format or "string")
         formats = Formats(spec, source.value_format or "string", "flags")
-        return ChangelogBackend(clients, source.changelog_topic, formats), None
+        return ChangelogBackend(_online(clients), source.changelog_topic, formats), None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
     store = _store(source.state_dir, source.app_id, source.store)
     if source.from_changelog:
         if source.batch_id is not None:
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
-        return ChangelogBackend(clients, store.changelog_topic, store_formats(store), store.window_size_ms), store
+        return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms), store
     backend = CheckpointBackend(AppPaths(source.state_dir, source.app_id), store,
                                 source.spark or SparkOptions(master="local[1]"), source.batch_id)
     return backend, store
@@ -109,10 +115,9 @@ def fetch(entries: list[Entry], key: Any, time_from: int | None, time_to: int | 
     for e in entries:
         if e.key != key:
             continue
-        if kind == "window" and (time_from is None or e.window_start >= time_from) and (
-                time_to is None or e.window_start <= time_to):
+        start, end = e.window_start or 0, e.window_end or 0  # set for window and session entries
+        if kind == "window" and (time_from is None or start >= time_from) and (time_to is None or start <= time_to):
             out.append(e)
-        if kind == "session" and (time_from is None or e.window_end >= time_from) and (
-                time_to is None or e.window_start <= time_to):
+        if kind == "session" and (time_from is None or end >= time_from) and (time_to is None or start <= time_to):
             out.append(e)
     return out

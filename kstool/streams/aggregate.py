@@ -21,6 +21,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
+from typing import cast
 
 from kstool.contract import LATE, OUTPUT, changelog_role
 from kstool.streams.task import Record, StoreValue, TaskState
@@ -75,7 +76,7 @@ class Accumulator:
             count, total, low, high, whole = json.loads(value.aux)[:5]
             value.aux = cls(count, total, math.inf if low is None else low,
                             -math.inf if high is None else high, whole)
-        return value.aux
+        return cast(Accumulator, value.aux)
 
 
 def _finite(x: float) -> float | None:
@@ -122,6 +123,7 @@ class WindowedAggregate:
                    output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format), ts)
 
     def process(self, record: Record, state: TaskState) -> None:
+        key = cast(bytes, record.key)  # records without a key never reach the aggregation
         ends = self._ends(state)  # indexes the store before this record changes it
         stream_time = state.advance(record.timestamp)
         close = stream_time - self.grace
@@ -130,7 +132,7 @@ class WindowedAggregate:
             if start + self.window.size <= close:
                 continue  # this window has closed
             accepted = True
-            store_key = window_store_key(record.key, start)
+            store_key = window_store_key(key, start)
             old = state.get(STORE, store_key)
             acc = Accumulator.of(old)
             acc.add(record.number)
@@ -139,7 +141,7 @@ class WindowedAggregate:
             if old is None:
                 heapq.heappush(ends, (start + self.window.size, store_key))
             if self.emit == "update":
-                self._emit_window(state, record.key, start, acc, ts)
+                self._emit_window(state, key, start, acc, ts)
         if not accepted:
             state.emit(record.key, record.value, record.timestamp, LATE)
         self._close_windows(state, close)
@@ -150,7 +152,7 @@ class WindowedAggregate:
             ends = [(split_window_store_key(k)[1] + self.window.size, k) for k in state.stores[STORE]]
             heapq.heapify(ends)
             state.index["ends"] = ends
-        return state.index["ends"]
+        return cast(list[tuple[int, bytes]], state.index["ends"])
 
     def _close_windows(self, state: TaskState, close: int) -> None:
         ends = self._ends(state)
@@ -179,7 +181,7 @@ class SessionAggregate:
     def cached_roles(self) -> frozenset[str]:
         return _cached_roles(self.emit)
 
-    def _emit_session(self, state, key: bytes, start: int, end: int, acc: Accumulator | None) -> None:
+    def _emit_session(self, state: TaskState, key: bytes, start: int, end: int, acc: Accumulator | None) -> None:
         value = None if acc is None else output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format)
         state.emit(output_key(key, start, end, True, self.key_format), value, end,
                    store=STORE, store_key=session_store_key(key, start, end))
@@ -188,7 +190,8 @@ class SessionAggregate:
         by_key, ends = self._by_key(state), self._ends(state)  # indexed before this record changes the store
         gap, ts = self.window.size, record.timestamp
         close = state.advance(ts) - self.grace - gap
-        sessions = by_key.setdefault(record.key, set())
+        key = cast(bytes, record.key)  # records without a key never reach the aggregation
+        sessions = by_key.setdefault(key, set())
         overlapping = []
         for store_key in sessions:
             _, start, end = split_session_store_key(store_key)
@@ -207,15 +210,15 @@ class SessionAggregate:
                 state.delete(STORE, store_key, old_end)
                 sessions.discard(store_key)
                 if self.emit == "update":
-                    self._emit_session(state, record.key, old_start, old_end, None)
+                    self._emit_session(state, key, old_start, old_end, None)
         acc.add(record.number)
-        store_key = session_store_key(record.key, start, end)
+        store_key = session_store_key(key, start, end)
         state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), end, acc))
         if store_key not in sessions:
             sessions.add(store_key)
             heapq.heappush(ends, (end, store_key))
         if self.emit == "update":
-            self._emit_session(state, record.key, start, end, acc)
+            self._emit_session(state, key, start, end, acc)
         self._close_sessions(state, close)
 
     def _by_key(self, state: TaskState) -> dict[bytes, set[bytes]]:
@@ -224,7 +227,7 @@ class SessionAggregate:
             for store_key in state.stores[STORE]:
                 by_key.setdefault(split_session_store_key(store_key)[0], set()).add(store_key)
             state.index["by_key"] = by_key
-        return state.index["by_key"]
+        return cast(dict[bytes, set[bytes]], state.index["by_key"])
 
     def _ends(self, state: TaskState) -> list[tuple[int, bytes]]:
         """A heap of (session end, store key): which sessions close next; entries of sessions
@@ -233,7 +236,7 @@ class SessionAggregate:
             ends = [(split_session_store_key(k)[2], k) for k in state.stores[STORE]]
             heapq.heapify(ends)
             state.index["ends"] = ends
-        return state.index["ends"]
+        return cast(list[tuple[int, bytes]], state.index["ends"])
 
     def _close_sessions(self, state: TaskState, close: int) -> None:
         """Sessions whose end is before the close time are final: emitted in final mode (in

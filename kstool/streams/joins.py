@@ -17,7 +17,7 @@ import heapq
 import json
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, cast
 
 from kstool.contract import LATE
 from kstool.streams.task import LEFT, NO_TIME, RIGHT, Record, StoreValue, TaskState
@@ -38,7 +38,7 @@ def make_joiner(kind: str, separator: str = ",") -> Joiner:
         sep = separator.encode()
         return lambda left, right: (b"null" if left is None else left) + sep + (b"null" if right is None else right)
 
-    def as_json(data: bytes | None):
+    def as_json(data: bytes | None) -> Any:
         if data is None:
             return None
         text = data.decode("utf-8", "replace")
@@ -104,18 +104,19 @@ class StreamStreamJoin:
             matched = True
             state.delete("join-unmatched", _unmatched_key(1 - side, record.key, other_ts, store_key[-4:]),
                          other_ts)
-            other = state.get(self.stores[1 - side], store_key)
+            other = cast(StoreValue, state.get(self.stores[1 - side], store_key))
             state.emit(record.key, _joined(self.joiner, side, record.value, other.value), max(ts, other_ts))
         if outer_side and not matched:
             if ts + self.within < stream_time:  # its window has closed: no partner can come
                 state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
             else:
                 # (a late record is never waiting: its window closed long before stream time)
-                waiting = _unmatched_key(side, record.key, ts, this_key[-4:])
+                waiting = _unmatched_key(side, record.key, ts, cast(bytes, this_key)[-4:])
                 state.put("join-unmatched", waiting, StoreValue(record.value, ts))
                 heapq.heappush(unmatched, waiting)
 
-    def _store(self, record: Record, state: TaskState, by_key, expiries, observed) -> bytes | None:
+    def _store(self, record: Record, state: TaskState, by_key: list[dict[bytes, set[bytes]]],
+               expiries: list[list[tuple[int, bytes]]], observed: list[int]) -> bytes | None:
         """Put the record in its side's window store, unless it is already past the store's
         retention (then it is late); expire what the store no longer holds."""
         side, ts = record.side, record.timestamp
@@ -124,9 +125,9 @@ class StreamStreamJoin:
             state.emit(record.key, record.value, ts, LATE)
             return None
         state.sequence = (state.sequence + 1) % 2**31
-        this_key = window_store_key(record.key, ts, state.sequence)
+        this_key = window_store_key(cast(bytes, record.key), ts, state.sequence)  # keyed: see process
         state.put(self.stores[side], this_key, StoreValue(record.value, ts))
-        by_key[side].setdefault(record.key, set()).add(this_key)
+        by_key[side].setdefault(cast(bytes, record.key), set()).add(this_key)
         heapq.heappush(expiries[side], (ts, this_key))
         while expiries[side] and expiries[side][0][0] < horizon:
             _, store_key = heapq.heappop(expiries[side])
@@ -134,13 +135,14 @@ class StreamStreamJoin:
             by_key[side].get(split_window_store_key(store_key)[0], set()).discard(store_key)
         return this_key
 
-    def _indexes(self, state: TaskState):
+    def _indexes(self, state: TaskState) -> tuple[list[dict[bytes, set[bytes]]], list[list[tuple[int, bytes]]],
+                                                   list[bytes], list[int]]:
         """Per side: key -> its window store keys, a heap of (ts, store key) for expiry, and
         the newest timestamp the side has seen (always held: it is the store's newest record);
         and a heap of the unmatched store's keys (which sort by time)."""
         if "by_key" not in state.index:
             by_key: list[dict[bytes, set[bytes]]] = [{}, {}]
-            expiries: list[list] = [[], []]
+            expiries: list[list[tuple[int, bytes]]] = [[], []]
             for side in (LEFT, RIGHT):
                 for store_key in state.stores[self.stores[side]]:
                     key, ts = split_window_store_key(store_key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol, cast
 
 from kstool.contract import OUTPUT, changelog_role
 
@@ -62,7 +62,7 @@ class TaskState:
     cache: dict[tuple[str, bytes | None], Emitted] = field(default_factory=dict)
     # store -> {key changed this batch: whether it existed before the batch}
     changed: dict[str, dict[bytes, bool]] = field(default_factory=dict)
-    index: dict[str, object] = field(default_factory=dict)  # a processor's lookup aids; not persisted
+    index: dict[str, Any] = field(default_factory=dict)  # a processor's lookup aids; not persisted
 
     @classmethod
     def empty(cls, names: Iterable[str]) -> "TaskState":
@@ -110,7 +110,7 @@ class TaskState:
         """What the batch emitted: the uncached records in order, then the cache's, where a
         delete of an entry the batch itself created is not written."""
         flushed = self.out + [e for e in self.cache.values() if e.value is not None or not e.store
-                              or self.existed_before_batch(e.store, e.store_key)]
+                              or self.existed_before_batch(e.store, cast(bytes, e.store_key))]
         self.out, self.cache = [], {}
         return flushed
 

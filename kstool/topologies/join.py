@@ -9,7 +9,7 @@ input has partitions (Spark's shuffle stands in for the repartition topics).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kstool.application.model import StoreSpec
 from kstool.contract import SinkTarget
@@ -71,7 +71,7 @@ class Join:
     def processor(self):
         joiner = make_joiner(self.joiner, self.separator)
         if self.kind == "stream-stream":
-            return StreamStreamJoin(self.how, self.within, self.grace, joiner)
+            return StreamStreamJoin(self.how, cast(int, self.within), self.grace, joiner)  # checked in __post_init__
         if self.kind == "stream-table":
             return StreamTableJoin(self.how, joiner)
         return TableTableJoin(self.how, joiner)
