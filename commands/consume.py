@@ -11,7 +11,7 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME
+from kstool.commands.options import TIME, output_option
 from kstool.errors import Interrupted
 from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
@@ -40,8 +40,7 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
               help="raw: the bytes as they are (kcat's default); string: UTF-8, else base64 JSON.")
 @click.option("--value-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
               help="As --key-format.")
-@click.option("-o", "--output", type=click.Choice(["jsonl", "json", "csv", "table"]),
-              help="Record format; default: the value of each record, one per line.")
+@output_option(default=None, help_text="Record format; default: the value of each record, one per line.")
 @click.option("-f", "--format", "fmt", metavar="FMT",
               help="kcat-style format: %k key, %s value, %t topic, %p partition, %o offset, "
                    "%T timestamp, %h headers, \\n newline.")

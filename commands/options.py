@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
+from typing import Any, Callable
 
 import click
 
@@ -12,10 +15,26 @@ from kstool.output import FORMATS
 from kstool.timeutil import parse_time
 
 
-def output_option():
-    return click.option(
-        "-o", "--output", "output", type=click.Choice(FORMATS), default="table", show_default=True,
-        help="Output format; json is one stable document, jsonl one object per line.")
+def gathered(into: str, cls: type, *decorators: Callable[[Any], Any]):
+    """Click options whose values reach the command as one typed object: keyword `into`,
+    cls(**values), cls a dataclass whose fields are the options' names."""
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            kwargs[into] = cls(**{name: kwargs.pop(name) for name in names if name in kwargs})
+            return func(*args, **kwargs)
+        return functools.reduce(lambda f, d: d(f), reversed(decorators), wrapper)
+    return decorate
+
+
+def output_option(default: str | None = "table", extra: tuple[str, ...] = (), long: str = "--output",
+                  dest: str = "output",
+                  help_text: str = "Output format; json is one stable document, jsonl one object per line."):
+    """-o: every command that shows data takes kstool.output's FORMATS (and maybe its own)."""
+    return click.option("-o", long, dest, type=click.Choice([*extra, *FORMATS]), default=default,
+                        show_default=default is not None, help=help_text)
 
 
 def state_dir_option(help_text: str = "Where kstool apps live [default: $KSTOOL_HOME/apps]."):

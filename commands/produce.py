@@ -10,7 +10,7 @@ from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME
 from kstool.config import parse_key_values
-from kstool.kafka.produce import ProduceOptions, produce_lines
+from kstool.kafka.produce import INPUT_FORMATS, ON_ERROR, ProduceOptions, produce_lines
 from kstool.output import info, stderr_is_tty
 from kstool.serdes import RECORD_FORMATS
 
@@ -18,7 +18,7 @@ from kstool.serdes import RECORD_FORMATS
 @click.command()
 @click.argument("topic", shell_complete=complete_topics)
 @click.option("--file", "file_", type=click.File("rb"), help="Read from FILE instead of stdin.")
-@click.option("--format", "input_format", type=click.Choice(["text", "jsonl"]), default="text",
+@click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default="text",
               show_default=True, help="text: a record per line; jsonl: `consume -o jsonl` envelopes.")
 @click.option("-K", "--key-delimiter", metavar="DELIM", help="Split each text line into key DELIM value.")
 @click.option("--key", help="Key for every record.")
@@ -29,7 +29,7 @@ from kstool.serdes import RECORD_FORMATS
               help="How text becomes key bytes; string and raw send the bytes as they are.")
 @click.option("--value-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
               help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
-@click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+@click.option("--on-error", type=click.Choice(ON_ERROR), default="fail", show_default=True,
               help="A bad line: stop there (fail) or report and go on (skip).")
 @pass_globals
 def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partition, headers,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
+from pathlib import Path
 
 import click
 
 from kstool.commands.completion import complete_apps, complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import state_dir_option
+from kstool.commands.options import gathered, state_dir_option
 from kstool.config import parse_key_values
+from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
 from kstool.names import validate_name
 from kstool.output import RunReporter, dumps, format_counts, info
 from kstool.timeutil import parse_duration, parse_time
@@ -25,49 +27,66 @@ def app_options(func):
                              "[default: the topology name].")(func)
 
 
-def engine_options(func):
-    """The options every run shares: run mode, errors, Spark."""
-    decorators = [
-        click.option("--trigger", default="1s", show_default=True, metavar="DURATION",
-                     help="Micro-batch interval when running continuously."),
-        click.option("--from", "starting", type=click.Choice(["earliest", "latest"]), default="earliest",
-                     show_default=True, help="Where a new app starts when its group has no offsets."),
-        click.option("--max-records-per-batch", type=click.IntRange(min=1), default=1_000_000,
-                     show_default=True, help="Admission control: records per micro-batch."),
-        click.option("--on-error", default="fail", show_default=True, metavar="fail|skip|dlq:TOPIC",
-                     help="What to do with input records that cannot be processed."),
-        click.option("--processing-guarantee", type=click.Choice(["at_least_once", "exactly_once_v2"]),
-                     default="at_least_once", show_default=True,
-                     help="exactly_once_v2: output, changelog and input offsets commit in one Kafka transaction per batch."),
-        click.option("--late-topic", metavar="TOPIC",
-                     help="Windows and joins: write late records here (key, value, event time): "
-                          "dropped by a window, or too old for a stream-stream join's store."),
-        click.option("--on-data-loss", type=click.Choice(["fail", "earliest"]), default="fail",
-                     show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
-        state_dir_option(),
-        click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
-        click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Spark config (repeatable)."),
-        click.option("--spark-ui", is_flag=True, help="Enable the Spark UI."),
-        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
-        click.option("--report", type=click.Choice(["text", "json"]), default="text",
-                     show_default=True, help="Final summary: a line on stderr, or JSON on stdout."),
-    ]
-    return functools.reduce(lambda f, d: d(f), reversed(decorators), func)
+@dataclass
+class EngineArgs:
+    """What every run takes besides its topology: run mode, errors, Spark, reporting."""
+
+    trigger: str
+    starting: str
+    max_records_per_batch: int
+    on_error: str
+    processing_guarantee: str
+    late_topic: str | None
+    on_data_loss: str
+    state_dir: Path
+    master: str
+    spark_conf: tuple[str, ...]
+    spark_ui: bool
+    quiet: bool
+    report: str
 
 
-def build_run_options(g: Globals, app_id: str, kw: dict):
+engine_options = gathered(
+    "engine", EngineArgs,
+    click.option("--trigger", default="1s", show_default=True, metavar="DURATION",
+                 help="Micro-batch interval when running continuously."),
+    click.option("--from", "starting", type=click.Choice(STARTING), default="earliest",
+                 show_default=True, help="Where a new app starts when its group has no offsets."),
+    click.option("--max-records-per-batch", type=click.IntRange(min=1), default=1_000_000,
+                 show_default=True, help="Admission control: records per micro-batch."),
+    click.option("--on-error", default="fail", show_default=True, metavar="fail|skip|dlq:TOPIC",
+                 help="What to do with input records that cannot be processed."),
+    click.option("--processing-guarantee", type=click.Choice(GUARANTEES),
+                 default="at_least_once", show_default=True,
+                 help="exactly_once_v2: output, changelog and input offsets commit in one Kafka transaction per batch."),
+    click.option("--late-topic", metavar="TOPIC",
+                 help="Windows and joins: write late records here (key, value, event time): "
+                      "dropped by a window, or too old for a stream-stream join's store."),
+    click.option("--on-data-loss", type=click.Choice(ON_DATA_LOSS), default="fail",
+                 show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
+    state_dir_option(),
+    click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
+    click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Spark config (repeatable)."),
+    click.option("--spark-ui", is_flag=True, help="Enable the Spark UI."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+    click.option("--report", type=click.Choice(["text", "json"]), default="text",
+                 show_default=True, help="Final summary: a line on stderr, or JSON on stdout."),
+)
+
+
+def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
     from kstool.engine.errors_policy import ErrorPolicy
     from kstool.engine.options import RunOptions
     from kstool.engine.session import SparkOptions
 
     return RunOptions(
-        app_id=validate_name(app_id), state_dir=kw["state_dir"],
-        once=kw["once"], trigger_ms=parse_duration(kw["trigger"]), starting=kw["starting"],
-        max_records_per_batch=kw["max_records_per_batch"],
-        on_error=ErrorPolicy.parse(kw["on_error"]), on_data_loss=kw["on_data_loss"],
-        processing_guarantee=kw["processing_guarantee"], late_topic=kw["late_topic"],
-        spark=SparkOptions(master=kw["master"], conf=parse_key_values(kw["spark_conf"], "--conf"),
-                           ui=kw["spark_ui"], debug=g.debug))
+        app_id=validate_name(app_id), state_dir=engine.state_dir,
+        once=once, trigger_ms=parse_duration(engine.trigger), starting=engine.starting,
+        max_records_per_batch=engine.max_records_per_batch,
+        on_error=ErrorPolicy.parse(engine.on_error), on_data_loss=engine.on_data_loss,
+        processing_guarantee=engine.processing_guarantee, late_topic=engine.late_topic,
+        spark=SparkOptions(master=engine.master, conf=parse_key_values(engine.spark_conf, "--conf"),
+                           ui=engine.spark_ui, debug=g.debug))
 
 
 def progress_for(app_id: str, quiet: bool):
@@ -76,14 +95,14 @@ def progress_for(app_id: str, quiet: bool):
     return Silent() if quiet else RunReporter(app_id)
 
 
-def execute(g: Globals, topology, app_id: str | None, kw: dict) -> None:
+def execute(g: Globals, topology, app_id: str | None, once: bool, engine: EngineArgs) -> None:
     from kstool.engine.runtime import run_app
 
-    options = build_run_options(g, app_id or topology.name, kw)
-    summary = run_app(g.clients(), topology, options, progress_for(options.app_id, kw["quiet"]))
-    if kw["report"] == "json":
+    options = build_run_options(g, app_id or topology.name, once, engine)
+    summary = run_app(g.clients(), topology, options, progress_for(options.app_id, engine.quiet))
+    if engine.report == "json":
         click.echo(dumps(summary.to_dict()))
-    elif not kw["quiet"]:
+    elif not engine.quiet:
         bad = f", {summary.bad_records} bad record(s)" if summary.bad_records else ""
         bad += f", {summary.late_records} late record(s)" if summary.late_records else ""
         info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
@@ -101,17 +120,17 @@ def run():
 @click.option("--to-time", metavar="TIME", help="... up to and including this time [default: all].")
 @engine_options
 @pass_globals
-def reprocess(g: Globals, app_id, from_time, to_time, **kw):
+def reprocess(g: Globals, app_id, from_time, to_time, engine: EngineArgs):
     """Reset APP to a time and run it once over the range (for cron: exit 0 done, 1 failed,
     75 app busy)."""
     from kstool.reprocess import reprocess as run_reprocess
 
-    options = build_run_options(g, app_id, {**kw, "once": True})
+    options = build_run_options(g, app_id, True, engine)
     result = run_reprocess(g.clients(), options, parse_time(from_time),
-                           parse_time(to_time) if to_time else None, progress_for(app_id, kw["quiet"]))
-    if kw["report"] == "json":
+                           parse_time(to_time) if to_time else None, progress_for(app_id, engine.quiet))
+    if engine.report == "json":
         click.echo(dumps(result.to_dict()))
-    elif not kw["quiet"]:
+    elif not engine.quiet:
         run_summary = result.run
         info(f"kstool: {app_id}: reprocessed from {from_time}"
              + (f" to {to_time}" if to_time else "")
@@ -136,12 +155,11 @@ def setting_option(setting: Setting, for_describe: bool = False):
 def topology_command(kind: TopologyType) -> click.Command:
     """`kstool run NAME`: the topology's settings, then the options every run takes."""
 
-    def command(g: Globals, app_id, **kw):
-        settings = {s.name: kw.pop(s.name) for s in kind.settings}
+    def command(g: Globals, app_id: str | None, once: bool, engine: EngineArgs, **settings):
         for s in kind.settings:
             if s.kind == DURATION and settings[s.name] is not None:
                 settings[s.name] = parse_duration(settings[s.name])
-        execute(g, kind.create(**settings), app_id, kw)
+        execute(g, kind.create(**settings), app_id, once, engine)
 
     command.__doc__ = kind.help
     decorated = app_options(engine_options(pass_globals(command)))

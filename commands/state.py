@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 
 import click
 
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, output_option, state_dir_option
+from kstool.commands.options import TIME, gathered, output_option, state_dir_option
 from kstool.engine.session import SparkOptions
 from kstool.errors import NotFoundError
 from kstool.output import Column, Listing, emit
@@ -19,34 +19,27 @@ ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column(
                  Column("partition", justify="right")]
 
 
+_SOURCE_OPTIONS = [
+    click.option("--app-id", help="The kstool app whose store to read.", shell_complete=complete_apps),
+    click.option("--store", help="Store name [default: the app's first store]."),
+    state_dir_option(),
+    click.option("--from-changelog", is_flag=True,
+                 help="Rebuild the store from its changelog topic (no Spark; fast)."),
+    click.option("--changelog-topic", metavar="TOPIC",
+                 help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
+    click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
+    click.option("--value-format", type=click.Choice(FORMATS), help="With --changelog-topic."),
+]
+_BATCH_OPTION = click.option("--batch-id", type=click.IntRange(min=0),
+                             help="The store as of this committed batch (checkpoint only).")
+
+
 def source_options(with_batch: bool = True):
-    def decorate(func):
-        options = [
-            click.option("--app-id", help="The kstool app whose store to read.", shell_complete=complete_apps),
-            click.option("--store", help="Store name [default: the app's first store]."),
-            state_dir_option(),
-            click.option("--from-changelog", is_flag=True,
-                         help="Rebuild the store from its changelog topic (no Spark; fast)."),
-            click.option("--changelog-topic", metavar="TOPIC",
-                         help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
-            click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
-            click.option("--value-format", type=click.Choice(FORMATS), help="With --changelog-topic."),
-        ]
-        if with_batch:
-            options.append(click.option("--batch-id", type=click.IntRange(min=0),
-                                        help="The store as of this committed batch (checkpoint only)."))
-        return functools.reduce(lambda f, d: d(f), reversed(options), func)
-    return decorate
+    return gathered("source", ops.StateSource, *_SOURCE_OPTIONS, *([_BATCH_OPTION] if with_batch else []))
 
 
-def _open(g: Globals, kw: dict):
-    state_dir = kw.pop("state_dir")
-    source = ops.StateSource(
-        app_id=kw.pop("app_id"), state_dir=state_dir,
-        store=kw.pop("store"), from_changelog=kw.pop("from_changelog"),
-        changelog_topic=kw.pop("changelog_topic"), key_format=kw.pop("key_format"),
-        value_format=kw.pop("value_format"), batch_id=kw.pop("batch_id", None),
-        spark=SparkOptions(master="local[1]", debug=g.debug))
+def _open(g: Globals, source: ops.StateSource):
+    source = dataclasses.replace(source, spark=SparkOptions(master="local[1]", debug=g.debug))
     needs_kafka = source.from_changelog or source.changelog_topic
     return ops.open_backend(g.clients() if needs_kafka else None, source)
 
@@ -83,9 +76,9 @@ def stores(app_id, state_dir, output):
 @source_options()
 @output_option()
 @pass_globals
-def get(g: Globals, keys, output, **kw):
+def get(g: Globals, keys, output, source: ops.StateSource):
     """Values of KEY...; a missing key prints "not found" and exits 1."""
-    backend, store = _open(g, kw)
+    backend, store = _open(g, source)
     wanted = [_key(k, store) for k in keys]
     found = backend.lookup(wanted)
     _emit(found, output)
@@ -100,9 +93,9 @@ def get(g: Globals, keys, output, **kw):
 @source_options()
 @output_option()
 @pass_globals
-def range_(g: Globals, low, high, output, **kw):
+def range_(g: Globals, low, high, output, source: ops.StateSource):
     """Entries with keys from --from to --to (inclusive), in key order."""
-    backend, store = _open(g, kw)
+    backend, store = _open(g, source)
     entries = ops.key_range(backend.entries(), None if low is None else _key(low, store),
                             None if high is None else _key(high, store))
     _emit(entries, output)
@@ -113,9 +106,9 @@ def range_(g: Globals, low, high, output, **kw):
 @source_options()
 @output_option()
 @pass_globals
-def all_(g: Globals, limit, output, **kw):
+def all_(g: Globals, limit, output, source: ops.StateSource):
     """Every entry, in key order."""
-    backend, _ = _open(g, kw)
+    backend, _ = _open(g, source)
     entries = backend.entries()
     _emit(entries[:limit] if limit else entries, output)
 
@@ -124,9 +117,9 @@ def all_(g: Globals, limit, output, **kw):
 @source_options()
 @output_option()
 @pass_globals
-def count(g: Globals, output, **kw):
+def count(g: Globals, output, source: ops.StateSource):
     """The number of entries."""
-    backend, _ = _open(g, kw)
+    backend, _ = _open(g, source)
     n = len(backend.entries())
     emit(Listing([{"count": n}], [Column("count")], document={"count": n}), output)
 
@@ -138,9 +131,9 @@ def count(g: Globals, output, **kw):
 @source_options()
 @output_option()
 @pass_globals
-def fetch(g: Globals, key, time_from, time_to, output, **kw):
+def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
     """Window and session stores: KEY's windows or sessions in a time range."""
-    backend, store = _open(g, kw)
+    backend, store = _open(g, source)
     kind = store.kind if store else backend.formats.key.layout
     entries = ops.fetch(backend.entries(), _key(key, store),
                         time_from, time_to, kind)
@@ -153,9 +146,9 @@ def fetch(g: Globals, key, time_from, time_to, output, **kw):
 @source_options(with_batch=False)
 @output_option()
 @pass_globals
-def changes(g: Globals, from_batch, to_batch, output, **kw):
+def changes(g: Globals, from_batch, to_batch, output, source: ops.StateSource):
     """The change feed: per committed batch, the keys that changed and their new values."""
-    backend, _ = _open(g, kw)
+    backend, _ = _open(g, source)
     rows = [c.to_dict() for c in backend.changes(from_batch, to_batch)]
     emit(Listing(rows, [Column("batch_id", "BATCH", justify="right"), Column("change_type", "CHANGE"),
                         Column("key"), Column("value"), Column("window_start"), Column("window_end"),

@@ -7,8 +7,9 @@ import click
 from kstool import apps as ops
 from kstool.application.model import AppPaths, default_state_dir, load_manifest
 from kstool.commands.context import Globals, pass_globals
+from kstool.commands.options import output_option
 from kstool.commands.run import setting_option
-from kstool.output import FORMATS, Column, Listing, emit, render_topology
+from kstool.output import Column, Listing, emit, render_topology
 from kstool.topologies import NAMES, REGISTRY, from_manifest
 from kstool.topologies.spec import Setting
 
@@ -36,9 +37,9 @@ def _describe_options(func):
 @click.option("--app-id", help="Describe this app's topology (topics and settings from its manifest).")
 @_describe_options
 @click.option("--spark-plan", is_flag=True, help="Add Spark's physical plan (starts Spark).")
-@click.option("-o", "--output-format", "fmt", type=click.Choice(["text", *FORMATS]), default="text",
-              show_default=True, help="text: as Kafka Streams' Topology#describe(); json: the document; "
-                                      "table, jsonl, csv: one row per node.")
+@output_option(default="text", extra=("text",), long="--output-format", dest="fmt",
+               help_text="text: as Kafka Streams' Topology#describe(); json: the document; "
+                         "table, jsonl, csv: one row per node.")
 @pass_globals
 def describe(g: Globals, name, app_id, input_topic, output_topic, spark_plan, fmt, **settings):
     """Print NAME's topology: sub-topologies with source, processor and sink nodes, and stores

@@ -1,20 +1,15 @@
-"""Kafka Streams' changelog key layouts and their decoding.
-
-key-value:  key
-window:     key ‖ windowStart (8) ‖ seqnum (4)
-session:    key ‖ sessionEnd (8) ‖ sessionStart (8)   (end first)
-All integers big-endian; timestamps epoch ms.
-"""
+"""Decoding changelog records: the key layouts (kstool.store_keys) around a key format, value
+formats, and detecting both from a sample."""
 
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from kstool.errors import UsageError
 from kstool.serdes import FORMATS, decoder, raw
+from kstool.store_keys import SESSION_SUFFIX, WINDOW_SUFFIX, split_session_store_key, split_window_store_key
 
 LAYOUTS = ("key-value", "window", "session")
 # timestamps a real window bound can take: 2000-01-01 .. 2100-01-01
@@ -57,15 +52,15 @@ def key_decoder(spec: KeySpec) -> Callable[[bytes | None], DecodedKey]:
         if data is None:
             return DecodedKey(None)
         if spec.layout == "window":
-            if len(data) < 12:
+            if len(data) < WINDOW_SUFFIX:
                 return DecodedKey(raw(data), ok=False)
-            start, seq = struct.unpack(">qi", data[-12:])
-            return _checked(inner(data[:-12]), start=start, seqnum=seq)
+            key, start, seq = split_window_store_key(data)
+            return _checked(inner(key), start=start, seqnum=seq)
         if spec.layout == "session":
-            if len(data) < 16:
+            if len(data) < SESSION_SUFFIX:
                 return DecodedKey(raw(data), ok=False)
-            end, start = struct.unpack(">qq", data[-16:])
-            return _checked(inner(data[:-16]), start=start, end=end)
+            key, start, end = split_session_store_key(data)
+            return _checked(inner(key), start=start, end=end)
         value = inner(data)
         return DecodedKey(value, ok=not _is_fallback(value, spec.key_format))
     return decode
@@ -97,16 +92,16 @@ def detect_layout(keys: list[bytes | None]) -> tuple[str, str]:
     present = [k for k in keys if k is not None]
     if not present:
         return "key-value", "no keys to inspect"
-    windowed = [k for k in present if len(k) >= 12 and _plausible(struct.unpack(">q", k[-12:-4])[0])
-                and 0 <= struct.unpack(">i", k[-4:])[0] < 1_000_000]
-    session = [k for k in present if len(k) >= 16 and _plausible(struct.unpack(">q", k[-16:-8])[0])
-               and _plausible(struct.unpack(">q", k[-8:])[0])
-               and struct.unpack(">q", k[-16:-8])[0] >= struct.unpack(">q", k[-8:])[0]]
+    windowed = [k for k in present if len(k) >= WINDOW_SUFFIX and _plausible(split_window_store_key(k)[1])
+                and 0 <= split_window_store_key(k)[2] < 1_000_000]
+    session = [k for k in present if len(k) >= SESSION_SUFFIX
+               and _plausible((bounds := split_session_store_key(k))[1]) and _plausible(bounds[2])
+               and bounds[2] >= bounds[1]]
     if len(session) == len(present):
         return "session", (f"all {len(present)} keys end in two plausible timestamps, the first "
                            "(session end) not before the second (session start)")
     if len(windowed) == len(present):
-        seqs = sorted({struct.unpack(">i", k[-4:])[0] for k in present})
+        seqs = sorted({split_window_store_key(k)[2] for k in present})
         return "window", (f"all {len(present)} keys end in a plausible 8-byte window start and a "
                           f"4-byte sequence number (values seen: {seqs[:5]})")
     return "key-value", (f"{len(present) - max(len(windowed), len(session))} of {len(present)} keys do "
@@ -141,6 +136,6 @@ def _is_json_document(text: str) -> bool:
 
 
 def detect_key_format(keys: list[bytes | None], layout: str) -> str:
-    trim = {"window": 12, "session": 16}.get(layout, 0)
+    trim = {"window": WINDOW_SUFFIX, "session": SESSION_SUFFIX}.get(layout, 0)
     bare: list[bytes | None] = [k[:-trim] if trim else k for k in keys if k is not None]
     return detect_value_format(bare) if bare else "string"

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-import pyarrow.compute as pc
-
 from kstool.config import ClientConfig
 from kstool.engine.failures import BAD_RECORD, SINK, marked
 from kstool.errors import UsageError
@@ -57,6 +55,8 @@ def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str,
 def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
     """Runs on executors: dead-letters the rows marked invalid and passes the batch on."""
     def tap(batches):
+        import pyarrow.compute as pc
+
         producer = None
         failures: list[str] = []
         for batch in batches:

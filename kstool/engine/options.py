@@ -8,6 +8,10 @@ from pathlib import Path
 from kstool.engine.errors_policy import ErrorPolicy
 from kstool.engine.session import SparkOptions
 
+STARTING = ("earliest", "latest")  # where a new app starts
+GUARANTEES = ("at_least_once", "exactly_once_v2")
+ON_DATA_LOSS = ("fail", "earliest")  # input offsets lost to retention: fail, or go on from the log start
+
 
 @dataclass
 class RunOptions:
@@ -22,7 +26,7 @@ class RunOptions:
     on_data_loss: str = "fail"
     spark: SparkOptions = field(default_factory=SparkOptions)
     stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
-    processing_guarantee: str = "at_least_once"  # | exactly_once_v2
+    processing_guarantee: str = "at_least_once"  # one of GUARANTEES
     late_topic: str | None = None  # where records dropped as late go (per-task topologies)
 
 

@@ -13,6 +13,8 @@ from kstool.kafka.client import KafkaClients, require_partitions
 from kstool.kafka.records import EnvelopeError, Record, from_envelope
 from kstool.serdes import EncodeError, encoder
 
+INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
+ON_ERROR = ("fail", "skip")  # a bad line: stop there | report it and go on
 
 @dataclass
 class ProduceOptions:
@@ -25,7 +27,7 @@ class ProduceOptions:
     timestamp: int | None = None
     key_format: str = "string"
     value_format: str = "string"
-    on_error: str = "fail"  # fail | skip
+    on_error: str = "fail"  # one of ON_ERROR
 
 
 @dataclass
@@ -87,7 +89,7 @@ def _fixed_key(options: ProduceOptions) -> bytes | None:
 def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes]) -> ProduceResult:
     """Write one record per input line, in batches. With on_error=fail the first bad line stops
     the run: every record before it is written (and flushed), nothing from it on."""
-    if options.input_format not in ("text", "jsonl"):
+    if options.input_format not in INPUT_FORMATS:
         raise UsageError(f"unknown input format {options.input_format!r}")
     partitions = clients.topic_partitions(options.topic)
     if options.partition is not None:

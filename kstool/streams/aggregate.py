@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from typing import cast
 
 from kstool.contract import LATE, OUTPUT, changelog_role
-from kstool.streams.task import Record, StoreValue, TaskState
-from kstool.streams.windows import (
-    WindowSpec,
+from kstool.store_keys import (
     output_key,
     session_store_key,
     split_session_store_key,
     split_window_store_key,
     window_store_key,
 )
+from kstool.streams.task import Record, StoreValue, TaskState
+from kstool.streams.windows import WindowSpec
 
 STORE = "aggregate"
 AGGREGATIONS = ("count", "sum", "min", "max", "avg")
@@ -162,7 +162,7 @@ class WindowedAggregate:
             if value is None:
                 continue
             if self.emit == "final":
-                key, start = split_window_store_key(store_key)
+                key, start, _ = split_window_store_key(store_key)
                 self._emit_window(state, key, start, Accumulator.of(value), value.timestamp)
             state.delete(STORE, store_key, value.timestamp, log=False)  # expired, like a dropped segment
 

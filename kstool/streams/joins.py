@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from kstool.contract import LATE
+from kstool.store_keys import split_window_store_key, window_store_key
 from kstool.streams.task import LEFT, NO_TIME, RIGHT, Record, StoreValue, TaskState
-from kstool.streams.windows import split_window_store_key, window_store_key
 
 KINDS = ("stream-stream", "stream-table", "table-table")
 HOWS = ("inner", "left", "outer")
@@ -145,7 +145,7 @@ class StreamStreamJoin:
             expiries: list[list[tuple[int, bytes]]] = [[], []]
             for side in (LEFT, RIGHT):
                 for store_key in state.stores[self.stores[side]]:
-                    key, ts = split_window_store_key(store_key)
+                    key, ts, _ = split_window_store_key(store_key)
                     by_key[side].setdefault(key, set()).add(store_key)
                     expiries[side].append((ts, store_key))
                 heapq.heapify(expiries[side])

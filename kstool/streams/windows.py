@@ -1,9 +1,7 @@
-"""Window specs and Kafka Streams' window assignment and key layouts."""
+"""Window specs and Kafka Streams' window assignment (the key layouts: kstool.store_keys)."""
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import dataclass
 
 from kstool.errors import UsageError
@@ -49,36 +47,3 @@ class WindowSpec:
         first = max(0, timestamp - self.size + self.advance)
         first -= first % self.advance
         return list(range(first, timestamp + 1, self.advance))
-
-
-def _ms(value: int) -> bytes:
-    return struct.pack(">q", value)
-
-
-def window_store_key(key: bytes, start: int, seqnum: int = 0) -> bytes:
-    """Window store changelog key: key ‖ start(8) ‖ seqnum(4)."""
-    return key + _ms(start) + struct.pack(">i", seqnum)
-
-
-def session_store_key(key: bytes, start: int, end: int) -> bytes:
-    """Session store changelog key: key ‖ end(8) ‖ start(8) (end first)."""
-    return key + _ms(end) + _ms(start)
-
-
-def split_window_store_key(data: bytes) -> tuple[bytes, int]:
-    return data[:-12], struct.unpack(">q", data[-12:-4])[0]
-
-
-def split_session_store_key(data: bytes) -> tuple[bytes, int, int]:
-    """-> key, start, end."""
-    end, start = struct.unpack(">qq", data[-16:])
-    return data[:-16], start, end
-
-
-def output_key(key: bytes, start: int, end: int, session: bool, key_format: str) -> bytes:
-    """Windowed output keys: TimeWindowedSerializer (key ‖ start), SessionWindowedSerializer
-    (key ‖ end ‖ start), or `json`: {"key", "start", "end"}."""
-    if key_format == "json":
-        text = key.decode("utf-8", "replace")
-        return json.dumps({"key": text, "start": start, "end": end}, separators=(",", ":")).encode()
-    return key + (_ms(end) + _ms(start) if session else _ms(start))
