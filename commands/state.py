@@ -10,10 +10,10 @@ from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, gathered, output_option, state_dir_option
 from kstool.engine.session import SparkOptions
-from kstool.errors import NotFoundError
 from kstool.output import Column, Listing, emit
 from kstool.serdes import FORMATS
 from kstool.state import query as ops
+from kstool.state.exceptions import KeyNotFoundError
 
 ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column("window_end"),
                  Column("partition", justify="right")]
@@ -84,7 +84,7 @@ def get(g: Globals, keys, output, source: ops.StateSource):
     _emit(found, output)
     missing = [str(k) for k in wanted if k not in {e.key for e in found}]
     if missing:
-        raise NotFoundError(f"not found: {', '.join(missing)}")
+        raise KeyNotFoundError(f"not found: {', '.join(missing)}")
 
 
 @state.command("range")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kstool.application.checkpoint import committed_offsets
 from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
+from kstool.documents import AppDescription, AppRow
 from kstool.errors import NotFoundError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError
@@ -16,8 +17,8 @@ from kstool.kafka.groups import describe_group
 from kstool.names import validate_name
 
 
-def list_apps(state_dir: Path) -> list[dict]:
-    rows = []
+def list_apps(state_dir: Path) -> list[AppRow]:
+    rows: list[AppRow] = []
     for paths, manifest in iter_apps(state_dir):
         batch, _ = committed_offsets(paths.checkpoint)
         rows.append({"app_id": manifest.app_id, "topology": manifest.topology,
@@ -26,14 +27,17 @@ def list_apps(state_dir: Path) -> list[dict]:
     return rows
 
 
-def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> dict:
+def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> AppDescription:
     paths = AppPaths(state_dir, validate_name(app_id))
     manifest = load_manifest(paths)
     if manifest is None:
         raise NotFoundError(f"no app {app_id!r} in {state_dir} (no {MANIFEST})")
     batch, offsets = committed_offsets(paths.checkpoint)
-    doc = {
-        **manifest.to_dict(),
+    stored = manifest.to_dict()
+    doc: AppDescription = {
+        "app_id": manifest.app_id, "topology": manifest.topology, "parameters": manifest.parameters,
+        "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,
+        "stores": stored["stores"], "kstool_version": manifest.kstool_version,
         "state_dir": str(paths.root),
         "running_pid": running_pid(paths),
         "last_committed_batch": batch,

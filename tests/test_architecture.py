@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # lowest first; the packages (or top-level modules) of kstool, and `commands`
 LAYERS = [
     {"kstool", "errors"},  # `kstool` itself: only __version__
-    {"names", "timeutil", "home", "serdes", "store_keys"},
+    {"names", "timeutil", "home", "serdes", "store_keys", "documents"},
     {"broker"},
     {"config"},
     {"kafka"},

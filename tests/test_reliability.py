@@ -1,5 +1,7 @@
-"""Fault injection: kill a running wordcount at random points while input is produced, restart
-it each time, and check the final output against an oracle."""
+"""Fault injection: kill a running wordcount while a batch is in flight, as input is produced,
+restart it each time, and check the final output against an oracle. A kill is aimed at a batch
+by watching the query's checkpoint (Spark writes offsets/N when batch N starts and commits/N when
+it is done), not the clock, and the test counts the kills that did interrupt a batch."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import KSTOOL, cli
 from tests.helpers import as_long, create_topic, latest_per_key, produce_values, read_all
-from tests.test_wordcount import oracle
+from tests.oracles import word_counts as oracle
 
 KILLS = int(os.environ.get("KSTOOL_FAULT_KILLS", "8"))
 RECORDS = int(os.environ.get("KSTOOL_FAULT_RECORDS", "50000"))
@@ -50,6 +53,45 @@ def _kill_tree(proc: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
+def _batches(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
+
+
+def _in_flight(checkpoint: Path) -> int | None:
+    """The batch that started (offsets/N) and is not committed (no commits/N), if any."""
+    pending = _batches(checkpoint / "offsets") - _batches(checkpoint / "commits")
+    return max(pending) if pending else None
+
+
+def _kill_mid_batch(args: list[str], checkpoint: Path, rng: random.Random) -> bool:
+    """Start the app, wait until its query runs (a batch left over from the last kill runs
+    again at once) and, every other time, until it has committed one more batch; then wait for
+    a batch in flight, let it run a random moment and SIGKILL everything. True when the kill
+    interrupted that batch (it had not committed)."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ready = threading.Event()
+
+    def watch() -> None:
+        for line in proc.stderr:
+            if "Spark ready" in line:
+                ready.set()
+    threading.Thread(target=watch, daemon=True).start()
+    deadline = time.monotonic() + 180  # hang guards, not timing checks
+
+    def wait_for(condition) -> None:
+        while not condition() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    wait_for(ready.is_set)
+    if rng.random() < 0.5:  # let this run make progress first
+        done = len(_batches(checkpoint / "commits"))
+        wait_for(lambda: len(_batches(checkpoint / "commits")) > done)
+    wait_for(lambda: _in_flight(checkpoint) is not None)
+    time.sleep(rng.uniform(0.0, 1.0))
+    batch = _in_flight(checkpoint)
+    _kill_tree(proc)
+    return batch is not None and batch not in _batches(checkpoint / "commits")
+
+
 def _chaos(kafka, topic_name, guarantee: str) -> tuple[list[str], str]:
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
@@ -66,12 +108,13 @@ def _chaos(kafka, topic_name, guarantee: str) -> tuple[list[str], str]:
     feeder = threading.Thread(target=feed)
     feeder.start()
     args = [*KSTOOL, "run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
-            "--trigger", "300ms", "--max-records-per-batch", "4000", "--processing-guarantee", guarantee]
+            "--trigger", "300ms", "--max-records-per-batch", "2000", "--processing-guarantee", guarantee]
+    checkpoint = Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "checkpoint"
+    interrupted = 0
     for _ in range(KILLS):
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(3.0, 9.0))  # start-up, reading, sinking or committing
-        _kill_tree(proc)
+        interrupted += _kill_mid_batch(args, checkpoint, rng)
     feeder.join()
+    assert interrupted >= KILLS / 2, f"only {interrupted} of {KILLS} kills landed in a batch"
     final = subprocess.run([*args, "--once"], capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     return lines, sink

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.conftest import KSTOOL, cli
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
-from tests.test_wordcount import oracle
+from tests.oracles import word_counts as oracle
 
 PROVENANCE = {"kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset",
               "kstool.replay.file", "kstool.replay.line"}

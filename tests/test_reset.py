@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.conftest import cli
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
-from tests.test_wordcount import oracle
+from tests.oracles import word_counts as oracle
 
 
 def _commit(kafka, group: str, offsets: dict[tuple[str, int], int]) -> None:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from kstool.changelog.layouts import KeySpec
 from kstool.errors import UsageError
 from kstool.kafka.consume import StartSpec
-from kstool.kafka.records import EnvelopeError, from_envelope
+from kstool.kafka.exceptions import EnvelopeError
+from kstool.kafka.records import from_envelope
 from kstool.output import compile_record_format
 from kstool.reset.exceptions import ResetPlanError
 from kstool.reset.spec import parse_offsets_csv
@@ -94,15 +95,23 @@ def test_client_security_settings_reach_the_clients(kafka):
     assert f"cannot reach Kafka at {kafka.bootstrap} over SSL" in result.stderr
 
 
-def test_run_passes_client_settings_to_executors_without_exposing_them(kafka, spark, topic_name):
+def test_run_passes_client_settings_to_executors_without_exposing_them(kafka, spark, tmp_path):
+    """The run's client settings reach Spark's Python workers through a private file (what
+    the Kafka source's readers load); the secret never travels in the plan or in Spark's conf."""
     from kstool.config import build_client_config
     from kstool.engine.source import read_client_config, write_client_config
 
-    config = build_client_config(overrides=[f"sasl.password={SECRET}", "client.id=abc"])
-    path = Path(os.environ["KSTOOL_HOME"]) / "client-test.json"
-    write_client_config(config, path)
+    config = build_client_config(overrides=[f"sasl.password={SECRET}", "client.id=from-the-driver"])
+    path = write_client_config(config, tmp_path / "client.json")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert read_client_config(str(path)) == config  # the executors' copy is the driver's
+
+    def on_executor(_):
+        seen = read_client_config(str(path))
+        yield seen.common["client.id"], seen.common["sasl.password"] == SECRET, seen == config
+
+    assert spark.sparkContext.parallelize([0], 1).mapPartitions(on_executor).collect() == [
+        ("from-the-driver", True, True)]
+    assert SECRET not in str(spark.sparkContext.getConf().getAll())
 
 
 def test_app_state_is_private(kafka, spark, topic_name):
@@ -150,10 +159,17 @@ def test_offsets_csv_round_trip(partition, offset, topic):
 @given(st.text(max_size=200))
 @settings(max_examples=300)
 def test_jsonl_envelope_parser(text):
+    """Any text is a record or an EnvelopeError, and a record it reads writes back the same."""
+    from kstool.kafka.records import to_envelope
+    from kstool.serdes import decoder
+
     try:
-        from_envelope(text)
+        record = from_envelope(text)
     except EnvelopeError:
-        pass
+        return
+    again = from_envelope(json.dumps(to_envelope(record, decoder("string"), decoder("string"))))
+    assert (again.key, again.value, again.headers, again.timestamp, again.partition) == (
+        record.key, record.value, record.headers, record.timestamp, record.partition)
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),

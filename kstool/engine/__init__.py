@@ -1,1 +1,2 @@
-"""The Spark engine: session, Kafka source and sink, app runtime. Imports pyspark lazily."""
+"""The Spark engine: runs any kstool.contract.Topology as a Structured Streaming query (session,
+Kafka source and sink, --on-error, app runtime). Imports pyspark lazily; knows no topology."""

@@ -7,3 +7,7 @@ class QueryFailedError(KstoolError):
 
 class DataLossError(KstoolError):
     pass
+
+
+class JavaMissingError(KstoolError):
+    pass

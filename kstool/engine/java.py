@@ -8,14 +8,10 @@ import shutil
 import subprocess
 import sys
 
-from kstool.errors import KstoolError
+from kstool.engine.exceptions import JavaMissingError
 
 MIN_JAVA = 17
 INSTALL_HINT = "install it, e.g. `apt-get install openjdk-17-jre-headless`, or set JAVA_HOME"
-
-
-class JavaMissingError(KstoolError):
-    pass
 
 
 def java_binary() -> str | None:

@@ -6,20 +6,21 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
+from kstool.documents import GroupDescription, GroupMember, GroupPartition, GroupRow
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
 
-def list_groups(clients: KafkaClients) -> list[dict[str, Any]]:
+def list_groups(clients: KafkaClients) -> list[GroupRow]:
     try:
         result = clients.admin().list_consumer_groups(request_timeout=clients.timeout).result()
     except KafkaException as exc:
         raise clients.translate(exc) from None
     if result.errors:  # an unreachable broker answers with errors and no groups, not an empty list
         raise clients.translate(KafkaException(result.errors[0]))
-    rows = [{"group": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
+    rows: list[GroupRow] = [{"group": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
             for g in result.valid]
     return sorted(rows, key=lambda r: r["group"])
 
@@ -28,14 +29,14 @@ def _state(state: Any) -> str:
     return state.name if state is not None else "UNKNOWN"
 
 
-def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[dict[str, Any]]]:
+def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[GroupMember]]:
     """(state, members) of a group; members carry id, client id, host and assignment."""
     try:
         desc = clients.admin().describe_consumer_groups(
             [group], request_timeout=clients.timeout)[group].result()
     except KafkaException as exc:
         raise clients.translate(exc) from None
-    members = [{
+    members: list[GroupMember] = [{
         "member_id": m.member_id,
         "client_id": m.client_id,
         "host": m.host,
@@ -58,7 +59,7 @@ def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int]
             if tp.offset != _NO_OFFSET and tp.offset >= 0}
 
 
-def describe_group(clients: KafkaClients, group: str) -> dict[str, Any]:
+def describe_group(clients: KafkaClients, group: str) -> GroupDescription:
     state, members = describe_members(clients, group)
     committed = committed_offsets(clients, group)
     note = None
@@ -69,7 +70,7 @@ def describe_group(clients: KafkaClients, group: str) -> dict[str, Any]:
         note = "no committed offsets"
     marks = clients.watermarks(sorted(committed))
     owners = {tp: m["member_id"] for m in members for tp in m["assignment"]}
-    partitions = []
+    partitions: list[GroupPartition] = []
     for (topic, partition), offset in sorted(committed.items()):
         end = marks[(topic, partition)][1]
         partitions.append({"topic": topic, "partition": partition, "committed": offset,

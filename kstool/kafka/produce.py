@@ -7,10 +7,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 from confluent_kafka import KafkaException
 
-from kstool.errors import KstoolError, UsageError
+from kstool.errors import UsageError
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, require_partitions
-from kstool.kafka.records import EnvelopeError, Record, from_envelope
+from kstool.kafka.exceptions import BadInputLine, EnvelopeError
+from kstool.kafka.records import Record, from_envelope
 from kstool.serdes import EncodeError, encoder
 
 INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
@@ -36,10 +37,6 @@ class ProduceResult:
     written: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     per_partition: dict[int, int] = field(default_factory=dict)
-
-
-class BadInputLine(KstoolError):
-    pass
 
 
 # formats whose text lines are the bytes to send, unchanged

@@ -16,6 +16,8 @@ from typing import Any, Callable, cast
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
+from kstool.documents import RecordEnvelope
+from kstool.kafka.exceptions import EnvelopeError
 from kstool.serdes import EncodeError, decoder, encoder
 
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
@@ -41,12 +43,8 @@ class Record:
                    TIMESTAMP_TYPES.get(ts_type, "NoTimestampType"))
 
 
-class EnvelopeError(ValueError):
-    pass
-
-
 def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
-                decode_value: Callable[[bytes | None], Any]) -> dict[str, Any]:
+                decode_value: Callable[[bytes | None], Any]) -> RecordEnvelope:
     decode_header = decoder("string")
     return {
         "topic": record.topic,

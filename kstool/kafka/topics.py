@@ -8,6 +8,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
+from kstool.documents import TopicDescription, TopicPartitionRow, TopicRow
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
@@ -22,9 +23,9 @@ class CreateTopicOptions:
     configs: dict[str, str] = field(default_factory=dict)
 
 
-def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[dict[str, Any]]:
+def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[TopicRow]:
     meta = clients.metadata()
-    rows = []
+    rows: list[TopicRow] = []
     for name, tmeta in sorted(meta.topics.items()):
         internal = name.startswith("__")
         if internal and not include_internal:
@@ -35,14 +36,14 @@ def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[d
     return rows
 
 
-def describe_topic(clients: KafkaClients, topic: str) -> dict[str, Any]:
+def describe_topic(clients: KafkaClients, topic: str) -> TopicDescription:
     validate_topic(topic)
     tmeta = clients.metadata().topics.get(topic)
     if tmeta is None or tmeta.error is not None or not tmeta.partitions:
         raise TopicNotFoundError(topic)
     partitions = sorted(tmeta.partitions.values(), key=lambda p: p.id)
     marks = clients.watermarks([(topic, p.id) for p in partitions])
-    rows = []
+    rows: list[TopicPartitionRow] = []
     for p in partitions:
         low, high = marks[(topic, p.id)]
         rows.append({"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),

@@ -17,8 +17,9 @@ from kstool.errors import UsageError
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
+from kstool.kafka.exceptions import EnvelopeError
 from kstool.kafka.groups import committed_offsets
-from kstool.kafka.records import EnvelopeError, Record, from_envelope
+from kstool.kafka.records import Record, from_envelope
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
 from kstool.timeutil import format_time
 

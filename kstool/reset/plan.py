@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kstool.application.exceptions import AppBusyError
 from kstool.application.model import AppPaths, load_manifest, running_pid
+from kstool.documents import GroupMember
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members
 from kstool.kafka.offsets import offsets_for_time
@@ -62,7 +63,7 @@ class ResetPlan:
     offsets: list[OffsetChange]
     topics_to_delete: list[str]
     local_state: LocalState | None
-    members: list[dict]
+    members: list[GroupMember]
     warnings: list[str] = field(default_factory=list)
 
     def new_offsets(self) -> dict[tuple[str, int], int]:

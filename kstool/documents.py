@@ -1,0 +1,110 @@
+"""The JSON documents kstool prints (`-o json`, `-o jsonl`), as types: README's "JSON output"
+lists the same keys, and mypy checks every place that builds one. Keys are stable; a change here
+is a change of kstool's interface."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class TopicRow(TypedDict):  # topics list
+    topic: str
+    partitions: int
+    replication_factor: int
+    internal: bool
+
+
+class TopicPartitionRow(TypedDict):
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    low_offset: int
+    high_offset: int
+    records: int
+
+
+class TopicDescription(TypedDict):  # topics describe
+    topic: str
+    partitions: list[TopicPartitionRow]
+    total_records: int
+    configs: dict[str, str]
+
+
+class GroupRow(TypedDict):  # groups list
+    group: str
+    state: str
+    simple: bool
+
+
+class GroupMember(TypedDict):
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: list[str]  # "topic:partition"
+
+
+class GroupPartition(TypedDict):
+    topic: str
+    partition: int
+    committed: int
+    end_offset: int
+    lag: int
+    member_id: str | None
+
+
+class GroupDescription(TypedDict):  # groups describe
+    group: str
+    state: str
+    members: list[GroupMember]
+    partitions: list[GroupPartition]
+    total_lag: int
+    note: str | None
+
+
+class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --format jsonl
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    timestamp: int | None  # epoch ms
+    timestamp_type: str
+    key: Any  # decoded with --key-format; {"base64": ...} where the decoder cannot represent it
+    value: Any
+    headers: list[list[Any]]  # [[name, value], ...]
+
+
+class AppRow(TypedDict):  # apps list
+    app_id: str
+    topology: str
+    input_topics: list[str]
+    output_topics: list[str]
+    last_batch: int | None
+    running_pid: int | None
+
+
+class ProcessedOffset(TypedDict):
+    topic: str
+    partition: int
+    offset: int
+
+
+class AppGroup(TypedDict):
+    state: str
+    total_lag: int
+    partitions: list[GroupPartition]
+
+
+class AppDescription(TypedDict):  # apps describe: the manifest, then progress
+    app_id: str
+    topology: str
+    parameters: dict[str, Any]
+    input_topics: list[str]
+    output_topics: list[str]
+    stores: list[dict[str, Any]]
+    kstool_version: str
+    state_dir: str
+    running_pid: int | None
+    last_committed_batch: int | None
+    processed_offsets: list[ProcessedOffset]
+    group: AppGroup | None
