@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.load import create_topic, keyed_records, load, text_lines
 from bench.measure import PeakRss, percentile
+from bench.scaling import state_scaling
 from kstool.kafka.client import BULK_READ_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,7 @@ TARGETS = {
     "consume_jsonl_records_per_s": (">=", 150_000),
     "help_start_s": ("<=", 0.3),
     "produce_100k_lines_wall_s": ("<=", 1.5),
+    "small_batch_large_state_ratio": ("<=", 1.5),
 }
 
 
@@ -258,9 +260,14 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument("--only-produce", action="store_true", help="only the produce one-liner step")
+    parser.add_argument("--scaling-keys", type=int, default=1_000_000,
+                        help="keys per table in the state-size scaling step")
+    parser.add_argument("--only-state-scaling", action="store_true", help="only the state-size scaling step")
     args = parser.parse_args()
     if args.only_produce:
         return produce_only()
+    if args.only_state_scaling:
+        return state_scaling_only(args)
 
     home = tempfile.mkdtemp(prefix="kstool-bench-")
     env = {**os.environ, "KSTOOL_HOME": home}
@@ -295,6 +302,7 @@ def main() -> None:
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
             ("latency", lambda: latency(env, bootstrap, args.rate, args.latency_seconds)),
             ("produce_100k_lines", lambda: produce_lines(env, bootstrap)),
+            ("state_scaling", lambda: state_scaling(run_once, env, bootstrap, args.master, args.scaling_keys)),
         ]
         if not args.skip_quix:
             steps.insert(2, ("quix_count_per_key", lambda: quix(bootstrap, "bench-keys", args.records)))
@@ -318,6 +326,7 @@ def main() -> None:
         "consume_jsonl_records_per_s": runs["consume_jsonl"]["records_per_s"],
         "help_start_s": runs["help_start_s"],
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
+        "small_batch_large_state_ratio": runs["state_scaling"]["processing_ratio"],
     }
     write_results(results, figures)
 
@@ -334,6 +343,20 @@ def produce_only() -> None:
         kstool(env, "broker", "stop")
     write_results(results, {"produce_100k_lines_wall_s": results["runs"]["produce_100k_lines"]["wall_s"]},
                   prefix="produce-")
+
+
+def state_scaling_only(args) -> None:
+    home = tempfile.mkdtemp(prefix="kstool-bench-")
+    env = {**os.environ, "KSTOOL_HOME": home}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
+    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    try:
+        results["runs"]["state_scaling"] = state_scaling(run_once, env, bootstrap, args.master, args.scaling_keys)
+    finally:
+        kstool(env, "broker", "stop")
+    write_results(results, {"small_batch_large_state_ratio": results["runs"]["state_scaling"]["processing_ratio"]},
+                  prefix="state-scaling-")
 
 
 def write_results(results: dict, figures: dict, prefix: str = "") -> None:
@@ -353,6 +376,12 @@ def print_table(results: dict) -> None:
     runs = results["runs"]
     if "ceiling" in runs:
         print_runs(runs)
+    if "state_scaling" in runs:
+        s = runs["state_scaling"]
+        print(f"a {s['small_state']['small_batch']['records']}-record batch through a table-table join: "
+              f"{s['small_state']['small_batch']['processing_s']}s against 10 keys per table, "
+              f"{s['large_state']['small_batch']['processing_s']}s against {s['large_state']['keys_per_table']:,} "
+              f"(first run over those: {s['large_state']['first_run']['processing_s']}s)\n")
     if "produce_100k_lines" in runs:
         p = runs["produce_100k_lines"]
         print(f"kstool produce of {p['lines']:,} lines: {p['wall_s']}s (the whole command); a bare "

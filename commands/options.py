@@ -10,9 +10,11 @@ from typing import Any, Callable
 import click
 
 from kstool.application.model import resolve_state_dir
+from kstool.commands.completion import complete_topics
 from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
 from kstool.timeutil import parse_time
+from kstool.topologies.spec import FLAG, TOPIC, Setting
 
 
 def gathered(into: str, cls: type, *decorators: Callable[[Any], Any]):
@@ -73,3 +75,17 @@ class TimeType(click.ParamType):
 
 
 TIME = TimeType()
+
+
+def setting_option(setting: Setting, for_describe: bool = False):
+    """A topology setting as a click option (`run NAME`, or `topology describe`)."""
+    help_text = (setting.describe_help if for_describe else setting.help) or None
+    if setting.kind == FLAG:
+        return click.option(setting.flag, setting.name, is_flag=True, help=help_text)
+    return click.option(
+        setting.flag, setting.name, required=setting.required and not for_describe,
+        type=click.Choice(setting.choices) if setting.choices else None,
+        default=None if for_describe and not setting.choices else setting.default,
+        show_default=setting.default is not None and setting.default is not False,
+        metavar=setting.metavar, help=help_text,
+        shell_complete=complete_topics if setting.kind == TOPIC else None)

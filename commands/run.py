@@ -7,16 +7,16 @@ from pathlib import Path
 
 import click
 
-from kstool.commands.completion import complete_apps, complete_topics
+from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import gathered, state_dir_option
+from kstool.commands.options import gathered, setting_option, state_dir_option
 from kstool.config import parse_key_values
 from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
 from kstool.names import validate_name
 from kstool.output import RunReporter, dumps, format_counts, info
 from kstool.timeutil import parse_duration, parse_time
 from kstool.topologies import REGISTRY
-from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
+from kstool.topologies.spec import DURATION, TopologyType
 
 
 def app_options(func):
@@ -136,20 +136,6 @@ def reprocess(g: Globals, app_id, from_time, to_time, engine: EngineArgs):
              + (f" to {to_time}" if to_time else "")
              + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
              + format_counts(run_summary.written))
-
-
-def setting_option(setting: Setting, for_describe: bool = False):
-    """A topology setting as a click option (`run NAME`, or `topology describe`)."""
-    help_text = (setting.describe_help if for_describe else setting.help) or None
-    if setting.kind == FLAG:
-        return click.option(setting.flag, setting.name, is_flag=True, help=help_text)
-    return click.option(
-        setting.flag, setting.name, required=setting.required and not for_describe,
-        type=click.Choice(setting.choices) if setting.choices else None,
-        default=None if for_describe and not setting.choices else setting.default,
-        show_default=setting.default is not None and setting.default is not False,
-        metavar=setting.metavar, help=help_text,
-        shell_complete=complete_topics if setting.kind == TOPIC else None)
 
 
 def topology_command(kind: TopologyType) -> click.Command:

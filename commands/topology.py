@@ -7,8 +7,7 @@ import click
 from kstool import apps as ops
 from kstool.application.model import AppPaths, default_state_dir, load_manifest
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option
-from kstool.commands.run import setting_option
+from kstool.commands.options import output_option, setting_option
 from kstool.output import Column, Listing, emit, render_topology
 from kstool.topologies import NAMES, REGISTRY, from_manifest
 from kstool.topologies.spec import Setting

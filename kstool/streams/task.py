@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol, cast
 
@@ -52,7 +53,7 @@ class TaskState:
     Writes are tracked so the engine persists only what changed, and logged writes become
     changelog records, as Kafka Streams' logging stores do."""
 
-    stores: dict[str, dict[bytes, StoreValue]]
+    stores: dict[str, MutableMapping[bytes, StoreValue]]
     stream_time: int = NO_TIME
     sequence: int = 0  # join stores' seqnum (Kafka Streams' retainDuplicates)
     out: list[Emitted] = field(default_factory=list)

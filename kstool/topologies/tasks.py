@@ -1,15 +1,18 @@
 """Runs a `kstool.streams` processor per task inside Spark's transformWithState.
 
 The grouping key is the task (the input partition, as in Kafka Streams, or the partition a
-repartition topic would give). Each micro-batch, a task's stores are read from Spark's state
-(one MapState per store: store key bytes -> value, timestamp, bookkeeping), its records are
-processed in Kafka Streams' order, and only the entries that changed are written back. Spark
-checkpoints the state with the batch, so stream time, windows and join buffers survive restarts.
+repartition topic would give). A task's stores live in Spark's state (one MapState per store:
+store key bytes -> value, timestamp, bookkeeping). Each micro-batch, its records are processed in
+Kafka Streams' order against stores that read an entry from Spark's state when the processor
+first asks for it (a small batch costs lookups of the keys it touches, not a read of the whole
+store), and only the entries that changed are written back. Spark checkpoints the state with the
+batch, so stream time, windows and join buffers survive restarts.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import MutableMapping
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -25,8 +28,63 @@ OUTPUT_SCHEMA = StructType([
 STORE_KEY_SCHEMA = StructType([StructField("key", BinaryType(), False)])
 STORE_VALUE_SCHEMA = StructType([StructField("value", BinaryType()), StructField("timestamp", LongType()),
                                  StructField("aux", StringType())])
+# a batch this large reads its stores whole: one scan instead of a lookup per key it touches
+BULK_READ_RECORDS = 10_000
 META = "task_meta"
 META_SCHEMA = StructType([StructField("stream_time", LongType()), StructField("sequence", IntegerType())])
+
+
+class MapStateStore(MutableMapping[bytes, StoreValue]):
+    """One store of a task as its processor sees it during a batch: entries come from Spark's
+    MapState when first asked for (or all at once when the processor iterates the store), and
+    changes stay here until the batch's end writes them back."""
+
+    def __init__(self, state: Any, read_all: bool):
+        self.state = state
+        self.known: dict[bytes, StoreValue | None] = {}  # None: absent (or deleted this batch)
+        self.complete = not state.exists()  # an empty store has nothing to look up
+        if read_all:
+            self._read_all()
+
+    def _lookup(self, key: bytes) -> StoreValue | None:
+        if key not in self.known:
+            if self.complete:
+                return None
+            found = self.state.getValue((key,))
+            self.known[key] = None if found is None else StoreValue(*found)
+        return self.known[key]
+
+    def _read_all(self) -> None:
+        if not self.complete:
+            for (key,), value in self.state.iterator():
+                if key not in self.known:  # what this batch changed wins
+                    self.known[key] = StoreValue(*value)
+            self.complete = True
+
+    def __getitem__(self, key: bytes) -> StoreValue:
+        value = self._lookup(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, bytes) and self._lookup(key) is not None
+
+    def __setitem__(self, key: bytes, value: StoreValue) -> None:
+        self.known[key] = value
+
+    def __delitem__(self, key: bytes) -> None:
+        if self._lookup(key) is None:
+            raise KeyError(key)
+        self.known[key] = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        self._read_all()
+        return iter([key for key, value in self.known.items() if value is not None])
+
+    def __len__(self) -> int:
+        self._read_all()
+        return sum(value is not None for value in self.known.values())
 
 
 class TaskProcessor(StatefulProcessor):
@@ -40,16 +98,17 @@ class TaskProcessor(StatefulProcessor):
         self.meta = handle.getValueState(META, META_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
-        stores = {name: {k[0]: StoreValue(*v) for k, v in state.iterator()} if state.exists() else {}
-                  for name, state in self.maps.items()}
-        meta = self.meta.get() if self.meta.exists() else None
-        state = TaskState(stores, *(meta or ()))
         records = []
         for frame in rows:  # Arrow batches as pandas: whole columns to Python lists at once
             columns = [frame[c].tolist() for c in ("key", "value", "event_time", "side", "number",
                                                     "partition", "offset")]
             records += [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
                         for k, v, t, s, n, p, o in zip(*columns)]
+        read_all = len(records) >= BULK_READ_RECORDS
+        stores: dict[str, MutableMapping[bytes, StoreValue]] = {
+            name: MapStateStore(state, read_all) for name, state in self.maps.items()}
+        meta = self.meta.get() if self.meta.exists() else None
+        state = TaskState(stores, *(meta or ()))
         emitted = run_task(self.processor, state, records)
         for name, keys in state.changed.items():
             for store_key, existed in keys.items():

@@ -1,0 +1,73 @@
+"""A task's stores during a batch (kstool.topologies.tasks.MapStateStore): a small batch reads
+only the entries it touches from Spark's state, never the whole store, and gives the same
+results and the same write-back as a store held whole. Spark's MapState is stood in for by a
+dict with the same methods, counting the calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from kstool.streams.joins import StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task
+from kstool.topologies.tasks import MapStateStore
+
+
+class CountingMapState:
+    """The MapState methods MapStateStore uses, over a dict of (key,) -> (value, ts, aux)."""
+
+    def __init__(self, entries: dict[bytes, StoreValue]):
+        self.data = {(k,): (v.value, v.timestamp, v.aux) for k, v in entries.items()}
+        self.lookups = self.scans = 0
+
+    def exists(self) -> bool:
+        return bool(self.data)
+
+    def getValue(self, key: tuple) -> tuple | None:
+        self.lookups += 1
+        return self.data.get(key)
+
+    def iterator(self):
+        self.scans += 1
+        return iter(list(self.data.items()))
+
+
+TABLE = {f"k{i}".encode(): StoreValue(f"v{i}".encode(), i) for i in range(10_000)}
+BATCH = [Record(b"k7", b"L7", 100, LEFT), Record(b"k8", b"R8", 101, RIGHT), Record(b"new", b"Lnew", 102, LEFT),
+         Record(b"k9", None, 103, RIGHT)]
+
+
+def _run(processor, read_all: bool):
+    maps = {name: CountingMapState(TABLE) for name in processor.stores}
+    held = TaskState({name: dict(TABLE) for name in processor.stores})
+    lazy = TaskState({name: MapStateStore(maps[name], read_all) for name in processor.stores})
+    expected, got = run_task(processor, held, list(BATCH)), run_task(processor, lazy, list(BATCH))
+    assert got == expected
+    for name, keys in held.changed.items():  # what the batch's end writes back is the same
+        assert lazy.changed[name] == keys
+        assert {k: lazy.stores[name].get(k) for k in keys} == {k: held.stores[name].get(k) for k in keys}
+    return maps
+
+
+@pytest.mark.parametrize("processor", [TableTableJoin("outer", make_joiner("concat", "+")),
+                                       StreamTableJoin("left", make_joiner("concat", "+"))])
+def test_a_small_batch_looks_up_only_the_keys_it_touches(processor):
+    maps = _run(processor, read_all=False)
+    assert sum(m.scans for m in maps.values()) == 0
+    assert sum(m.lookups for m in maps.values()) <= 2 * len({r.key for r in BATCH})  # not 10,000
+
+
+def test_a_large_batch_reads_each_store_once():
+    maps = _run(TableTableJoin("inner", make_joiner("concat", "+")), read_all=True)
+    assert [m.scans for m in maps.values()] == [1, 1]
+    assert sum(m.lookups for m in maps.values()) == 0
+
+
+def test_iterating_a_store_reads_it_whole_and_keeps_the_batch_changes():
+    state = CountingMapState(TABLE)
+    store = MapStateStore(state, read_all=False)
+    store[b"k1"] = StoreValue(b"changed", 5)
+    del store[b"k2"]
+    store[b"added"] = StoreValue(b"x", 6)
+    keys = set(store)
+    assert state.scans == 1 and len(keys) == len(TABLE)  # k2 gone, "added" in
+    assert b"k2" not in keys and b"added" in keys and store[b"k1"].value == b"changed"
