@@ -109,9 +109,9 @@ def execute(g: Globals, topology, app_id: str | None, once: bool, engine: Engine
              f"in {summary.processing_seconds:.1f}s, written {format_counts(summary.written)}{bad}")
 
 
-@click.group()
+@click.group(help=f"Run a topology ({', '.join(REGISTRY)}) on Spark, reading and writing Kafka topics.")
 def run():
-    """Run a topology (wordcount, aggregate, join) on Spark, reading and writing Kafka topics."""
+    pass
 
 
 @click.command()
