@@ -21,7 +21,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.load import create_topic, keyed_records, load, text_lines
+from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import PeakRss, percentile
 from bench.scaling import state_scaling
 from kstool.kafka.client import BULK_READ_SETTINGS
@@ -286,6 +286,11 @@ def main() -> None:
         create_topic(bootstrap, "bench-keys-1m-right", 2)
         runs["load_keys_1m_right_s"] = round(load(bootstrap, "bench-keys-1m-right",
                                                   keyed_records(1_000_000, seed=3), 2), 2)
+        create_topic(bootstrap, "bench-keys-2m-apps", 2)
+        runs["load_keys_2m_apps_s"] = round(load_as_apps_do(bootstrap, "bench-keys-2m-apps",
+                                                            keyed_records(2_000_000, keys=5_000, seed=4)), 2)
+        create_topic(bootstrap, "bench-keys-2m", 2)
+        runs["load_keys_2m_s"] = round(load(bootstrap, "bench-keys-2m", keyed_records(2_000_000, keys=5_000, seed=4), 2), 2)
         create_topic(bootstrap, "bench-lines", 2)
         runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
         steps = [
@@ -294,6 +299,10 @@ def main() -> None:
             ("count_per_key", lambda: run_once(env, "bench-keys", "bench-count", args.master, "aggregate")),
             ("count_per_key_1m", lambda: run_once(env, "bench-keys-1m", "bench-count-1m", args.master,
                                                   "aggregate")),
+            ("count_per_key_2m", lambda: run_once(env, "bench-keys-2m", "bench-count-2m", args.master,
+                                                  "aggregate")),
+            ("count_per_key_2m_apps", lambda: run_once(env, "bench-keys-2m-apps", "bench-count-2m-apps",
+                                                       args.master, "aggregate")),
             ("wordcount_1m", lambda: run_once(env, "bench-lines", "bench-wordcount", args.master)),
             ("windowed_count_1m", lambda: run_once(env, "bench-keys-1m", "bench-windowed", args.master, "aggregate",
                                                    ("--window", "tumbling:1s"))),
@@ -407,7 +416,9 @@ def print_runs(runs: dict) -> None:
                  c["peak_rss_mb"]])
     w = runs["wordcount_1m"]
     rows.append(["kstool wordcount --once (1M lines)", w["records_per_s"], w["wall_s"], w["spark_start_s"], w["peak_rss_mb"]])
-    for name, label in (("windowed_count_1m", "kstool aggregate --window tumbling:1s --once (1M)"),
+    for name, label in (("count_per_key_2m", "kstool aggregate --agg count --once (2M, 10k-record batches)"),
+                        ("count_per_key_2m_apps", "kstool aggregate --agg count --once (2M, a default producer's)"),
+                        ("windowed_count_1m", "kstool aggregate --window tumbling:1s --once (1M)"),
                         ("table_table_join_2x1m", "kstool join --kind table-table --how outer --once (2x1M)")):
         r = runs[name]
         rows.append([label, r["records_per_s"], r["wall_s"], r["spark_start_s"], r["peak_rss_mb"]])
