@@ -9,6 +9,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kstool.kafka.client import produce
+from kstool.kafka.partitioner import partition_for
 
 # Quix Streams reads these configs back; the embedded broker returns only what was given
 TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
@@ -19,17 +20,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1, config=TOPIC_CONFIGS)])[topic].result(timeout=30)
 
 
-def load(bootstrap: str, topic: str, records, partitions: int) -> float:
+def load(bootstrap: str, topic: str, records, partitions: int, by_key: bool = False) -> float:
     """Produce (key, value) pairs in large batches, then one single-record batch per partition:
     the embedded broker's high watermark only covers a batch's first record, so the last batch
-    of each partition must hold exactly one. Returns the seconds taken."""
+    of each partition must hold exactly one. Partitions in turn, or with `by_key` where Kafka's
+    partitioner puts each key (a join needs co-partitioned inputs). Returns the seconds taken."""
     started = time.perf_counter()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100,
                          "batch.num.messages": 10_000, "batch.size": 4_000_000,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
     held: dict[int, tuple] = {}  # the last record of each partition, sent alone at the end
     for i, (key, value) in enumerate(records):
-        partition = i % partitions
+        partition = partition_for(key, partitions) if by_key else i % partitions
         if partition in held:
             _send(producer, topic, held[partition])
         held[partition] = (key, value, partition)
