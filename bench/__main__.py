@@ -374,7 +374,10 @@ def write_results(results: dict, figures: dict, prefix: str = "") -> None:
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{prefix}{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    text = json.dumps(results, indent=2) + "\n"
+    out.write_text(text)
+    if not prefix:  # only a full run speaks for the whole bench
+        (out_dir / "latest.json").write_text(text)
     print_table(results)
     print(f"\nwritten {out}")
 
