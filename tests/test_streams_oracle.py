@@ -13,16 +13,19 @@ from hypothesis import strategies as st
 from kstool.contract import LATE, OUTPUT
 from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
-from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task
+from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task, task_stores
 from kstool.streams.windows import WindowSpec
 
 records = st.lists(st.tuples(st.sampled_from([b"a", b"b"]), st.integers(0, 60)), max_size=40)
 batch_sizes = st.integers(1, 7)
+# the processors' time indexes (kstool.streams.indexes) in buckets of 1 ms (many buckets, big
+# jumps read the index whole), 3 ms, and the default (one bucket, read and rewritten in part)
+index_buckets = st.sampled_from([1, 3, 1000])
 
 
 def _run(processor, inputs: list[Record], batch: int):
     """Through the processor in batches, as micro-batches would: state survives between them."""
-    state, out = TaskState.empty(processor.stores), []
+    state, out = TaskState.empty(task_stores(processor)), []
     for i in range(0, len(inputs), batch):
         out += run_task(processor, state, inputs[i:i + batch])
     return out, state
@@ -45,13 +48,13 @@ def _time_window_oracle(spec: WindowSpec, grace: int, inputs):
 
 @settings(max_examples=150, deadline=None)
 @given(records, st.sampled_from(["tumbling:10ms", "hopping:10ms,5ms", "hopping:9ms,3ms"]),
-       st.integers(0, 8), batch_sizes)
-def test_time_windows_match_the_oracle(inputs, window, grace, batch):
+       st.integers(0, 8), batch_sizes, index_buckets)
+def test_time_windows_match_the_oracle(inputs, window, grace, batch, bucket):
     spec = WindowSpec.parse(window)
     counts, late, closed = _time_window_oracle(spec, grace, inputs)
     recs = [Record(k, b"1", ts, offset=i) for i, (k, ts) in enumerate(inputs)]
     for emit in ("update", "final"):
-        out, state = _run(WindowedAggregate(spec, "count", grace, emit), recs, batch)
+        out, state = _run(WindowedAggregate(spec, "count", grace, emit, index_bucket_ms=bucket), recs, batch)
         results = defaultdict(list)
         for e in out:
             if e.role == OUTPUT:
@@ -87,11 +90,12 @@ def _session_oracle(gap: int, grace: int, inputs):
 
 
 @settings(max_examples=150, deadline=None)
-@given(records, st.integers(1, 8), st.integers(0, 5), batch_sizes)
-def test_sessions_match_the_oracle(inputs, gap, grace, batch):
+@given(records, st.integers(1, 8), st.integers(0, 5), batch_sizes, index_buckets)
+def test_sessions_match_the_oracle(inputs, gap, grace, batch, bucket):
     final, late, stream_time = _session_oracle(gap, grace, inputs)
     recs = [Record(k, b"1", ts, offset=i) for i, (k, ts) in enumerate(inputs)]
-    out, _ = _run(SessionAggregate(WindowSpec("session", gap, 0), "count", grace, "update"), recs, batch)
+    out, _ = _run(SessionAggregate(WindowSpec("session", gap, 0), "count", grace, "update", index_bucket_ms=bucket),
+                  recs, batch)
     latest = {}
     for e in out:
         if e.role == OUTPUT:
@@ -101,7 +105,8 @@ def test_sessions_match_the_oracle(inputs, gap, grace, batch):
             latest[session] = None if e.value is None else struct.unpack(">q", e.value)[0]
     assert {w: n for w, n in latest.items() if n is not None} == final
     assert sum(e.role == LATE for e in out) == late
-    out, state = _run(SessionAggregate(WindowSpec("session", gap, 0), "count", grace, "final"), recs, batch)
+    out, state = _run(SessionAggregate(WindowSpec("session", gap, 0), "count", grace, "final", index_bucket_ms=bucket),
+                      recs, batch)
     emitted = Counter()
     for e in out:
         if e.role == OUTPUT:
@@ -118,8 +123,9 @@ sides = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a"
 
 
 @settings(max_examples=300, deadline=None)
-@given(sides, st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]))
-def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how):
+@given(sides, st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]), batch_sizes,
+       index_buckets)
+def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how, batch, bucket):
     """KStreamKStreamJoin#process (apache/kafka trunk, KStreamKStreamJoin.java lines 115-165),
     brute force, in processing order: no record is dropped for lateness; it joins every record
     of the other side with its key within `within` that the other side's store still holds
@@ -130,7 +136,9 @@ def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how):
     if within == 0 and grace == 0:
         grace = 1  # refused by the topology: the stores would hold nothing
     recs = [Record(k, f"{'LR'[s]}{i}".encode(), ts, s, offset=i) for i, (s, k, ts) in enumerate(inputs)]
-    out, _ = _run(StreamStreamJoin(how, within, grace, make_joiner("concat")), recs, len(recs) or 1)
+    # batches cut from the processing order (each batch's own order is then the same)
+    out, _ = _run(StreamStreamJoin(how, within, grace, make_joiner("concat"), bucket), list(processing_order(recs)),
+                  batch)
     retention = 2 * within + grace
     outer_sides = {"inner": (), "left": (LEFT,), "outer": (LEFT, RIGHT)}[how]
     stored, waiting, expected, late = [], [], [], 0

@@ -1,14 +1,17 @@
 """A task's stores during a batch (kstool.topologies.tasks.MapStateStore): a small batch reads
-only the entries it touches from Spark's state, never the whole store, and gives the same
-results and the same write-back as a store held whole. Spark's MapState is stood in for by a
+only the entries it touches from Spark's state, never the whole store (windowed processors and
+stream-stream joins through their index stores), and gives the same results and the same
+write-back as a store held whole. Spark's MapState is stood in for by a
 dict with the same methods, counting the calls."""
 
 from __future__ import annotations
 
 import pytest
 
-from kstool.streams.joins import StreamTableJoin, TableTableJoin, make_joiner
-from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task
+from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
+from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
+from kstool.streams.windows import WindowSpec
 from kstool.topologies.tasks import MapStateStore
 
 
@@ -71,3 +74,32 @@ def test_iterating_a_store_reads_it_whole_and_keeps_the_batch_changes():
     keys = set(store)
     assert state.scans == 1 and len(keys) == len(TABLE)  # k2 gone, "added" in
     assert b"k2" not in keys and b"added" in keys and store[b"k1"].value == b"changed"
+
+
+def _windowed_state_of(processor, records: list[Record]) -> dict[str, dict[bytes, StoreValue]]:
+    state = TaskState.empty(task_stores(processor))
+    run_task(processor, state, records)
+    # as Spark keeps them: live accumulators encoded (two runs must not share one)
+    return {name: {k: StoreValue(v.value, v.timestamp, v.stored_aux()) for k, v in entries.items()}
+            for name, entries in state.stores.items()}
+
+
+@pytest.mark.parametrize("processor, side", [
+    (WindowedAggregate(WindowSpec.parse("tumbling:1m"), "count", 0, "update"), LEFT),
+    (WindowedAggregate(WindowSpec.parse("hopping:1m,10s"), "count", 0, "final"), LEFT),
+    (SessionAggregate(WindowSpec.parse("session:10m"), "count", 0, "update"), LEFT),
+    (StreamStreamJoin("outer", 300_000, 0, make_joiner("concat", "+")), RIGHT),
+])
+def test_a_small_batch_does_not_read_the_windows_or_join_records_it_does_not_touch(processor, side):
+    """Window ends, sessions and join records are found through the index store: 10,000 keys'
+    open windows (join records) cost a 5-record batch a few lookups per record, not a read."""
+    big = _windowed_state_of(processor, [Record(b"k%d" % i, b"1", 1_000, LEFT, 1.0, 0, i) for i in range(10_000)])
+    batch = [Record(b"k%d" % i, b"1", 2_000 + i, side, 1.0, 0, 10_000 + i) for i in range(5)]
+    maps = {name: CountingMapState(entries) for name, entries in big.items()}
+    held = TaskState({name: {k: StoreValue(v.value, v.timestamp, v.aux) for k, v in entries.items()}
+                      for name, entries in big.items()})
+    lazy = TaskState({name: MapStateStore(maps[name], read_all=False) for name in task_stores(processor)})
+    assert run_task(processor, lazy, list(batch)) == run_task(processor, held, list(batch))
+    assert lazy.changed == held.changed
+    assert sum(m.scans for m in maps.values()) == 0
+    assert sum(m.lookups for m in maps.values()) <= 10 * len(batch)

@@ -16,7 +16,6 @@ end as timestamp, and the session then leaves the store (retention gap + grace).
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import struct
@@ -31,10 +30,12 @@ from kstool.store_keys import (
     split_window_store_key,
     window_store_key,
 )
+from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
 from kstool.streams.task import Record, StoreValue, TaskState
 from kstool.streams.windows import WindowSpec
 
 STORE = "aggregate"
+INDEX = f"{STORE}-index"  # window ends; sessions by key and by end (kstool.streams.indexes)
 AGGREGATIONS = ("count", "sum", "min", "max", "avg")
 
 
@@ -111,7 +112,9 @@ class WindowedAggregate:
     emit: str  # update | final
     value_format: str = "auto"
     key_format: str = "windowed"  # | json
+    index_bucket_ms: int = MIN_BUCKET_MS
     stores: tuple[str, ...] = (STORE,)
+    indexes: tuple[str, ...] = (INDEX,)
 
     @property
     def cached_roles(self) -> frozenset[str]:
@@ -124,7 +127,7 @@ class WindowedAggregate:
 
     def process(self, record: Record, state: TaskState) -> None:
         key = cast(bytes, record.key)  # records without a key never reach the aggregation
-        ends = self._ends(state)  # indexes the store before this record changes it
+        ends = self._ends(state)  # indexes an unindexed store before this record changes it
         stream_time = state.advance(record.timestamp)
         close = stream_time - self.grace
         accepted = False
@@ -139,25 +142,26 @@ class WindowedAggregate:
             ts = max(record.timestamp, old.timestamp) if old else record.timestamp
             state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), ts, acc))
             if old is None:
-                heapq.heappush(ends, (start + self.window.size, store_key))
+                ends.add(start + self.window.size, store_key)
             if self.emit == "update":
                 self._emit_window(state, key, start, acc, ts)
         if not accepted:
             state.emit(record.key, record.value, record.timestamp, LATE)
         self._close_windows(state, close)
 
-    def _ends(self, state: TaskState) -> list[tuple[int, bytes]]:
-        """A heap of (window end, store key) over the store: which windows close next."""
+    def _ends(self, state: TaskState) -> TimeIndex:
+        """(window end, store key) of the open windows: which close next."""
         if "ends" not in state.index:
-            ends = [(split_window_store_key(k)[1] + self.window.size, k) for k in state.stores[STORE]]
-            heapq.heapify(ends)
+            # time windows end on multiples of the advance (+ size): a bucket per end
+            ends = TimeIndex(state, INDEX, b"E", max(self.window.advance, self.index_bucket_ms))
+            if not ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
+                for store_key in state.stores[STORE]:
+                    ends.add(split_window_store_key(store_key)[1] + self.window.size, store_key)
             state.index["ends"] = ends
-        return cast(list[tuple[int, bytes]], state.index["ends"])
+        return cast(TimeIndex, state.index["ends"])
 
     def _close_windows(self, state: TaskState, close: int) -> None:
-        ends = self._ends(state)
-        while ends and ends[0][0] <= close:  # suppress' order: window end, then key
-            _, store_key = heapq.heappop(ends)
+        for _, store_key in self._ends(state).take(close + 1):  # suppress' order: window end, then key
             value = state.get(STORE, store_key)
             if value is None:
                 continue
@@ -175,7 +179,9 @@ class SessionAggregate:
     emit: str
     value_format: str = "auto"
     key_format: str = "windowed"
+    index_bucket_ms: int = MIN_BUCKET_MS
     stores: tuple[str, ...] = (STORE,)
+    indexes: tuple[str, ...] = (INDEX,)
 
     @property
     def cached_roles(self) -> frozenset[str]:
@@ -187,13 +193,12 @@ class SessionAggregate:
                    store=STORE, store_key=session_store_key(key, start, end))
 
     def process(self, record: Record, state: TaskState) -> None:
-        by_key, ends = self._by_key(state), self._ends(state)  # indexed before this record changes the store
+        by_key, ends = self._indexes(state)  # an unindexed store is indexed before this record changes it
         gap, ts = self.window.size, record.timestamp
         close = state.advance(ts) - self.grace - gap
         key = cast(bytes, record.key)  # records without a key never reach the aggregation
-        sessions = by_key.setdefault(key, set())
         overlapping = []
-        for store_key in sessions:
+        for store_key in by_key.get(key):
             _, start, end = split_session_store_key(store_key)
             if end >= ts - gap and start <= ts + gap:
                 overlapping.append((start, end, store_key, state.get(STORE, store_key)))
@@ -208,43 +213,39 @@ class SessionAggregate:
             acc.merge(Accumulator.of(value))
             if (old_start, old_end) != (start, end):
                 state.delete(STORE, store_key, old_end)
-                sessions.discard(store_key)
+                by_key.discard(key, store_key)
                 if self.emit == "update":
                     self._emit_session(state, key, old_start, old_end, None)
         acc.add(record.number)
         store_key = session_store_key(key, start, end)
         state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), end, acc))
-        if store_key not in sessions:
-            sessions.add(store_key)
-            heapq.heappush(ends, (end, store_key))
+        if store_key not in by_key.get(key):
+            by_key.add(key, store_key)
+            ends.add(end, store_key)
         if self.emit == "update":
             self._emit_session(state, key, start, end, acc)
         self._close_sessions(state, close)
 
-    def _by_key(self, state: TaskState) -> dict[bytes, set[bytes]]:
-        if "by_key" not in state.index:
-            by_key: dict[bytes, set[bytes]] = {}
-            for store_key in state.stores[STORE]:
-                by_key.setdefault(split_session_store_key(store_key)[0], set()).add(store_key)
-            state.index["by_key"] = by_key
-        return cast(dict[bytes, set[bytes]], state.index["by_key"])
-
-    def _ends(self, state: TaskState) -> list[tuple[int, bytes]]:
-        """A heap of (session end, store key): which sessions close next; entries of sessions
-        merged away are skipped when popped."""
+    def _indexes(self, state: TaskState) -> tuple[KeyIndex, TimeIndex]:
+        """Each key's sessions, and (session end, store key): which sessions close next
+        (sessions merged away are skipped when taken)."""
         if "ends" not in state.index:
-            ends = [(split_session_store_key(k)[2], k) for k in state.stores[STORE]]
-            heapq.heapify(ends)
-            state.index["ends"] = ends
-        return cast(list[tuple[int, bytes]], state.index["ends"])
+            by_key = KeyIndex(state, INDEX, b"K")
+            ends = TimeIndex(state, INDEX, b"E", self.index_bucket_ms)
+            if not ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
+                for store_key in state.stores[STORE]:
+                    key, _, end = split_session_store_key(store_key)
+                    by_key.add(key, store_key)
+                    ends.add(end, store_key)
+            state.index.update(by_key=by_key, ends=ends)
+        return cast(KeyIndex, state.index["by_key"]), cast(TimeIndex, state.index["ends"])
 
     def _close_sessions(self, state: TaskState, close: int) -> None:
         """Sessions whose end is before the close time are final: emitted in final mode (in
         end order, as the time-ordered session store yields them), then dropped from the store
         as expired (no changelog tombstone: the topic's retention removes them)."""
-        ends = self._ends(state)
-        while ends and ends[0][0] < close:
-            end, store_key = heapq.heappop(ends)
+        by_key, ends = self._indexes(state)
+        for end, store_key in ends.take(close):
             value = state.get(STORE, store_key)
             if value is None:
                 continue
@@ -252,4 +253,4 @@ class SessionAggregate:
             if self.emit == "final":
                 self._emit_session(state, key, start, end, Accumulator.of(value))
             state.delete(STORE, store_key, end, log=False)
-            self._by_key(state).get(key, set()).discard(store_key)
+            by_key.discard(key, store_key)

@@ -13,7 +13,6 @@ updates emit nothing. table-table: every change on either side emits the new joi
 
 from __future__ import annotations
 
-import heapq
 import json
 import struct
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from typing import Any, Callable, cast
 
 from kstool.contract import LATE
 from kstool.store_keys import split_window_store_key, window_store_key
-from kstool.streams.task import LEFT, NO_TIME, RIGHT, Record, StoreValue, TaskState
+from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
+from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState
 
 KINDS = ("stream-stream", "stream-table", "table-table")
 HOWS = ("inner", "left", "outer")
@@ -75,7 +75,9 @@ class StreamStreamJoin:
     within: int
     grace: int
     joiner: Joiner
+    index_bucket_ms: int = MIN_BUCKET_MS
     stores: tuple[str, ...] = ("join-left", "join-right", "join-unmatched")
+    indexes: tuple[str, ...] = ("join-index",)
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream: every one is written
 
     @property
@@ -91,14 +93,13 @@ class StreamStreamJoin:
             return
         if record.key is None or record.value is None:
             return
-        by_key, expiries, unmatched, observed = self._indexes(state)
+        by_key, expiries, unmatched = self._indexes(state)
         if ts == stream_time:
             self._emit_unmatched(state, unmatched, stream_time)
-        observed[side] = max(observed[side], ts)
-        this_key = self._store(record, state, by_key, expiries, observed)
+        this_key = self._store(record, state, by_key, expiries)
         matched = False
         for other_ts, store_key in sorted((split_window_store_key(k)[1], k)
-                                          for k in by_key[1 - side].get(record.key, ())):
+                                          for k in by_key[1 - side].get(record.key)):
             if abs(other_ts - ts) > self.within:
                 continue
             matched = True
@@ -113,56 +114,58 @@ class StreamStreamJoin:
                 # (a late record is never waiting: its window closed long before stream time)
                 waiting = _unmatched_key(side, record.key, ts, cast(bytes, this_key)[-4:])
                 state.put("join-unmatched", waiting, StoreValue(record.value, ts))
-                heapq.heappush(unmatched, waiting)
+                unmatched.add(ts, waiting)
 
-    def _store(self, record: Record, state: TaskState, by_key: list[dict[bytes, set[bytes]]],
-               expiries: list[list[tuple[int, bytes]]], observed: list[int]) -> bytes | None:
+    def _store(self, record: Record, state: TaskState, by_key: list[KeyIndex],
+               expiries: list[TimeIndex]) -> bytes | None:
         """Put the record in its side's window store, unless it is already past the store's
-        retention (then it is late); expire what the store no longer holds."""
+        retention (then it is late); expire what the store no longer holds. The side's newest
+        timestamp is always held: it is the store's newest record."""
         side, ts = record.side, record.timestamp
-        horizon = observed[side] - self.retention + 1
+        horizon = max(expiries[side].newest, ts) - self.retention + 1
         if ts < horizon:
             state.emit(record.key, record.value, ts, LATE)
             return None
         state.sequence = (state.sequence + 1) % 2**31
         this_key = window_store_key(cast(bytes, record.key), ts, state.sequence)  # keyed: see process
         state.put(self.stores[side], this_key, StoreValue(record.value, ts))
-        by_key[side].setdefault(cast(bytes, record.key), set()).add(this_key)
-        heapq.heappush(expiries[side], (ts, this_key))
-        while expiries[side] and expiries[side][0][0] < horizon:
-            _, store_key = heapq.heappop(expiries[side])
+        by_key[side].add(cast(bytes, record.key), this_key)
+        expiries[side].add(ts, this_key)
+        for _, store_key in expiries[side].take(horizon):
             state.delete(self.stores[side], store_key, 0, log=False)
-            by_key[side].get(split_window_store_key(store_key)[0], set()).discard(store_key)
+            by_key[side].discard(split_window_store_key(store_key)[0], store_key)
         return this_key
 
-    def _indexes(self, state: TaskState) -> tuple[list[dict[bytes, set[bytes]]], list[list[tuple[int, bytes]]],
-                                                   list[bytes], list[int]]:
-        """Per side: key -> its window store keys, a heap of (ts, store key) for expiry, and
-        the newest timestamp the side has seen (always held: it is the store's newest record);
-        and a heap of the unmatched store's keys (which sort by time)."""
-        if "by_key" not in state.index:
-            by_key: list[dict[bytes, set[bytes]]] = [{}, {}]
-            expiries: list[list[tuple[int, bytes]]] = [[], []]
-            for side in (LEFT, RIGHT):
-                for store_key in state.stores[self.stores[side]]:
-                    key, ts, _ = split_window_store_key(store_key)
-                    by_key[side].setdefault(key, set()).add(store_key)
-                    expiries[side].append((ts, store_key))
-                heapq.heapify(expiries[side])
-            observed = [max((ts for ts, _ in expiries[side]), default=NO_TIME) for side in (LEFT, RIGHT)]
-            unmatched = list(state.stores["join-unmatched"])
-            heapq.heapify(unmatched)
-            state.index.update(by_key=by_key, expiries=expiries, unmatched=unmatched, observed=observed)
-        return state.index["by_key"], state.index["expiries"], state.index["unmatched"], state.index["observed"]
+    def _indexes(self, state: TaskState) -> tuple[list[KeyIndex], list[TimeIndex], TimeIndex]:
+        """Per side: key -> its window store keys, and (ts, store key) for expiry; and the
+        unmatched store's keys by time."""
+        if "unmatched" not in state.index:
+            index = self.indexes[0]
+            by_key = [KeyIndex(state, index, b"K"), KeyIndex(state, index, b"k")]
+            expiries = [TimeIndex(state, index, b"L", self.index_bucket_ms),
+                        TimeIndex(state, index, b"R", self.index_bucket_ms)]
+            unmatched = TimeIndex(state, index, b"U", self.index_bucket_ms)
+            if not unmatched.exists:  # stores without their index (restored, or written before kstool kept indexes)
+                for side in (LEFT, RIGHT):
+                    for store_key in state.stores[self.stores[side]]:
+                        key, ts, _ = split_window_store_key(store_key)
+                        by_key[side].add(key, store_key)
+                        expiries[side].add(ts, store_key)
+                for store_key in state.stores["join-unmatched"]:
+                    unmatched.add(_split_unmatched_key(store_key)[0], store_key)
+            state.index.update({"by_key_left": by_key[LEFT], "by_key_right": by_key[RIGHT],
+                                "expiries_left": expiries[LEFT], "expiries_right": expiries[RIGHT],
+                                "unmatched": unmatched})
+        found = state.index
+        return (cast(list[KeyIndex], [found["by_key_left"], found["by_key_right"]]),
+                cast(list[TimeIndex], [found["expiries_left"], found["expiries_right"]]),
+                cast(TimeIndex, found["unmatched"]))
 
-    def _emit_unmatched(self, state: TaskState, unmatched: list[bytes], stream_time: int) -> None:
+    def _emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
         order: time, then right before left, then key."""
-        while unmatched:
-            ts, side, key = _split_unmatched_key(unmatched[0])
-            if ts + self.within + self.grace >= stream_time:
-                return
-            store_key = heapq.heappop(unmatched)
+        for _, store_key in unmatched.take(stream_time - self.within - self.grace):
+            ts, side, key = _split_unmatched_key(store_key)
             value = state.get("join-unmatched", store_key)
             if value is not None:  # else a partner came
                 state.emit(key, _joined(self.joiner, side, value.value, None), ts)
@@ -185,6 +188,7 @@ class StreamTableJoin:
     how: str  # inner | left
     joiner: Joiner
     stores: tuple[str, ...] = ("join-right-table",)
+    indexes: tuple[str, ...] = ()
     cached_roles: frozenset[str] = frozenset()
 
     def process(self, record: Record, state: TaskState) -> None:
@@ -209,6 +213,7 @@ class TableTableJoin:
     how: str
     joiner: Joiner
     stores: tuple[str, ...] = ("join-left-table", "join-right-table")
+    indexes: tuple[str, ...] = ()
     cached_roles: frozenset[str] = frozenset()  # "every update on either side emits"
 
     def process(self, record: Record, state: TaskState) -> None:

@@ -63,7 +63,9 @@ class TaskState:
     cache: dict[tuple[str, bytes | None], Emitted] = field(default_factory=dict)
     # store -> {key changed this batch: whether it existed before the batch}
     changed: dict[str, dict[bytes, bool]] = field(default_factory=dict)
-    index: dict[str, Any] = field(default_factory=dict)  # a processor's lookup aids; not persisted
+    # a processor's lookup aids for this batch (kstool.streams.indexes), saved to the task's
+    # index store when the batch ends
+    index: dict[str, "SavedIndex"] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, names: Iterable[str]) -> "TaskState":
@@ -120,13 +122,23 @@ class TaskState:
         return self.stream_time
 
 
+class SavedIndex(Protocol):
+    def save(self) -> None: ...
+
+
 class Processor(Protocol):
-    stores: tuple[str, ...]
+    stores: tuple[str, ...]  # Kafka Streams' stores: changelogged, queried by `kstool state`
+    indexes: tuple[str, ...]  # lookup aids for the stores (kstool.streams.indexes): derived, not logged
     # roles whose records go through Kafka Streams' record cache: per batch, only each key's
     # last record (KTable updates); empty for KStream results
     cached_roles: frozenset[str]
 
     def process(self, record: Record, state: TaskState) -> None: ...
+
+
+def task_stores(processor: Processor) -> tuple[str, ...]:
+    """The stores a task keeps for the processor: its stores and their indexes."""
+    return processor.stores + processor.indexes
 
 
 def processing_order(records: Iterable[Record]) -> Iterator[Record]:
@@ -165,4 +177,7 @@ def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) 
     finally:
         if collecting:
             gc.enable()
+    for index in state.index.values():
+        index.save()
+    state.index.clear()  # the next batch reads them from the index store
     return state.flush()

@@ -18,7 +18,7 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kstool.streams.task import Processor, Record, StoreValue, TaskState, run_task
+from kstool.streams.task import Processor, Record, StoreValue, TaskState, run_task, task_stores
 
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
 OUTPUT_SCHEMA = StructType([
@@ -94,7 +94,7 @@ class TaskProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.processor = self.make_processor()
         self.maps = {name: handle.getMapState(name, STORE_KEY_SCHEMA, STORE_VALUE_SCHEMA)
-                     for name in self.processor.stores}
+                     for name in task_stores(self.processor)}
         self.meta = handle.getValueState(META, META_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:

@@ -1,0 +1,172 @@
+"""A processor's lookup aids, kept in one index store of its task next to its stores, so that a
+batch reads only what it needs: the entries stream time has passed (windows to close, join
+records to expire) and the entries of the keys it touches, never a whole store.
+
+TimeIndex: store keys by a time (a window's end, a record's timestamp). Times fall into
+buckets of `bucket_ms`; each batch adds its keys as one new chunk per bucket, so a batch writes
+what it added, not the bucket. Taking everything before a time visits the buckets stream time
+has passed since the last take (point lookups, one per bucket) and reads their chunks whole:
+the entries that expire, plus at most one partly passed bucket. Entries whose store entry is
+already gone (a merged session, a matched join record) stay until their time passes; callers
+skip them.
+
+KeyIndex: record key -> the store keys it owns (a key's sessions, its join records), one
+entry per record key, read when the key is first touched in a batch.
+
+Both write to the index store without logging: indexes are derived data, never changelogged
+(a restore rebuilds them with `rebuild`). Index entries live under a one-byte prefix per
+index, so one store holds all of a processor's indexes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from typing import Iterable, Iterator
+
+from kstool.streams.task import NO_TIME, StoreValue, TaskState
+
+META = struct.Struct(">qqq")  # next bucket to visit, live buckets, newest time added
+COUNT = struct.Struct(">q")  # bucket -> chunks
+CHUNK = struct.Struct(">qi")  # (bucket, chunk number) -> entries
+ENTRY = struct.Struct(">qI")  # time, store key length; then the store key
+# the smallest bucket: a partly passed bucket is read and rewritten, so it should hold little
+MIN_BUCKET_MS = 1000
+# a take that would visit more buckets than this (times the live buckets) reads the index whole
+SCAN_FACTOR = 4
+
+
+def _bytes(entry: StoreValue) -> bytes:
+    return entry.value or b""
+
+
+def _encode(entries: Iterable[tuple[int, bytes]]) -> bytes:
+    return b"".join(ENTRY.pack(time, len(key)) + key for time, key in entries)
+
+
+def _decode(data: bytes) -> Iterator[tuple[int, bytes]]:
+    position = 0
+    while position < len(data):
+        time, length = ENTRY.unpack_from(data, position)
+        position += ENTRY.size
+        yield time, data[position:position + length]
+        position += length
+
+
+class TimeIndex:
+    def __init__(self, state: TaskState, store: str, prefix: bytes, bucket_ms: int):
+        self.state, self.store, self.prefix, self.bucket_ms = state, store, prefix, bucket_ms
+        meta = state.get(store, prefix)
+        self.exists = meta is not None
+        self.next_bucket, self.live, self.newest = META.unpack(_bytes(meta)) if meta else (None, 0, NO_TIME)
+        self.heap: list[tuple[int, bytes]] = []  # entries of visited buckets
+        self.pending: dict[int, list[tuple[int, bytes]]] = {}  # this batch's adds to unvisited buckets
+
+    def _bucket(self, time: int) -> int:
+        return time // self.bucket_ms
+
+    def add(self, time: int, store_key: bytes) -> None:
+        self.newest = max(self.newest, time)
+        bucket = self._bucket(time)
+        if self.next_bucket is not None and bucket < self.next_bucket:
+            heapq.heappush(self.heap, (time, store_key))
+        else:
+            self.pending.setdefault(bucket, []).append((time, store_key))
+
+    def take(self, before: int) -> list[tuple[int, bytes]]:
+        """The entries with time < before, in (time, store key) order, removed from the index."""
+        self._visit(self._bucket(before - 1))
+        taken = []
+        while self.heap and self.heap[0][0] < before:
+            taken.append(heapq.heappop(self.heap))
+        return taken
+
+    def _visit(self, last: int) -> None:
+        """Bring every entry of buckets <= last into the heap."""
+        if self.next_bucket is not None and last < self.next_bucket:
+            return
+        for bucket in [b for b in self.pending if b <= last]:
+            for entry in self.pending.pop(bucket):
+                heapq.heappush(self.heap, entry)
+        if self.next_bucket is not None and self.live:
+            if last - self.next_bucket + 1 > SCAN_FACTOR * self.live + 64:  # a jump in time
+                buckets: Iterable[int] = [COUNT.unpack(k[1:])[0] for k in list(self.state.stores[self.store])
+                                          if k[:1] == self.prefix and len(k) == 1 + COUNT.size]
+            else:
+                buckets = range(self.next_bucket, last + 1)
+            for bucket in buckets:
+                if bucket <= last:
+                    self._load(bucket)
+        self.next_bucket = last + 1
+
+    def _load(self, bucket: int) -> None:
+        count_key = self.prefix + COUNT.pack(bucket)
+        count = self.state.get(self.store, count_key)
+        if count is None:
+            return
+        for number in range(COUNT.unpack(_bytes(count))[0]):
+            chunk_key = self.prefix + CHUNK.pack(bucket, number)
+            chunk = self.state.get(self.store, chunk_key)
+            if chunk is not None:
+                for entry in _decode(_bytes(chunk)):
+                    heapq.heappush(self.heap, entry)
+                self.state.delete(self.store, chunk_key, 0, log=False)
+        self.state.delete(self.store, count_key, 0, log=False)
+        self.live -= 1
+
+    def save(self) -> None:
+        """Write this batch's changes: new chunks for the adds, and the visited entries not
+        taken back into their buckets (the next take visits them again)."""
+        for time, key in self.heap:
+            self.pending.setdefault(self._bucket(time), []).append((time, key))
+        self.heap = []
+        for bucket, entries in self.pending.items():
+            count_key = self.prefix + COUNT.pack(bucket)
+            count = self.state.get(self.store, count_key)
+            number = COUNT.unpack(_bytes(count))[0] if count else 0
+            if count is None:
+                self.live += 1
+            self.state.put(self.store, self.prefix + CHUNK.pack(bucket, number), StoreValue(_encode(entries), 0),
+                           log=False)
+            self.state.put(self.store, count_key, StoreValue(COUNT.pack(number + 1), 0), log=False)
+        if self.pending:  # the next take must visit them
+            lowest = min(self.pending)
+            self.next_bucket = lowest if self.next_bucket is None else min(self.next_bucket, lowest)
+        self.pending = {}
+        meta = META.pack(0 if self.next_bucket is None else self.next_bucket, self.live, self.newest)
+        self.state.put(self.store, self.prefix, StoreValue(meta, 0), log=False)
+        self.exists = True
+
+
+class KeyIndex:
+    def __init__(self, state: TaskState, store: str, prefix: bytes):
+        self.state, self.store, self.prefix = state, store, prefix
+        self.keys: dict[bytes, set[bytes]] = {}
+        self.changed: set[bytes] = set()
+
+    def get(self, key: bytes) -> set[bytes]:
+        """The store keys `key` owns (do not change the set: use add and discard)."""
+        if key not in self.keys:
+            found = self.state.get(self.store, self.prefix + key)
+            self.keys[key] = {k for _, k in _decode(_bytes(found))} if found else set()
+        return self.keys[key]
+
+    def add(self, key: bytes, store_key: bytes) -> None:
+        self.get(key).add(store_key)
+        self.changed.add(key)
+
+    def discard(self, key: bytes, store_key: bytes) -> None:
+        owned = self.get(key)
+        if store_key in owned:
+            owned.discard(store_key)
+            self.changed.add(key)
+
+    def save(self) -> None:
+        for key in self.changed:
+            index_key = self.prefix + key
+            if self.keys[key]:
+                self.state.put(self.store, index_key, StoreValue(_encode((0, k) for k in sorted(self.keys[key])), 0),
+                               log=False)
+            else:
+                self.state.delete(self.store, index_key, 0, log=False)
+        self.changed = set()
