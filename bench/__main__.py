@@ -1,9 +1,11 @@
 """kstool's benchmark: `python -m bench` (or `make bench`).
 
 On a private embedded broker, loads data fast, then measures in one run on the same data:
-the raw consumer ceiling, kstool's count per key and wordcount (`--once`), Quix Streams doing
-the same count per key (in its own virtualenv), continuous-mode end-to-end latency, and
-`kstool consume -o jsonl` throughput. Prints a table and writes bench/results/<time>.json.
+the raw consumer ceiling, kstool's count per key, wordcount, windowed count and joins
+(`--once`), Quix Streams doing the same count per key, windowed count and join (in its own
+virtualenv), continuous-mode end-to-end latency, `kstool consume -o jsonl` throughput, start-up
+and produce one-liners, and state-size scaling. Prints a table and writes
+bench/results/<time>.json.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench import scaling
+from bench.latency import latency
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
-from bench.measure import PeakRss, percentile
+from bench.measure import PeakRss
 from kstool.kafka.client import BULK_READ_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +37,17 @@ TARGETS = {
     "count_vs_quix_ratio": (">=", 3.0),
     "once_1m_count_wall_s": ("<=", 15.0),
     "once_1m_wordcount_wall_s": ("<=", 15.0),
+    "windowed_count_1m_records_per_s": (">=", 250_000),
+    "windowed_count_final_1m_records_per_s": (">=", 250_000),
+    "windowed_final_vs_quix_ratio": (">=", 10.0),
+    "table_table_join_2x1m_records_per_s": (">=", 150_000),
+    "stream_stream_join_2x1m_records_per_s": (">=", 150_000),
     "latency_p50_s": ("<=", 1.0),
     "latency_p99_s": ("<=", 2.0),
+    "latency_windowed_p50_s": ("<=", 1.0),
+    "latency_windowed_p99_s": ("<=", 2.0),
+    "latency_stream_table_join_p50_s": ("<=", 1.0),
+    "latency_stream_table_join_p99_s": ("<=", 2.0),
     "consume_jsonl_records_per_s": (">=", 150_000),
     "help_start_s": ("<=", 0.3),
     "produce_100k_lines_wall_s": ("<=", 1.5),
@@ -86,15 +97,16 @@ def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount"
             "batches": summary["batches"], "peak_rss_mb": round(peak / 2**20)}
 
 
-def quix(bootstrap: str, topic: str, expected: int) -> dict:
+def quix(bootstrap: str, topic: str, expected: int, *mode: str) -> dict:
+    """Quix Streams over `topic` (bench/peers/quix.py; mode: count, or as it says)."""
     python = QUIX_VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
                        check=True)
     with tempfile.TemporaryDirectory() as state:
-        proc = subprocess.run([str(python), str(ROOT / "bench" / "peers" / "quix_count.py"), bootstrap,
-                               topic, str(expected), state], capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run([str(python), str(ROOT / "bench" / "peers" / "quix.py"), bootstrap,
+                               topic, str(expected), state, *mode], capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1:]}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -130,68 +142,6 @@ def consume_jsonl(env, topic: str, expected: int) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"kstool consume failed: {proc.stderr.strip()}")
     return {"records": expected, "seconds": round(seconds, 2), "records_per_s": round(expected / seconds)}
-
-
-def latency(env, bootstrap: str, rate: int, seconds: int) -> dict:
-    """Continuous mode: produce lines at `rate`/s; every 100 ms a line with a unique marker word;
-    latency = when the marker's count shows up in the output topic - when it was produced."""
-    topic = "bench-latency"
-    create_topic(bootstrap, topic, 2)
-    app = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic, "--output", f"{topic}-out",
-                            "--app-id", "bench-latency", "--trigger", "100ms", "--quiet"], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
-    sent: dict[bytes, float] = {}
-    seen: dict[bytes, float] = {}
-    stop = threading.Event()
-
-    def watch():
-        # no broker long-poll on the watcher: its own fetch wait would count as app latency
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency-watch",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                             "fetch.wait.max.ms": 5})
-        while True:
-            try:
-                consumer.assign([TopicPartition(f"{topic}-out", p, 0) for p in range(2)])
-                break
-            except Exception:
-                time.sleep(0.2)
-        while not stop.is_set():
-            for msg in consumer.consume(1000, 0.1):
-                if msg.error() is None and msg.key() and msg.key().startswith(b"m"):
-                    seen.setdefault(msg.key(), time.perf_counter())
-        consumer.close()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        deadline = time.perf_counter() + 180  # wait for the app: a warm-up marker must come out
-        while b"mwarmup" not in seen and time.perf_counter() < deadline:
-            producer.produce(topic, value=b"mwarmup")
-            producer.flush(5)
-            time.sleep(1)
-        seen.clear()
-        tick, seq, started = 0.01, 0, time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            for i in range(max(1, rate // 100)):
-                producer.produce(topic, value=f"filler f{i % 5000} words here".encode())
-            if seq % 10 == 0:
-                marker = f"m{seq}".encode()
-                producer.produce(topic, value=marker)
-                sent[marker] = time.perf_counter()
-            producer.poll(0)
-            seq += 1
-            time.sleep(max(0.0, started + seq * tick - time.perf_counter()))
-        producer.flush(10)
-        time.sleep(5)
-    finally:
-        stop.set()
-        app.terminate()
-        app.wait(60)
-        watcher.join(5)
-    lags = [seen[m] - t for m, t in sent.items() if m in seen]
-    return {"rate": rate, "seconds": seconds, "markers": len(sent), "seen": len(lags),
-            "p50_s": round(percentile(lags, 50) or -1, 3), "p99_s": round(percentile(lags, 99) or -1, 3)}
 
 
 def produce_lines(env, bootstrap: str, lines: int = 100_000) -> dict:
@@ -292,6 +242,11 @@ def main() -> None:
                                                             keyed_records(2_000_000, keys=5_000, seed=4)), 2)
         create_topic(bootstrap, "bench-keys-2m", 2)
         runs["load_keys_2m_s"] = round(load(bootstrap, "bench-keys-2m", keyed_records(2_000_000, keys=5_000, seed=4), 2), 2)
+        for side, seed in (("", 5), ("-right", 6)):  # one key in ~1M per side: ~1 partner per record
+            create_topic(bootstrap, f"bench-join{side}", 2)
+            runs[f"load_join{side.replace('-', '_')}_s"] = round(load(
+                bootstrap, f"bench-join{side}", keyed_records(1_000_000, keys=1_000_000, seed=seed), 2,
+                by_key=True), 2)
         create_topic(bootstrap, "bench-lines", 2)
         runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
         steps = [
@@ -307,16 +262,30 @@ def main() -> None:
             ("wordcount_1m", lambda: run_once(env, "bench-lines", "bench-wordcount", args.master)),
             ("windowed_count_1m", lambda: run_once(env, "bench-keys-1m", "bench-windowed", args.master, "aggregate",
                                                    ("--window", "tumbling:1s"))),
+            ("windowed_count_final_1m", lambda: run_once(env, "bench-keys-1m", "bench-windowed-final", args.master,
+                                                         "aggregate", ("--window", "tumbling:1s", "--emit", "final"))),
             ("table_table_join_2x1m", lambda: run_once(env, "bench-keys-1m", "bench-join", args.master, "join",
                                                        ("--kind", "table-table", "--how", "outer"))),
+            ("stream_stream_join_2x1m", lambda: run_once(env, "bench-join", "bench-stream-join", args.master, "join",
+                                                         ("--kind", "stream-stream", "--within", "1m"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
-            ("latency", lambda: latency(env, bootstrap, args.rate, args.latency_seconds)),
+            ("latency", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds)),
+            ("latency_windowed", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds,
+                                                 "windowed")),
+            ("latency_stream_table_join", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds,
+                                                          "stream_table_join")),
             ("produce_100k_lines", lambda: produce_lines(env, bootstrap)),
             ("state_scaling", lambda: scaling.state_scaling(run_once, env, bootstrap, args.master,
                                                             args.scaling_keys)),
         ]
         if not args.skip_quix:
-            steps.insert(2, ("quix_count_per_key", lambda: quix(bootstrap, "bench-keys", args.records)))
+            steps[2:2] = [
+                ("quix_count_per_key", lambda: quix(bootstrap, "bench-keys", args.records)),
+                ("quix_windowed_count_final_1m", lambda: quix(bootstrap, "bench-keys-1m", 1_000_000,
+                                                              "tumbling-count", "1000")),
+                ("quix_interval_join_2x1m", lambda: quix(bootstrap, "bench-join", 2_000_000,
+                                                         "interval-join", "bench-join-right", "60000")),
+            ]
         for name, step in steps:
             print(f"running {name} ...", file=sys.stderr)
             runs[name] = step()
@@ -324,16 +293,27 @@ def main() -> None:
         runs["help_start_s"] = help_start()
     finally:
         kstool(env, "broker", "stop")
-    quix_rate = runs.get("quix_count_per_key", {}).get("records_per_s")
+    def vs_quix(step: str, peer: str) -> float | None:
+        rate = runs.get(peer, {}).get("records_per_s")
+        return round(runs[step]["records_per_s"] / rate, 2) if rate else None
+
     figures = {
         "count_per_key_records_per_s": runs["count_per_key"]["records_per_s"],
-        "count_vs_quix_ratio": round(runs["count_per_key"]["records_per_s"] / quix_rate, 2) if quix_rate else None,
+        "count_vs_quix_ratio": vs_quix("count_per_key", "quix_count_per_key"),
         "once_1m_count_wall_s": runs["count_per_key_1m"]["wall_s"],
         "once_1m_wordcount_wall_s": runs["wordcount_1m"]["wall_s"] if args.lines == 1_000_000 else None,
         "windowed_count_1m_records_per_s": runs["windowed_count_1m"]["records_per_s"],
+        "windowed_count_final_1m_records_per_s": runs["windowed_count_final_1m"]["records_per_s"],
+        "windowed_final_vs_quix_ratio": vs_quix("windowed_count_final_1m", "quix_windowed_count_final_1m"),
         "table_table_join_2x1m_records_per_s": runs["table_table_join_2x1m"]["records_per_s"],
+        "stream_stream_join_2x1m_records_per_s": runs["stream_stream_join_2x1m"]["records_per_s"],
+        "stream_stream_join_vs_quix_ratio": vs_quix("stream_stream_join_2x1m", "quix_interval_join_2x1m"),
         "latency_p50_s": runs["latency"]["p50_s"],
         "latency_p99_s": runs["latency"]["p99_s"],
+        "latency_windowed_p50_s": runs["latency_windowed"]["p50_s"],
+        "latency_windowed_p99_s": runs["latency_windowed"]["p99_s"],
+        "latency_stream_table_join_p50_s": runs["latency_stream_table_join"]["p50_s"],
+        "latency_stream_table_join_p99_s": runs["latency_stream_table_join"]["p99_s"],
         "consume_jsonl_records_per_s": runs["consume_jsonl"]["records_per_s"],
         "help_start_s": runs["help_start_s"],
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
@@ -410,9 +390,6 @@ def print_runs(runs: dict) -> None:
          runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
          runs["count_per_key"]["spark_start_s"], runs["count_per_key"]["peak_rss_mb"]],
     ]
-    if "quix_count_per_key" in runs:
-        q = runs["quix_count_per_key"]
-        rows.append(["Quix Streams count per key", q.get("records_per_s"), q.get("seconds"), "", ""])
     c = runs["count_per_key_1m"]
     rows.append(["kstool aggregate --agg count --once (1M)", c["records_per_s"], c["wall_s"], c["spark_start_s"],
                  c["peak_rss_mb"]])
@@ -421,14 +398,23 @@ def print_runs(runs: dict) -> None:
     for name, label in (("count_per_key_2m", "kstool aggregate --agg count --once (2M, 10k-record batches)"),
                         ("count_per_key_2m_apps", "kstool aggregate --agg count --once (2M, a default producer's)"),
                         ("windowed_count_1m", "kstool aggregate --window tumbling:1s --once (1M)"),
-                        ("table_table_join_2x1m", "kstool join --kind table-table --how outer --once (2x1M)")):
+                        ("windowed_count_final_1m", "kstool aggregate --window tumbling:1s --emit final --once (1M)"),
+                        ("table_table_join_2x1m", "kstool join --kind table-table --how outer --once (2x1M)"),
+                        ("stream_stream_join_2x1m", "kstool join --kind stream-stream --within 1m --once (2x1M)")):
         r = runs[name]
         rows.append([label, r["records_per_s"], r["wall_s"], r["spark_start_s"], r["peak_rss_mb"]])
+    for name, label in (("quix_count_per_key", "Quix Streams count per key"),
+                        ("quix_windowed_count_final_1m", "Quix Streams tumbling_window(1s).count().final() (1M)"),
+                        ("quix_interval_join_2x1m", "Quix Streams join_interval(1m) (2x1M)")):
+        if name in runs:
+            rows.append([label, runs[name].get("records_per_s"), runs[name].get("seconds"), "", ""])
     rows.append(["kstool consume -o jsonl", runs["consume_jsonl"]["records_per_s"], runs["consume_jsonl"]["seconds"], "", ""])
     print(tabulate(rows, headers=["job", "records/s", "wall s", "spark start s", "peak RSS MB"]))
-    lat = runs["latency"]
-    print(f"\ncontinuous wordcount at {lat['rate']}/s: p50 {lat['p50_s']}s, p99 {lat['p99_s']}s "
-          f"({lat['seen']}/{lat['markers']} markers)")
+    for name, label in (("latency", "wordcount"), ("latency_windowed", "windowed count"),
+                        ("latency_stream_table_join", "stream-table join")):
+        lat = runs[name]
+        print(f"\ncontinuous {label} at {lat['rate']}/s: p50 {lat['p50_s']}s, p99 {lat['p99_s']}s "
+              f"({lat['seen']}/{lat['markers']} markers)")
     print(f"kstool --help: {runs['help_start_s']}s\n")
 
 

@@ -195,10 +195,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         todo = [tp for tp, stop in finish.items() if stop != begin.get(tp, 0)]
         if not todo:
             return {}
-        marks = self._clients().watermarks(todo)
+        starts = self._clients().log_starts(todo)
         firsts, lost = {}, {}
         for tp in todo:
-            first, low = begin.get(tp, 0), marks[tp][0]
+            first, low = begin.get(tp, 0), starts[tp]
             if first > finish[tp]:  # recreated: latestOffset let this through on purpose
                 first = low
             elif first < low:

@@ -148,9 +148,13 @@ class KafkaClients:
         each partition, confirmed by reading (see kstool.kafka.ends)."""
         if not tps:
             return {}
-        low = self._list_offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        low = self.log_starts(tps)
         high = read_ends(self, self._list_offsets(tps, OffsetSpec.latest()))  # type: ignore[no-untyped-call]
         return {tp: (low[tp], high[tp]) for tp in tps}
+
+    def log_starts(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The low watermark (first offset still in the log) per (topic, partition)."""
+        return self._list_offsets(tps, OffsetSpec.earliest()) if tps else {}  # type: ignore[no-untyped-call]
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
         futures = self.admin().list_offsets(

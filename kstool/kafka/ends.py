@@ -45,7 +45,9 @@ def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]
         consumer.assign([TopicPartition(t, p, max(o, 0)) for (t, p), o in reported.items()])
         deadline = time.monotonic() + clients.timeout
         while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.2):
+            # consume() waits out its whole timeout unless it fills num_messages: short waits
+            # let the loop end as soon as every partition has answered
+            for msg in consumer.consume(num_messages=10_000, timeout=0.01):
                 topic, partition, offset = position_of(msg)
                 tp = (topic, partition)
                 err = msg.error()

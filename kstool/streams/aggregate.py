@@ -229,16 +229,17 @@ class SessionAggregate:
     def _indexes(self, state: TaskState) -> tuple[KeyIndex, TimeIndex]:
         """Each key's sessions, and (session end, store key): which sessions close next
         (sessions merged away are skipped when taken)."""
-        if "ends" not in state.index:
-            by_key = KeyIndex(state, INDEX, b"K")
-            ends = TimeIndex(state, INDEX, b"E", self.index_bucket_ms)
-            if not ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
+        found = state.index.get("sessions")
+        if found is None:
+            found = _SessionIndexes(KeyIndex(state, INDEX, b"K"), TimeIndex(state, INDEX, b"E", self.index_bucket_ms))
+            if not found.ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
                 for store_key in state.stores[STORE]:
                     key, _, end = split_session_store_key(store_key)
-                    by_key.add(key, store_key)
-                    ends.add(end, store_key)
-            state.index.update(by_key=by_key, ends=ends)
-        return cast(KeyIndex, state.index["by_key"]), cast(TimeIndex, state.index["ends"])
+                    found.by_key.add(key, store_key)
+                    found.ends.add(end, store_key)
+            state.index["sessions"] = found
+        found = cast(_SessionIndexes, found)
+        return found.by_key, found.ends
 
     def _close_sessions(self, state: TaskState, close: int) -> None:
         """Sessions whose end is before the close time are final: emitted in final mode (in
@@ -254,3 +255,13 @@ class SessionAggregate:
                 self._emit_session(state, key, start, end, Accumulator.of(value))
             state.delete(STORE, store_key, end, log=False)
             by_key.discard(key, store_key)
+
+
+@dataclass
+class _SessionIndexes:
+    by_key: KeyIndex
+    ends: TimeIndex
+
+    def save(self) -> None:
+        self.by_key.save()
+        self.ends.save()

@@ -75,16 +75,19 @@ class TimeIndex:
 
     def take(self, before: int) -> list[tuple[int, bytes]]:
         """The entries with time < before, in (time, store key) order, removed from the index."""
-        self._visit(self._bucket(before - 1))
+        last = (before - 1) // self.bucket_ms
+        if self.next_bucket is None or last >= self.next_bucket:
+            self._visit(last)
+        heap = self.heap
+        if not heap or heap[0][0] >= before:
+            return []  # most calls: nothing expires
         taken = []
-        while self.heap and self.heap[0][0] < before:
-            taken.append(heapq.heappop(self.heap))
+        while heap and heap[0][0] < before:
+            taken.append(heapq.heappop(heap))
         return taken
 
     def _visit(self, last: int) -> None:
         """Bring every entry of buckets <= last into the heap."""
-        if self.next_bucket is not None and last < self.next_bucket:
-            return
         for bucket in [b for b in self.pending if b <= last]:
             for entry in self.pending.pop(bucket):
                 heapq.heappush(self.heap, entry)

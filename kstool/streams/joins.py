@@ -93,10 +93,11 @@ class StreamStreamJoin:
             return
         if record.key is None or record.value is None:
             return
-        by_key, expiries, unmatched = self._indexes(state)
+        indexes = self._indexes(state)
+        by_key, unmatched = indexes.by_key, indexes.unmatched
         if ts == stream_time:
             self._emit_unmatched(state, unmatched, stream_time)
-        this_key = self._store(record, state, by_key, expiries)
+        this_key = self._store(record, state, by_key, indexes.expiries)
         matched = False
         for other_ts, store_key in sorted((split_window_store_key(k)[1], k)
                                           for k in by_key[1 - side].get(record.key)):
@@ -116,8 +117,8 @@ class StreamStreamJoin:
                 state.put("join-unmatched", waiting, StoreValue(record.value, ts))
                 unmatched.add(ts, waiting)
 
-    def _store(self, record: Record, state: TaskState, by_key: list[KeyIndex],
-               expiries: list[TimeIndex]) -> bytes | None:
+    def _store(self, record: Record, state: TaskState, by_key: tuple[KeyIndex, KeyIndex],
+               expiries: tuple[TimeIndex, TimeIndex]) -> bytes | None:
         """Put the record in its side's window store, unless it is already past the store's
         retention (then it is late); expire what the store no longer holds. The side's newest
         timestamp is always held: it is the store's newest record."""
@@ -136,30 +137,24 @@ class StreamStreamJoin:
             by_key[side].discard(split_window_store_key(store_key)[0], store_key)
         return this_key
 
-    def _indexes(self, state: TaskState) -> tuple[list[KeyIndex], list[TimeIndex], TimeIndex]:
-        """Per side: key -> its window store keys, and (ts, store key) for expiry; and the
-        unmatched store's keys by time."""
-        if "unmatched" not in state.index:
+    def _indexes(self, state: TaskState) -> "_JoinIndexes":
+        found = state.index.get("join")
+        if found is None:
             index = self.indexes[0]
-            by_key = [KeyIndex(state, index, b"K"), KeyIndex(state, index, b"k")]
-            expiries = [TimeIndex(state, index, b"L", self.index_bucket_ms),
-                        TimeIndex(state, index, b"R", self.index_bucket_ms)]
-            unmatched = TimeIndex(state, index, b"U", self.index_bucket_ms)
-            if not unmatched.exists:  # stores without their index (restored, or written before kstool kept indexes)
+            found = _JoinIndexes((KeyIndex(state, index, b"K"), KeyIndex(state, index, b"k")),
+                                 (TimeIndex(state, index, b"L", self.index_bucket_ms),
+                                  TimeIndex(state, index, b"R", self.index_bucket_ms)),
+                                 TimeIndex(state, index, b"U", self.index_bucket_ms))
+            if not found.unmatched.exists:  # stores without their index (restored, or written before kstool kept indexes)
                 for side in (LEFT, RIGHT):
                     for store_key in state.stores[self.stores[side]]:
                         key, ts, _ = split_window_store_key(store_key)
-                        by_key[side].add(key, store_key)
-                        expiries[side].add(ts, store_key)
+                        found.by_key[side].add(key, store_key)
+                        found.expiries[side].add(ts, store_key)
                 for store_key in state.stores["join-unmatched"]:
-                    unmatched.add(_split_unmatched_key(store_key)[0], store_key)
-            state.index.update({"by_key_left": by_key[LEFT], "by_key_right": by_key[RIGHT],
-                                "expiries_left": expiries[LEFT], "expiries_right": expiries[RIGHT],
-                                "unmatched": unmatched})
-        found = state.index
-        return (cast(list[KeyIndex], [found["by_key_left"], found["by_key_right"]]),
-                cast(list[TimeIndex], [found["expiries_left"], found["expiries_right"]]),
-                cast(TimeIndex, found["unmatched"]))
+                    found.unmatched.add(_split_unmatched_key(store_key)[0], store_key)
+            state.index["join"] = found
+        return cast(_JoinIndexes, found)
 
     def _emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
@@ -170,6 +165,20 @@ class StreamStreamJoin:
             if value is not None:  # else a partner came
                 state.emit(key, _joined(self.joiner, side, value.value, None), ts)
                 state.delete("join-unmatched", store_key, ts)
+
+
+@dataclass
+class _JoinIndexes:
+    """Per side: key -> its window store keys, and (ts, store key) for expiry; and the
+    unmatched store's keys by time."""
+
+    by_key: tuple[KeyIndex, KeyIndex]
+    expiries: tuple[TimeIndex, TimeIndex]
+    unmatched: TimeIndex
+
+    def save(self) -> None:
+        for index in (*self.by_key, *self.expiries, self.unmatched):
+            index.save()
 
 
 def _unmatched_key(side: int, key: bytes, ts: int, seqnum: bytes) -> bytes:
