@@ -41,7 +41,7 @@ TARGETS = {
     "windowed_count_final_1m_records_per_s": (">=", 250_000),
     "windowed_final_vs_quix_ratio": (">=", 10.0),
     "table_table_join_2x1m_records_per_s": (">=", 150_000),
-    "stream_stream_join_2x1m_records_per_s": (">=", 150_000),
+    "stream_stream_join_records_per_s": (">=", 150_000),
     "latency_p50_s": ("<=", 1.0),
     "latency_p99_s": ("<=", 2.0),
     "latency_windowed_p50_s": ("<=", 1.0),
@@ -206,6 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=5_000_000, help="keyed records for count per key")
     parser.add_argument("--lines", type=int, default=1_000_000, help="text lines for wordcount")
+    parser.add_argument("--join-records", type=int, default=1_000_000, help="records per side of the stream-stream join")
     parser.add_argument("--rate", type=int, default=10_000, help="records/s in the latency test")
     parser.add_argument("--latency-seconds", type=int, default=30)
     parser.add_argument("--master", default="local[2]")
@@ -245,7 +246,7 @@ def main() -> None:
         for side, seed in (("", 5), ("-right", 6)):  # one key in ~1M per side: ~1 partner per record
             create_topic(bootstrap, f"bench-join{side}", 2)
             runs[f"load_join{side.replace('-', '_')}_s"] = round(load(
-                bootstrap, f"bench-join{side}", keyed_records(1_000_000, keys=1_000_000, seed=seed), 2,
+                bootstrap, f"bench-join{side}", keyed_records(args.join_records, keys=args.join_records, seed=seed), 2,
                 by_key=True), 2)
         create_topic(bootstrap, "bench-lines", 2)
         runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
@@ -266,7 +267,7 @@ def main() -> None:
                                                          "aggregate", ("--window", "tumbling:1s", "--emit", "final"))),
             ("table_table_join_2x1m", lambda: run_once(env, "bench-keys-1m", "bench-join", args.master, "join",
                                                        ("--kind", "table-table", "--how", "outer"))),
-            ("stream_stream_join_2x1m", lambda: run_once(env, "bench-join", "bench-stream-join", args.master, "join",
+            ("stream_stream_join", lambda: run_once(env, "bench-join", "bench-stream-join", args.master, "join",
                                                          ("--kind", "stream-stream", "--within", "1m"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
             ("latency", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds)),
@@ -283,7 +284,7 @@ def main() -> None:
                 ("quix_count_per_key", lambda: quix(bootstrap, "bench-keys", args.records)),
                 ("quix_windowed_count_final_1m", lambda: quix(bootstrap, "bench-keys-1m", 1_000_000,
                                                               "tumbling-count", "1000")),
-                ("quix_interval_join_2x1m", lambda: quix(bootstrap, "bench-join", 2_000_000,
+                ("quix_interval_join", lambda: quix(bootstrap, "bench-join", 2 * args.join_records,
                                                          "interval-join", "bench-join-right", "60000")),
             ]
         for name, step in steps:
@@ -306,8 +307,8 @@ def main() -> None:
         "windowed_count_final_1m_records_per_s": runs["windowed_count_final_1m"]["records_per_s"],
         "windowed_final_vs_quix_ratio": vs_quix("windowed_count_final_1m", "quix_windowed_count_final_1m"),
         "table_table_join_2x1m_records_per_s": runs["table_table_join_2x1m"]["records_per_s"],
-        "stream_stream_join_2x1m_records_per_s": runs["stream_stream_join_2x1m"]["records_per_s"],
-        "stream_stream_join_vs_quix_ratio": vs_quix("stream_stream_join_2x1m", "quix_interval_join_2x1m"),
+        "stream_stream_join_records_per_s": runs["stream_stream_join"]["records_per_s"],
+        "stream_stream_join_vs_quix_ratio": vs_quix("stream_stream_join", "quix_interval_join"),
         "latency_p50_s": runs["latency"]["p50_s"],
         "latency_p99_s": runs["latency"]["p99_s"],
         "latency_windowed_p50_s": runs["latency_windowed"]["p50_s"],
@@ -319,7 +320,9 @@ def main() -> None:
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
         **scaling.figures(runs["state_scaling"]),
     }
-    write_results(results, figures)
+    full = all(getattr(args, name) == parser.get_default(name) for name in
+               ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "rate", "skip_quix"))
+    write_results(results, figures, prefix="" if full else "reduced-")
 
 
 def produce_only() -> None:
@@ -395,17 +398,18 @@ def print_runs(runs: dict) -> None:
                  c["peak_rss_mb"]])
     w = runs["wordcount_1m"]
     rows.append(["kstool wordcount --once (1M lines)", w["records_per_s"], w["wall_s"], w["spark_start_s"], w["peak_rss_mb"]])
+    pairs = f"2x{runs['stream_stream_join']['records'] // 2:,}"
     for name, label in (("count_per_key_2m", "kstool aggregate --agg count --once (2M, 10k-record batches)"),
                         ("count_per_key_2m_apps", "kstool aggregate --agg count --once (2M, a default producer's)"),
                         ("windowed_count_1m", "kstool aggregate --window tumbling:1s --once (1M)"),
                         ("windowed_count_final_1m", "kstool aggregate --window tumbling:1s --emit final --once (1M)"),
                         ("table_table_join_2x1m", "kstool join --kind table-table --how outer --once (2x1M)"),
-                        ("stream_stream_join_2x1m", "kstool join --kind stream-stream --within 1m --once (2x1M)")):
+                        ("stream_stream_join", f"kstool join --kind stream-stream --within 1m --once ({pairs})")):
         r = runs[name]
         rows.append([label, r["records_per_s"], r["wall_s"], r["spark_start_s"], r["peak_rss_mb"]])
     for name, label in (("quix_count_per_key", "Quix Streams count per key"),
                         ("quix_windowed_count_final_1m", "Quix Streams tumbling_window(1s).count().final() (1M)"),
-                        ("quix_interval_join_2x1m", "Quix Streams join_interval(1m) (2x1M)")):
+                        ("quix_interval_join", f"Quix Streams join_interval(1m) ({pairs})")):
         if name in runs:
             rows.append([label, runs[name].get("records_per_s"), runs[name].get("seconds"), "", ""])
     rows.append(["kstool consume -o jsonl", runs["consume_jsonl"]["records_per_s"], runs["consume_jsonl"]["seconds"], "", ""])

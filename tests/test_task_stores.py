@@ -6,13 +6,15 @@ dict with the same methods, counting the calls."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
-from kstool.topologies.tasks import MapStateStore
+from kstool.topologies.map_state import MapStateStore
 
 
 class CountingMapState:
@@ -33,6 +35,10 @@ class CountingMapState:
         self.scans += 1
         return iter(list(self.data.items()))
 
+    def get_many(self, keys: list[bytes]) -> dict[bytes, tuple | None]:  # PipelinedMapState's
+        self.lookups += len(keys)
+        return {key: self.data.get((key,)) for key in keys}
+
 
 TABLE = {f"k{i}".encode(): StoreValue(f"v{i}".encode(), i) for i in range(10_000)}
 BATCH = [Record(b"k7", b"L7", 100, LEFT), Record(b"k8", b"R8", 101, RIGHT), Record(b"new", b"Lnew", 102, LEFT),
@@ -42,7 +48,7 @@ BATCH = [Record(b"k7", b"L7", 100, LEFT), Record(b"k8", b"R8", 101, RIGHT), Reco
 def _run(processor, read_all: bool):
     maps = {name: CountingMapState(TABLE) for name in processor.stores}
     held = TaskState({name: dict(TABLE) for name in processor.stores})
-    lazy = TaskState({name: MapStateStore(maps[name], read_all) for name in processor.stores})
+    lazy = TaskState({name: MapStateStore(maps[name], read_all, maps[name]) for name in processor.stores})
     expected, got = run_task(processor, held, list(BATCH)), run_task(processor, lazy, list(BATCH))
     assert got == expected
     for name, keys in held.changed.items():  # what the batch's end writes back is the same
@@ -67,7 +73,7 @@ def test_a_large_batch_reads_each_store_once():
 
 def test_iterating_a_store_reads_it_whole_and_keeps_the_batch_changes():
     state = CountingMapState(TABLE)
-    store = MapStateStore(state, read_all=False)
+    store = MapStateStore(state, False, state)
     store[b"k1"] = StoreValue(b"changed", 5)
     del store[b"k2"]
     store[b"added"] = StoreValue(b"x", 6)
@@ -98,7 +104,9 @@ def test_a_small_batch_does_not_read_the_windows_or_join_records_it_does_not_tou
     maps = {name: CountingMapState(entries) for name, entries in big.items()}
     held = TaskState({name: {k: StoreValue(v.value, v.timestamp, v.aux) for k, v in entries.items()}
                       for name, entries in big.items()})
-    lazy = TaskState({name: MapStateStore(maps[name], read_all=False) for name in task_stores(processor)})
+    lazy = TaskState({name: MapStateStore(maps[name], False, maps[name]) for name in task_stores(processor)})
+    for name, keys in processor.reads(batch).items():  # as the engine asks before the batch
+        cast(MapStateStore, lazy.stores[name]).prefetch(keys)
     assert run_task(processor, lazy, list(batch)) == run_task(processor, held, list(batch))
     assert lazy.changed == held.changed
     assert sum(m.scans for m in maps.values()) == 0

@@ -36,6 +36,7 @@ from kstool.streams.windows import WindowSpec
 
 STORE = "aggregate"
 INDEX = f"{STORE}-index"  # window ends; sessions by key and by end (kstool.streams.indexes)
+ENDS, BY_KEY = b"E", b"K"  # their prefixes in the index store
 AGGREGATIONS = ("count", "sum", "min", "max", "avg")
 
 
@@ -120,6 +121,11 @@ class WindowedAggregate:
     def cached_roles(self) -> frozenset[str]:
         return _cached_roles(self.emit)
 
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return {STORE: {window_store_key(cast(bytes, r.key), start) for r in records
+                        for start in self.window.starts_for(r.timestamp)},
+                INDEX: {ENDS}}
+
     def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
         end = start + self.window.size
         state.emit(output_key(key, start, end, False, self.key_format),
@@ -153,7 +159,7 @@ class WindowedAggregate:
         """(window end, store key) of the open windows: which close next."""
         if "ends" not in state.index:
             # time windows end on multiples of the advance (+ size): a bucket per end
-            ends = TimeIndex(state, INDEX, b"E", max(self.window.advance, self.index_bucket_ms))
+            ends = TimeIndex(state, INDEX, ENDS, max(self.window.advance, self.index_bucket_ms))
             if not ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
                 for store_key in state.stores[STORE]:
                     ends.add(split_window_store_key(store_key)[1] + self.window.size, store_key)
@@ -161,7 +167,10 @@ class WindowedAggregate:
         return cast(TimeIndex, state.index["ends"])
 
     def _close_windows(self, state: TaskState, close: int) -> None:
-        for _, store_key in self._ends(state).take(close + 1):  # suppress' order: window end, then key
+        closing = self._ends(state).take(close + 1)  # suppress' order: window end, then key
+        if closing:
+            state.prefetch(STORE, (store_key for _, store_key in closing))
+        for _, store_key in closing:
             value = state.get(STORE, store_key)
             if value is None:
                 continue
@@ -186,6 +195,9 @@ class SessionAggregate:
     @property
     def cached_roles(self) -> frozenset[str]:
         return _cached_roles(self.emit)
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return {INDEX: {ENDS} | {BY_KEY + cast(bytes, r.key) for r in records}}
 
     def _emit_session(self, state: TaskState, key: bytes, start: int, end: int, acc: Accumulator | None) -> None:
         value = None if acc is None else output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format)
@@ -231,7 +243,7 @@ class SessionAggregate:
         (sessions merged away are skipped when taken)."""
         found = state.index.get("sessions")
         if found is None:
-            found = _SessionIndexes(KeyIndex(state, INDEX, b"K"), TimeIndex(state, INDEX, b"E", self.index_bucket_ms))
+            found = _SessionIndexes(KeyIndex(state, INDEX, BY_KEY), TimeIndex(state, INDEX, ENDS, self.index_bucket_ms))
             if not found.ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
                 for store_key in state.stores[STORE]:
                     key, _, end = split_session_store_key(store_key)
@@ -246,7 +258,10 @@ class SessionAggregate:
         end order, as the time-ordered session store yields them), then dropped from the store
         as expired (no changelog tombstone: the topic's retention removes them)."""
         by_key, ends = self._indexes(state)
-        for end, store_key in ends.take(close):
+        closing = ends.take(close)
+        if closing:
+            state.prefetch(STORE, (store_key for _, store_key in closing))
+        for end, store_key in closing:
             value = state.get(STORE, store_key)
             if value is None:
                 continue

@@ -97,10 +97,20 @@ class TimeIndex:
                                           if k[:1] == self.prefix and len(k) == 1 + COUNT.size]
             else:
                 buckets = range(self.next_bucket, last + 1)
+            buckets = [bucket for bucket in buckets if bucket <= last]
+            self._prefetch(buckets)
             for bucket in buckets:
-                if bucket <= last:
-                    self._load(bucket)
+                self._load(bucket)
         self.next_bucket = last + 1
+
+    def _prefetch(self, buckets: list[int]) -> None:
+        """Ask for the buckets' chunk counts, then their chunks, at once (see TaskState.prefetch)."""
+        count_keys = [self.prefix + COUNT.pack(bucket) for bucket in buckets]
+        self.state.prefetch(self.store, count_keys)
+        counts = {bucket: self.state.get(self.store, key) for bucket, key in zip(buckets, count_keys)}
+        self.state.prefetch(self.store, (self.prefix + CHUNK.pack(bucket, number)
+                                         for bucket, count in counts.items() if count is not None
+                                         for number in range(COUNT.unpack(_bytes(count))[0])))
 
     def _load(self, bucket: int) -> None:
         count_key = self.prefix + COUNT.pack(bucket)

@@ -27,6 +27,9 @@ KINDS = ("stream-stream", "stream-table", "table-table")
 HOWS = ("inner", "left", "outer")
 JOINERS = ("json", "concat")
 SIDES = {LEFT: "left", RIGHT: "right"}
+# the stream-stream join's index store: per side, keys' records (BY_KEY) and expiry times
+# (EXPIRIES); the unmatched records by time
+BY_KEY, EXPIRIES, UNMATCHED = (b"K", b"k"), (b"L", b"R"), b"U"
 
 Joiner = Callable[[bytes | None, bytes | None], bytes]
 
@@ -84,6 +87,10 @@ class StreamStreamJoin:
     def retention(self) -> int:
         return 2 * self.within + self.grace
 
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        keys = {r.key for r in records if r.key is not None}
+        return {self.indexes[0]: {*EXPIRIES, UNMATCHED} | {prefix + key for key in keys for prefix in BY_KEY}}
+
     def process(self, record: Record, state: TaskState) -> None:
         ts, side = record.timestamp, record.side
         stream_time = state.advance(ts)
@@ -132,7 +139,10 @@ class StreamStreamJoin:
         state.put(self.stores[side], this_key, StoreValue(record.value, ts))
         by_key[side].add(cast(bytes, record.key), this_key)
         expiries[side].add(ts, this_key)
-        for _, store_key in expiries[side].take(horizon):
+        expired = expiries[side].take(horizon)
+        if expired:
+            state.prefetch(self.stores[side], (store_key for _, store_key in expired))
+        for _, store_key in expired:
             state.delete(self.stores[side], store_key, 0, log=False)
             by_key[side].discard(split_window_store_key(store_key)[0], store_key)
         return this_key
@@ -141,10 +151,10 @@ class StreamStreamJoin:
         found = state.index.get("join")
         if found is None:
             index = self.indexes[0]
-            found = _JoinIndexes((KeyIndex(state, index, b"K"), KeyIndex(state, index, b"k")),
-                                 (TimeIndex(state, index, b"L", self.index_bucket_ms),
-                                  TimeIndex(state, index, b"R", self.index_bucket_ms)),
-                                 TimeIndex(state, index, b"U", self.index_bucket_ms))
+            found = _JoinIndexes((KeyIndex(state, index, BY_KEY[LEFT]), KeyIndex(state, index, BY_KEY[RIGHT])),
+                                 (TimeIndex(state, index, EXPIRIES[LEFT], self.index_bucket_ms),
+                                  TimeIndex(state, index, EXPIRIES[RIGHT], self.index_bucket_ms)),
+                                 TimeIndex(state, index, UNMATCHED, self.index_bucket_ms))
             if not found.unmatched.exists:  # stores without their index (restored, or written before kstool kept indexes)
                 for side in (LEFT, RIGHT):
                     for store_key in state.stores[self.stores[side]]:
@@ -159,7 +169,10 @@ class StreamStreamJoin:
     def _emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
         order: time, then right before left, then key."""
-        for _, store_key in unmatched.take(stream_time - self.within - self.grace):
+        waited = unmatched.take(stream_time - self.within - self.grace)
+        if waited:
+            state.prefetch("join-unmatched", (store_key for _, store_key in waited))
+        for _, store_key in waited:
             ts, side, key = _split_unmatched_key(store_key)
             value = state.get("join-unmatched", store_key)
             if value is not None:  # else a partner came
@@ -200,6 +213,9 @@ class StreamTableJoin:
     indexes: tuple[str, ...] = ()
     cached_roles: frozenset[str] = frozenset()
 
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return {self.stores[0]: {r.key for r in records if r.key is not None}}
+
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:
             return
@@ -224,6 +240,10 @@ class TableTableJoin:
     stores: tuple[str, ...] = ("join-left-table", "join-right-table")
     indexes: tuple[str, ...] = ()
     cached_roles: frozenset[str] = frozenset()  # "every update on either side emits"
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        keys = {r.key for r in records if r.key is not None}
+        return {name: keys for name in self.stores}
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:

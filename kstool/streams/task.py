@@ -74,6 +74,13 @@ class TaskState:
     def get(self, store: str, key: bytes) -> StoreValue | None:
         return self.stores[store].get(key)
 
+    def prefetch(self, store: str, keys: Iterable[bytes]) -> None:
+        """Say which entries are about to be read: a store that reads from elsewhere (Spark's
+        state) asks for them at once."""
+        ask = getattr(self.stores[store], "prefetch", None)
+        if ask is not None:
+            ask(keys)
+
     def _touch(self, store: str, key: bytes) -> None:
         changed = self.changed.setdefault(store, {})
         if key not in changed:
@@ -134,6 +141,11 @@ class Processor(Protocol):
     cached_roles: frozenset[str]
 
     def process(self, record: Record, state: TaskState) -> None: ...
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        """Store keys a batch of these records will read, known before it is processed (the
+        engine asks for them at once); processing may read more."""
+        ...
 
 
 def task_stores(processor: Processor) -> tuple[str, ...]:

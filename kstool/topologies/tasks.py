@@ -5,20 +5,22 @@ repartition topic would give). A task's stores live in Spark's state (one MapSta
 store key bytes -> value, timestamp, bookkeeping). Each micro-batch, its records are processed in
 Kafka Streams' order against stores that read an entry from Spark's state when the processor
 first asks for it (a small batch costs lookups of the keys it touches, not a read of the whole
-store), and only the entries that changed are written back. Spark checkpoints the state with the
-batch, so stream time, windows and join buffers survive restarts.
+store; the keys a batch will touch are asked for at once), and only the entries that changed are
+written back (kstool.topologies.map_state). Spark checkpoints the state with the batch, so
+stream time, windows and join buffers survive restarts.
 """
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.streams.task import Processor, Record, StoreValue, TaskState, run_task, task_stores
+from kstool.topologies.map_state import MapStateStore
 
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
 OUTPUT_SCHEMA = StructType([
@@ -32,59 +34,6 @@ STORE_VALUE_SCHEMA = StructType([StructField("value", BinaryType()), StructField
 BULK_READ_RECORDS = 10_000
 META = "task_meta"
 META_SCHEMA = StructType([StructField("stream_time", LongType()), StructField("sequence", IntegerType())])
-
-
-class MapStateStore(MutableMapping[bytes, StoreValue]):
-    """One store of a task as its processor sees it during a batch: entries come from Spark's
-    MapState when first asked for (or all at once when the processor iterates the store), and
-    changes stay here until the batch's end writes them back."""
-
-    def __init__(self, state: Any, read_all: bool):
-        self.state = state
-        self.known: dict[bytes, StoreValue | None] = {}  # None: absent (or deleted this batch)
-        self.complete = not state.exists()  # an empty store has nothing to look up
-        if read_all:
-            self._read_all()
-
-    def _lookup(self, key: bytes) -> StoreValue | None:
-        if key not in self.known:
-            if self.complete:
-                return None
-            found = self.state.getValue((key,))
-            self.known[key] = None if found is None else StoreValue(*found)
-        return self.known[key]
-
-    def _read_all(self) -> None:
-        if not self.complete:
-            for (key,), value in self.state.iterator():
-                if key not in self.known:  # what this batch changed wins
-                    self.known[key] = StoreValue(*value)
-            self.complete = True
-
-    def __getitem__(self, key: bytes) -> StoreValue:
-        value = self._lookup(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, bytes) and self._lookup(key) is not None
-
-    def __setitem__(self, key: bytes, value: StoreValue) -> None:
-        self.known[key] = value
-
-    def __delitem__(self, key: bytes) -> None:
-        if self._lookup(key) is None:
-            raise KeyError(key)
-        self.known[key] = None
-
-    def __iter__(self) -> Iterator[bytes]:
-        self._read_all()
-        return iter([key for key, value in self.known.items() if value is not None])
-
-    def __len__(self) -> int:
-        self._read_all()
-        return sum(value is not None for value in self.known.values())
 
 
 class TaskProcessor(StatefulProcessor):
@@ -105,19 +54,15 @@ class TaskProcessor(StatefulProcessor):
             records += [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
                         for k, v, t, s, n, p, o in zip(*columns)]
         read_all = len(records) >= BULK_READ_RECORDS
-        stores: dict[str, MutableMapping[bytes, StoreValue]] = {
-            name: MapStateStore(state, read_all) for name, state in self.maps.items()}
+        stores = {name: MapStateStore(state, read_all) for name, state in self.maps.items()}
+        if not read_all:  # what the batch will read, asked for at once
+            for name, wanted in self.processor.reads(records).items():
+                stores[name].prefetch(wanted)
         meta = self.meta.get() if self.meta.exists() else None
-        state = TaskState(stores, *(meta or ()))
+        state = TaskState(cast(dict[str, MutableMapping[bytes, StoreValue]], stores), *(meta or ()))
         emitted = run_task(self.processor, state, records)
-        for name, keys in state.changed.items():
-            for store_key, existed in keys.items():
-                value = state.stores[name].get(store_key)
-                if value is None:
-                    if existed:
-                        self.maps[name].removeKey((store_key,))
-                else:
-                    self.maps[name].updateValue((store_key,), (value.value, value.timestamp, value.stored_aux()))
+        for name, changed in state.changed.items():
+            stores[name].write_back(changed)
         self.meta.update((state.stream_time, state.sequence))
         yield pd.DataFrame({"role": [e.role for e in emitted], "key": [e.key for e in emitted],
                             "value": [e.value for e in emitted], "event_time": [e.timestamp for e in emitted]},
