@@ -63,8 +63,10 @@ def test_time_windows_match_the_oracle(inputs, window, grace, batch, bucket):
         if emit == "update":  # per batch a window's latest count: rising to its total
             assert {w: v[-1] for w, v in results.items()} == dict(counts)
             assert all(v == sorted(set(v)) for v in results.values())
-        else:  # exactly the closed windows, once each, with their totals
+        else:  # exactly the closed windows, once each, with their totals, by window end then key
             assert results == {w: [counts[w]] for w in closed}
+            emitted = [(struct.unpack(">q", e.key[-8:])[0], e.key[:-8]) for e in out if e.role == OUTPUT]
+            assert emitted == sorted(emitted)
         # the store keeps the open windows only
         assert len(state.stores["aggregate"]) == len(set(counts) - closed)
 

@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
+
 from kstool.contract import LATE, OUTPUT, changelog_role
 from kstool.store_keys import (
     output_key,
@@ -31,7 +33,7 @@ from kstool.store_keys import (
     window_store_key,
 )
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
-from kstool.streams.task import Record, StoreValue, TaskState
+from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 from kstool.streams.windows import WindowSpec
 
 STORE = "aggregate"
@@ -131,29 +133,45 @@ class WindowedAggregate:
         state.emit(output_key(key, start, end, False, self.key_format),
                    output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format), ts)
 
-    def process(self, record: Record, state: TaskState) -> None:
-        key = cast(bytes, record.key)  # records without a key never reach the aggregation
-        ends = self._ends(state)  # indexes an unindexed store before this record changes it
-        stream_time = state.advance(record.timestamp)
-        close = stream_time - self.grace
-        accepted = False
-        for start in self.window.starts_for(record.timestamp):
-            if start + self.window.size <= close:
-                continue  # this window has closed
-            accepted = True
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        """The batch at once, with the results of processing it record by record: stream time
+        is a running maximum; a record counts in each of its windows whose end + grace is still
+        after the stream time as of that record (none: it is late); then each window is updated
+        once, with its records in order; windows the final stream time closed leave the store
+        (`--emit final` emits them, in processing order)."""
+        if not records:
+            return
+        ends = self._ends(state)  # indexes an unindexed store before the batch changes it
+        size, advance = self.window.size, self.window.advance
+        ts = np.fromiter((r.timestamp for r in records), np.int64, len(records))
+        close = np.maximum.accumulate(np.maximum(ts, state.stream_time)) - self.grace
+        first = np.maximum(ts - size + advance, 0)  # as WindowSpec.starts_for
+        first -= first % advance
+        per_record = (ts - first) // advance + 1
+        record_of = np.repeat(np.arange(len(records)), per_record)
+        starts = first[record_of] + (np.arange(len(record_of)) - (np.cumsum(per_record) - per_record)[record_of]) * advance
+        open_ = starts + size > close[record_of]
+        record_of, starts = record_of[open_], starts[open_]
+        late = np.flatnonzero(np.bincount(record_of, minlength=len(records)) == 0)
+        updates: dict[tuple[bytes, int], list[int]] = {}  # window -> its records, in order
+        for index, start in zip(record_of.tolist(), starts.tolist()):
+            updates.setdefault((cast(bytes, records[index].key), start), []).append(index)
+        # each window once, in the order of its last update: the record cache's order
+        for (key, start), indexes in sorted(updates.items(), key=lambda item: (item[1][-1], item[0][1])):
             store_key = window_store_key(key, start)
             old = state.get(STORE, store_key)
             acc = Accumulator.of(old)
-            acc.add(record.number)
-            ts = max(record.timestamp, old.timestamp) if old else record.timestamp
-            state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), ts, acc))
+            for index in indexes:  # in record order: sums of doubles as record by record
+                acc.add(records[index].number)
+            newest = max(records[index].timestamp for index in indexes)
+            value_ts = max(newest, old.timestamp) if old else newest
+            state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), value_ts, acc))
             if old is None:
-                ends.add(start + self.window.size, store_key)
+                ends.add(start + size, store_key)
             if self.emit == "update":
-                self._emit_window(state, key, start, acc, ts)
-        if not accepted:
-            state.emit(record.key, record.value, record.timestamp, LATE)
-        self._close_windows(state, close)
+                self._emit_window(state, key, start, acc, value_ts)
+        state.advance(int(ts.max()))
+        self._close_windows(state, records, late, close)
 
     def _ends(self, state: TaskState) -> TimeIndex:
         """(window end, store key) of the open windows: which close next."""
@@ -166,22 +184,34 @@ class WindowedAggregate:
             state.index["ends"] = ends
         return cast(TimeIndex, state.index["ends"])
 
-    def _close_windows(self, state: TaskState, close: int) -> None:
-        closing = self._ends(state).take(close + 1)  # suppress' order: window end, then key
+    def _close_windows(self, state: TaskState, records: list[Record], late: np.ndarray, close: np.ndarray) -> None:
+        """Late records and closed windows in processing order: a record's late copy, then the
+        windows its stream time closed (suppress' order: window end, then key)."""
+        closing = self._ends(state).take(int(close[-1]) + 1)
         if closing:
             state.prefetch(STORE, (store_key for _, store_key in closing))
-        for _, store_key in closing:
-            value = state.get(STORE, store_key)
-            if value is None:
+        events = [(index, 0, b"") for index in late.tolist()]
+        if self.emit == "final" and closing:
+            closed_at = np.searchsorted(close, np.array([end for end, _ in closing], np.int64), "left")
+            events += [(at, 1, store_key) for at, (_, store_key) in zip(closed_at.tolist(), closing)]
+            events.sort(key=lambda event: event[:2])  # stable: closings keep take()'s order
+        for index, kind, store_key in events:
+            if kind == 0:
+                record = records[index]
+                state.emit(record.key, record.value, record.timestamp, LATE)
                 continue
-            if self.emit == "final":
+            value = state.get(STORE, store_key)
+            if value is not None:
                 key, start, _ = split_window_store_key(store_key)
                 self._emit_window(state, key, start, Accumulator.of(value), value.timestamp)
-            state.delete(STORE, store_key, value.timestamp, log=False)  # expired, like a dropped segment
+        for _, store_key in closing:
+            value = state.get(STORE, store_key)
+            if value is not None:
+                state.delete(STORE, store_key, value.timestamp, log=False)  # expired, like a dropped segment
 
 
 @dataclass
-class SessionAggregate:
+class SessionAggregate(RecordByRecord):
     window: WindowSpec  # kind session; size = inactivity gap
     agg: str
     grace: int

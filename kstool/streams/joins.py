@@ -21,7 +21,7 @@ from typing import Any, Callable, cast
 from kstool.contract import LATE
 from kstool.store_keys import split_window_store_key, window_store_key
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
-from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState
+from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TaskState
 
 KINDS = ("stream-stream", "stream-table", "table-table")
 HOWS = ("inner", "left", "outer")
@@ -59,7 +59,7 @@ def _joined(joiner: Joiner, side: int, this: bytes | None, other: bytes | None) 
 
 
 @dataclass
-class StreamStreamJoin:
+class StreamStreamJoin(RecordByRecord):
     """KStreamKStreamJoin (Kafka 3.x/4.x trunk, spurious-result fix on, emit interval 0).
 
     Each side keeps a window store of its records; a store holds a record while its timestamp
@@ -206,7 +206,7 @@ def _split_unmatched_key(data: bytes) -> tuple[int, int, bytes]:
 
 
 @dataclass
-class StreamTableJoin:
+class StreamTableJoin(RecordByRecord):
     how: str  # inner | left
     joiner: Joiner
     stores: tuple[str, ...] = ("join-right-table",)
@@ -234,7 +234,7 @@ class StreamTableJoin:
 
 
 @dataclass
-class TableTableJoin:
+class TableTableJoin(RecordByRecord):
     how: str
     joiner: Joiner
     stores: tuple[str, ...] = ("join-left-table", "join-right-table")

@@ -140,12 +140,26 @@ class Processor(Protocol):
     # last record (KTable updates); empty for KStream results
     cached_roles: frozenset[str]
 
-    def process(self, record: Record, state: TaskState) -> None: ...
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        """A task's batch, in processing order."""
+        ...
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         """Store keys a batch of these records will read, known before it is processed (the
         engine asks for them at once); processing may read more."""
         ...
+
+
+class RecordByRecord:
+    """A processor whose semantics need each record on its own (sessions merge per record, joins
+    probe stores the previous record changed)."""
+
+    def process(self, record: Record, state: TaskState) -> None:
+        raise NotImplementedError
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        for record in records:
+            self.process(record, state)
 
 
 def task_stores(processor: Processor) -> tuple[str, ...]:
@@ -184,8 +198,7 @@ def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) 
     collecting = gc.isenabled()
     gc.disable()  # processing makes many objects and no cycles: the collector only costs time
     try:
-        for record in processing_order(records):
-            processor.process(record, state)
+        processor.process_batch(list(processing_order(records)), state)
     finally:
         if collecting:
             gc.enable()
