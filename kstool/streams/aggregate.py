@@ -124,8 +124,9 @@ class WindowedAggregate:
         return _cached_roles(self.emit)
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        return {STORE: {window_store_key(cast(bytes, r.key), start) for r in records
-                        for start in self.window.starts_for(r.timestamp)},
+        record_of, starts = self.window.assign(_timestamps(records))
+        return {STORE: {window_store_key(cast(bytes, records[index].key), start)
+                        for index, start in zip(record_of.tolist(), starts.tolist())},
                 INDEX: {ENDS}}
 
     def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
@@ -142,14 +143,10 @@ class WindowedAggregate:
         if not records:
             return
         ends = self._ends(state)  # indexes an unindexed store before the batch changes it
-        size, advance = self.window.size, self.window.advance
-        ts = np.fromiter((r.timestamp for r in records), np.int64, len(records))
+        size = self.window.size
+        ts = _timestamps(records)
         close = np.maximum.accumulate(np.maximum(ts, state.stream_time)) - self.grace
-        first = np.maximum(ts - size + advance, 0)  # as WindowSpec.starts_for
-        first -= first % advance
-        per_record = (ts - first) // advance + 1
-        record_of = np.repeat(np.arange(len(records)), per_record)
-        starts = first[record_of] + (np.arange(len(record_of)) - (np.cumsum(per_record) - per_record)[record_of]) * advance
+        record_of, starts = self.window.assign(ts)
         open_ = starts + size > close[record_of]
         record_of, starts = record_of[open_], starts[open_]
         late = np.flatnonzero(np.bincount(record_of, minlength=len(records)) == 0)
@@ -300,6 +297,10 @@ class SessionAggregate(RecordByRecord):
                 self._emit_session(state, key, start, end, Accumulator.of(value))
             state.delete(STORE, store_key, end, log=False)
             by_key.discard(key, store_key)
+
+
+def _timestamps(records: list[Record]) -> np.ndarray:
+    return np.fromiter((r.timestamp for r in records), np.int64, len(records))
 
 
 @dataclass

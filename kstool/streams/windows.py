@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from kstool.errors import UsageError
 from kstool.timeutil import parse_duration
 
@@ -42,8 +44,12 @@ class WindowSpec:
             return f"hopping:{self.size}ms,{self.advance}ms"
         return f"{self.kind}:{self.size}ms"
 
-    def starts_for(self, timestamp: int) -> list[int]:
-        """Starts of the epoch-aligned time windows holding `timestamp` (TimeWindows.windowsFor)."""
-        first = max(0, timestamp - self.size + self.advance)
+    def assign(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The epoch-aligned time windows holding each timestamp (TimeWindows.windowsFor), for
+        many at once: (index of the timestamp, window start) pairs, by index, then start."""
+        first = np.maximum(timestamps - self.size + self.advance, 0)
         first -= first % self.advance
-        return list(range(first, timestamp + 1, self.advance))
+        per_timestamp = (timestamps - first) // self.advance + 1
+        index = np.repeat(np.arange(len(timestamps)), per_timestamp)
+        nth = np.arange(len(index)) - (np.cumsum(per_timestamp) - per_timestamp)[index]
+        return index, first[index] + nth * self.advance
