@@ -1,11 +1,13 @@
 """A task's stores in Spark's MapState, as its processor sees them during a batch.
 
 PySpark's MapState answers each getValue/updateValue with a round trip to the task's state
-server (a socket per task): ~150 µs each on this machine, which made the state calls most of a
-small batch's time and the write-back most of a large one's. The state server answers
-requests in order, one answer per request, so `PipelinedMapState` sends a chunk of requests
-before reading their answers. It speaks PySpark 4.3's state protocol through its state client
-(pinned in pyproject.toml; the integration tests run it).
+server (a socket per task). The state server answers requests in order, one answer per
+request, so `PipelinedMapState` sends a chunk of requests before reading their answers: a
+batch's reads are asked for at once and its changes written without waiting for each answer
+(measured: writing 200k entries 9.6 s -> 7.8 s; a continuous windowed micro-batch 2.0-2.4 s
+-> 1.0-1.4 s; what remains per entry, 30-70 µs, is serialisation and the JVM's own work). It
+speaks PySpark 4.3's state protocol through its state client (pinned in pyproject.toml; the
+integration tests run it).
 """
 
 from __future__ import annotations
