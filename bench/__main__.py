@@ -40,7 +40,10 @@ TARGETS = {
     "windowed_count_1m_records_per_s": (">=", 250_000),
     "windowed_count_final_1m_records_per_s": (">=", 250_000),
     "windowed_final_vs_quix_ratio": (">=", 10.0),
+    "hopping_count_1m_records_per_s": (">=", 250_000),
+    "session_count_1m_records_per_s": (">=", 100_000),
     "table_table_join_2x1m_records_per_s": (">=", 150_000),
+    "stream_table_join_records_per_s": (">=", 150_000),
     "stream_stream_join_records_per_s": (">=", 150_000),
     "latency_p50_s": ("<=", 1.0),
     "latency_p99_s": ("<=", 2.0),
@@ -206,7 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=5_000_000, help="keyed records for count per key")
     parser.add_argument("--lines", type=int, default=1_000_000, help="text lines for wordcount")
-    parser.add_argument("--join-records", type=int, default=1_000_000, help="records per side of the stream-stream join")
+    parser.add_argument("--join-records", type=int, default=1_000_000, help="records per side of the stream-stream and stream-table joins")
     parser.add_argument("--rate", type=int, default=10_000, help="records/s in the latency test")
     parser.add_argument("--latency-seconds", type=int, default=30)
     parser.add_argument("--master", default="local[2]")
@@ -265,8 +268,14 @@ def main() -> None:
                                                    ("--window", "tumbling:1s"))),
             ("windowed_count_final_1m", lambda: run_once(env, "bench-keys-1m", "bench-windowed-final", args.master,
                                                          "aggregate", ("--window", "tumbling:1s", "--emit", "final"))),
+            ("hopping_count_1m", lambda: run_once(env, "bench-keys-1m", "bench-hopping", args.master, "aggregate",
+                                                  ("--window", "hopping:5s,1s"))),
+            ("session_count_1m", lambda: run_once(env, "bench-keys-1m", "bench-session", args.master, "aggregate",
+                                                  ("--window", "session:1s"))),
             ("table_table_join_2x1m", lambda: run_once(env, "bench-keys-1m", "bench-join", args.master, "join",
                                                        ("--kind", "table-table", "--how", "outer"))),
+            ("stream_table_join", lambda: run_once(env, "bench-join", "bench-stream-table", args.master, "join",
+                                                   ("--kind", "stream-table", "--how", "left"))),
             ("stream_stream_join", lambda: run_once(env, "bench-join", "bench-stream-join", args.master, "join",
                                                          ("--kind", "stream-stream", "--within", "1m"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
@@ -306,7 +315,10 @@ def main() -> None:
         "windowed_count_1m_records_per_s": runs["windowed_count_1m"]["records_per_s"],
         "windowed_count_final_1m_records_per_s": runs["windowed_count_final_1m"]["records_per_s"],
         "windowed_final_vs_quix_ratio": vs_quix("windowed_count_final_1m", "quix_windowed_count_final_1m"),
+        "hopping_count_1m_records_per_s": runs["hopping_count_1m"]["records_per_s"],
+        "session_count_1m_records_per_s": runs["session_count_1m"]["records_per_s"],
         "table_table_join_2x1m_records_per_s": runs["table_table_join_2x1m"]["records_per_s"],
+        "stream_table_join_records_per_s": runs["stream_table_join"]["records_per_s"],
         "stream_stream_join_records_per_s": runs["stream_stream_join"]["records_per_s"],
         "stream_stream_join_vs_quix_ratio": vs_quix("stream_stream_join", "quix_interval_join"),
         "latency_p50_s": runs["latency"]["p50_s"],
@@ -403,7 +415,10 @@ def print_runs(runs: dict) -> None:
                         ("count_per_key_2m_apps", "kstool aggregate --agg count --once (2M, a default producer's)"),
                         ("windowed_count_1m", "kstool aggregate --window tumbling:1s --once (1M)"),
                         ("windowed_count_final_1m", "kstool aggregate --window tumbling:1s --emit final --once (1M)"),
+                        ("hopping_count_1m", "kstool aggregate --window hopping:5s,1s --once (1M)"),
+                        ("session_count_1m", "kstool aggregate --window session:1s --once (1M)"),
                         ("table_table_join_2x1m", "kstool join --kind table-table --how outer --once (2x1M)"),
+                        ("stream_table_join", f"kstool join --kind stream-table --how left --once ({pairs})"),
                         ("stream_stream_join", f"kstool join --kind stream-stream --within 1m --once ({pairs})")):
         r = runs[name]
         rows.append([label, r["records_per_s"], r["wall_s"], r["spark_start_s"], r["peak_rss_mb"]])
