@@ -83,6 +83,8 @@ def _show(plan, output: str, dry_run: bool) -> None:
         deletes = [{"what": "topic", "name": t} for t in plan.topics_to_delete]
         if plan.local_state:
             deletes.append({"what": f"local state ({plan.local_state.kind})", "name": plan.local_state.path})
+            if plan.local_state.checkpoint_location:
+                deletes.append({"what": "checkpoint", "name": plan.local_state.checkpoint_location})
         deletes += [{"what": "member", "name": f"{m['client_id']}@{m['host']} {m['member_id']}"}
                     for m in plan.members]
         if deletes:

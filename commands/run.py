@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from kstool.application.location import normalize_location
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import gathered, setting_option, state_dir_option
@@ -39,6 +40,7 @@ class EngineArgs:
     late_topic: str | None
     on_data_loss: str
     state_dir: Path
+    checkpoint_location: str | None
     master: str
     spark_conf: tuple[str, ...]
     spark_ui: bool
@@ -65,6 +67,9 @@ engine_options = gathered(
     click.option("--on-data-loss", type=click.Choice(ON_DATA_LOSS), default="fail",
                  show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
     state_dir_option(),
+    click.option("--checkpoint-location", metavar="URI",
+                 help="The Spark checkpoint on storage every executor shares (file:///shared/..., "
+                      "hdfs://..., s3a://...); kept in the app's manifest [default: inside the app's folder]."),
     click.option("--master", default="local[*]", show_default=True, help="Spark master URL."),
     click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Spark config (repeatable)."),
     click.option("--spark-ui", is_flag=True, help="Enable the Spark UI."),
@@ -81,6 +86,7 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
 
     return RunOptions(
         app_id=validate_name(app_id), state_dir=engine.state_dir,
+        checkpoint_location=normalize_location(engine.checkpoint_location) if engine.checkpoint_location else None,
         once=once, trigger_ms=parse_duration(engine.trigger), starting=engine.starting,
         max_records_per_batch=engine.max_records_per_batch,
         on_error=ErrorPolicy.parse(engine.on_error), on_data_loss=engine.on_data_loss,

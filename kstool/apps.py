@@ -10,6 +10,7 @@ from pathlib import Path
 from kstool.application.checkpoint import committed_offsets
 from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
 from kstool.documents import AppDescription, AppRow
+from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.errors import NotFoundError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError
@@ -20,7 +21,7 @@ from kstool.names import validate_name
 def list_apps(state_dir: Path) -> list[AppRow]:
     rows: list[AppRow] = []
     for paths, manifest in iter_apps(state_dir):
-        batch, _ = committed_offsets(paths.checkpoint)
+        batch, _ = committed_offsets(app_checkpoint(paths, manifest))
         rows.append({"app_id": manifest.app_id, "topology": manifest.topology,
                      "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,
                      "last_batch": batch, "running_pid": running_pid(paths)})
@@ -32,13 +33,15 @@ def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> 
     manifest = load_manifest(paths)
     if manifest is None:
         raise NotFoundError(f"no app {app_id!r} in {state_dir} (no {MANIFEST})")
-    batch, offsets = committed_offsets(paths.checkpoint)
+    checkpoint = app_checkpoint(paths, manifest)
+    batch, offsets = committed_offsets(checkpoint)
     stored = manifest.to_dict()
     doc: AppDescription = {
         "app_id": manifest.app_id, "topology": manifest.topology, "parameters": manifest.parameters,
         "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,
         "stores": stored["stores"], "kstool_version": manifest.kstool_version,
         "state_dir": str(paths.root),
+        "checkpoint_location": checkpoint.uri,
         "running_pid": running_pid(paths),
         "last_committed_batch": batch,
         "processed_offsets": [{"topic": t, "partition": p, "offset": o}

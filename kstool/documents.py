@@ -104,6 +104,7 @@ class AppDescription(TypedDict):  # apps describe: the manifest, then progress
     stores: list[dict[str, Any]]
     kstool_version: str
     state_dir: str
+    checkpoint_location: str  # a URI
     running_pid: int | None
     last_committed_batch: int | None
     processed_offsets: list[ProcessedOffset]

@@ -49,5 +49,7 @@ def reprocess(clients: KafkaClients, run_options: RunOptions, from_time: int,
         tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
         stop = offsets_for_time(clients, tps, to_time + 1)
     run_options.once = True
+    # the reset deleted the manifest: the app is recreated where its checkpoint was
+    run_options.checkpoint_location = run_options.checkpoint_location or manifest.checkpoint_location
     run_options.stop_offsets = stop
     return ReprocessResult(plan, run_app(clients, from_manifest(manifest), run_options, progress), stop)

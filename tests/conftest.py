@@ -61,7 +61,7 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
                   proc.stderr.decode("utf-8", "replace"), proc.stdout)
 
 
-INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home"}
+INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster"}
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -114,3 +114,16 @@ def spark(kafka, tmp_path_factory):
     session, _ = build_session(SparkOptions(master="local[2]"), app_name="kstool-tests", log_file=log)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(kafka, tmp_path_factory):
+    """One Spark standalone cluster (master + one worker that cannot see the kstool home)."""
+    from tests.cluster import SparkCluster, unshare_problem
+
+    problem = unshare_problem()
+    if problem:
+        pytest.skip(f"a worker that behaves as another host needs its own mount namespace: {problem}")
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), Path(os.environ["KSTOOL_HOME"]))
+    yield cluster
+    cluster.stop()

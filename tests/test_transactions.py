@@ -9,6 +9,7 @@ import json
 
 import pyarrow as pa
 
+from kstool.application.location import LocalCheckpoint
 from kstool.config import build_client_config
 from kstool.contract import SinkTarget
 from kstool.engine.sink import TransactionalSink
@@ -36,7 +37,8 @@ def test_transactional_sink_keeps_timestamp_zero_and_commits_offsets(kafka, topi
     create_topic(kafka, source, 1)
     create_topic(kafka, output, 2)
     clients = KafkaClients(build_client_config())
-    sink = TransactionalSink(clients, [SinkTarget(output, "value")], app, tmp_path)
+    checkpoint = LocalCheckpoint(tmp_path.as_uri(), tmp_path)
+    sink = TransactionalSink(clients, [SinkTarget(output, "value")], app, checkpoint)
     first = [(b"a", b"1", 0), (b"b", b"2", 0), (b"c", b"3", 5), (b"a", b"4", 0)]
     second = [(b"b", b"5", 7), (b"c", b"6", 8)]
     log_offsets(tmp_path, 0, source, 4)

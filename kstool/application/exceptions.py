@@ -1,4 +1,4 @@
-from kstool.errors import BusyError, UsageError
+from kstool.errors import BusyError, KstoolError, UsageError
 
 
 class AppBusyError(BusyError):
@@ -7,3 +7,11 @@ class AppBusyError(BusyError):
 
 class IncompatibleRunError(UsageError):
     """The run's parameters contradict the app's manifest; running would corrupt its state."""
+
+
+class CheckpointLocationError(KstoolError):
+    """The checkpoint's file system cannot be reached or read."""
+
+
+class StateMissingError(KstoolError):
+    """The checkpoint names committed batches whose state files are gone."""

@@ -1,5 +1,6 @@
-"""An application's home on disk: its Spark checkpoint, its manifest (app.json) and its run
-lock. Layout: <state-dir>/<app-id>/{app.json, checkpoint/, run.lock, spark.log}."""
+"""An application's home on disk: its manifest (app.json), its run lock and its Spark
+checkpoint. Layout: <state-dir>/<app-id>/{app.json, checkpoint/, run.lock, spark.log}; the
+checkpoint may live elsewhere instead (the manifest's checkpoint_location, any Hadoop URI)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class AppPaths:
         return self.root / MANIFEST
 
     @property
-    def checkpoint(self) -> Path:
+    def default_checkpoint(self) -> Path:
         return self.root / "checkpoint"
 
     @property
@@ -86,6 +87,7 @@ class Manifest:
     output_topics: list[str]
     stores: list[StoreSpec] = field(default_factory=list)
     kstool_version: str = __version__
+    checkpoint_location: str | None = None  # a URI; None: the app folder's checkpoint/
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,6 +101,11 @@ class Manifest:
 def load_manifest(paths: AppPaths) -> Manifest | None:
     data = read_json(paths.manifest)
     return Manifest.from_dict(data) if isinstance(data, dict) else None
+
+
+def checkpoint_uri(paths: AppPaths, location: str | None) -> str:
+    """A manifest's checkpoint_location, or the app folder's checkpoint, as a URI."""
+    return location or paths.default_checkpoint.absolute().as_uri()
 
 
 def iter_apps(state_dir: Path) -> Iterator[tuple[AppPaths, Manifest]]:
@@ -125,6 +132,9 @@ def check_compatible(existing: Manifest, wanted: Manifest) -> None:
     for key in sorted(set(existing.parameters) | set(wanted.parameters)):
         if existing.parameters.get(key) != wanted.parameters.get(key):
             problems.append(f"{key} {existing.parameters.get(key)!r} -> {wanted.parameters.get(key)!r}")
+    if existing.checkpoint_location != wanted.checkpoint_location:
+        problems.append(f"checkpoint location {existing.checkpoint_location or 'in the app folder'} -> "
+                        f"{wanted.checkpoint_location or 'in the app folder'}")
     if problems:
         raise IncompatibleRunError(
             f"app {existing.app_id!r} was created with other settings ({'; '.join(problems)}); "

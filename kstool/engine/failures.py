@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from kstool.application.exceptions import StateMissingError
 from kstool.engine.exceptions import DataLossError, QueryFailedError
 
 DATA_LOSS = "kstool-data-loss:"  # input offsets lost to retention or a recreated topic
@@ -19,10 +20,19 @@ def marked(marker: str, message: str) -> RuntimeError:
     return RuntimeError(f"{marker} {message}")
 
 
-def translate(text: str) -> Exception:
+def state_missing_remedy(app_id: str) -> str:
+    return ("The state files are missing at the checkpoint location, usually because it is not storage "
+            "every executor shares (see --checkpoint-location). To go on, reprocess: "
+            f"`kstool reset --app-id {app_id} --to-earliest`, then run again")
+
+
+def translate(text: str, app_id: str) -> Exception:
     """The one line that matters of a failed query's error text, as a kstool error."""
     # the query's plan follows the error and holds our marker literals too: search before it
     text = text.split("=== Streaming Query ===")[0]
+    lost = re.search(r"CANNOT_LOAD_STATE_STORE.*?(\S+ does not exist)", text, re.S)
+    if lost:
+        return StateMissingError(f"Spark cannot load the app's state: {lost.group(1)}. {state_missing_remedy(app_id)}")
     for marker in _MARKERS:
         index = text.find(marker)
         if index >= 0:

@@ -28,6 +28,7 @@ class RunOptions:
     stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
     processing_guarantee: str = "at_least_once"  # one of GUARANTEES
     late_topic: str | None = None  # where records dropped as late go (per-task topologies)
+    checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
 
 
 @dataclass

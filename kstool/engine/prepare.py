@@ -15,14 +15,22 @@ from kstool.kafka.topics import CreateTopicOptions, ensure_topic
 DAY_MS = 86_400_000
 
 
+def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
+    """The run's checkpoint URI: as given, else where the app has it (None: its folder)."""
+    if given is not None:
+        return given
+    existing = load_manifest(paths)
+    return existing.checkpoint_location if existing is not None else None
+
+
 def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPaths,
-            on_error: ErrorPolicy, late_topic: str | None) -> int:
+            on_error: ErrorPolicy, late_topic: str | None, checkpoint_location: str | None) -> int:
     """Returns the input partition count (the number of tasks)."""
     if late_topic and not topology.per_task:
         raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
                          "drops no records as late")
     wanted = Manifest(app_id, topology.name, topology.parameters(), topology.input_topics(),
-                      topology.output_topics(), topology.stores(app_id))
+                      topology.output_topics(), topology.stores(app_id), checkpoint_location=checkpoint_location)
     existing = load_manifest(paths)
     if existing is not None:
         check_compatible(existing, wanted)

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 
+from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
 from kstool.contract import LATE, SinkTarget, Topology
 from kstool.engine import errors_policy
@@ -19,18 +20,29 @@ from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
 from kstool.kafka.client import KafkaClients
 
 
-def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths) -> KafkaSink:
+def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions,
+              checkpoint: CheckpointFiles) -> KafkaSink:
     targets = topology.sink_targets(options.app_id)
     if options.late_topic:  # the late record itself: its key, value and event time
         targets.append(SinkTarget(options.late_topic, "value", LATE))
     if options.processing_guarantee == "exactly_once_v2":
-        return TransactionalSink(clients, targets, options.app_id, paths.checkpoint)
-    return KafkaSink(clients, targets)
+        return TransactionalSink(clients, targets, options.app_id, checkpoint)
+    from kstool.engine.executor_sink import ExecutorSink
+
+    return ExecutorSink(clients, targets)
+
+
+def start_spark(options: RunOptions, paths: AppPaths):
+    """The run's Spark session (on the JVM a first call started, when there was one)."""
+    from kstool.engine.session import build_session
+
+    spark, _ = build_session(options.spark, app_name=f"kstool-{options.app_id}", log_file=paths.spark_log)
+    return spark
 
 
 def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
-              partitions: int, sink: KafkaSink, summary: RunSummary, progress: Progress) -> None:
-    from kstool.engine.session import build_session
+              checkpoint: CheckpointFiles, partitions: int, sink: KafkaSink, summary: RunSummary,
+              progress: Progress) -> None:
     from kstool.engine.shuffle import shuffle_partitions_for
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
 
@@ -41,8 +53,7 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
         # the checkpoint, so later runs use it whatever is set here)
         spark_options.shuffle_partitions = (shuffle_partitions_for(partitions) if topology.per_task
                                             else partitions)
-    spark, _ = build_session(spark_options, app_name=f"kstool-{options.app_id}",
-                             log_file=paths.spark_log)
+    spark = start_spark(options, paths)
     summary.spark_start_seconds = round(time.monotonic() - spark_started, 3)
     progress.message(f"Spark ready in {summary.spark_start_seconds:.1f}s; "
                      f"{'catching up' if options.once else 'running'}")
@@ -65,7 +76,7 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
     reports: dict[int, BatchReport] = {}
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
     stream = (topology.build(checked, partitions).writeStream.outputMode("update").foreachBatch(writer)
-              .option("checkpointLocation", str(paths.checkpoint)).queryName(options.app_id))
+              .option("checkpointLocation", checkpoint.uri).queryName(options.app_id))
     stream = (stream.trigger(availableNow=True) if options.once
               else stream.trigger(processingTime=f"{options.trigger_ms} milliseconds"))
     processing_started = time.monotonic()
@@ -103,7 +114,7 @@ def _monitor(query, reports: dict[int, BatchReport], summary: RunSummary, progre
             signal.signal(sig, handler)
     failure = query.exception()
     if failure is not None:
-        raise translate(str(failure))
+        raise translate(str(failure), summary.app_id)
 
 
 def _account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,

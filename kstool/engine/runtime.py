@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import time
 
-from kstool.application.checkpoint import committed_offsets
-from kstool.application.model import AppLock, AppPaths
+from kstool.application.checkpoint import committed_offsets, missing_state
+from kstool.application.exceptions import StateMissingError
+from kstool.application.location import CheckpointFiles, local_path
+from kstool.application.model import AppLock, AppPaths, checkpoint_uri
 from kstool.contract import Topology
+from kstool.engine.checkpoint_files import open_checkpoint
+from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions, RunSummary
-from kstool.engine.prepare import prepare
+from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress, Silent
-from kstool.engine.query import make_sink, run_query
+from kstool.engine.query import make_sink, run_query, start_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 
@@ -26,28 +30,46 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
     progress = progress or Silent()
     paths = AppPaths(options.state_dir, options.app_id)
     with AppLock(paths):
-        partitions = prepare(clients, topology, options.app_id, paths, options.on_error, options.late_topic)
+        location = checkpoint_location(paths, options.checkpoint_location)
+        checkpoint = open_checkpoint(checkpoint_uri(paths, location))
+        if location is not None and local_path(location) is None:
+            # Hadoop's file systems are read through Spark's JVM: start it before anything changes
+            start_spark(options, paths)
+        checkpoint.check_usable()
+        if location is not None or options.spark.master.startswith("local"):  # what executors see
+            _check_state(checkpoint, options.app_id)
+        partitions = prepare(clients, topology, options.app_id, paths, options.on_error, options.late_topic,
+                             location)
         summary = RunSummary(options.app_id)
         try:
-            sink = make_sink(clients, topology, options, paths)
-            run_query(clients, topology, options, paths, partitions, sink, summary, progress)
+            sink = make_sink(clients, topology, options, checkpoint)
+            run_query(clients, topology, options, paths, checkpoint, partitions, sink, summary, progress)
         except BaseException:
             progress.close()
             try:  # keep the group's offsets true to what did complete, then report the failure
-                _commit_group_offsets(clients, options.app_id, paths, summary)
+                _commit_group_offsets(clients, options.app_id, checkpoint, summary)
             except Exception:
                 pass
             raise
         progress.close()
-        _commit_group_offsets(clients, options.app_id, paths, summary)
+        _commit_group_offsets(clients, options.app_id, checkpoint, summary)
         summary.total_seconds = round(time.monotonic() - started, 3)
         return summary
 
 
-def _commit_group_offsets(clients: KafkaClients, group: str, paths: AppPaths, summary: RunSummary) -> None:
+def _check_state(checkpoint: CheckpointFiles, app_id: str) -> None:
+    missing = missing_state(checkpoint)
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise StateMissingError(f"app {app_id!r}: its checkpoint {checkpoint.uri} lacks {missing[0]}{more}. "
+                                + state_missing_remedy(app_id))
+
+
+def _commit_group_offsets(clients: KafkaClients, group: str, checkpoint: CheckpointFiles,
+                          summary: RunSummary) -> None:
     """Spark calls the source's commit() for a batch only when the next one starts; commit
     the last completed batch's offsets now so the group shows where the app stands."""
-    batch, offsets = committed_offsets(paths.checkpoint)
+    batch, offsets = committed_offsets(checkpoint)
     if batch is None:
         return
     commit_offsets(clients, group, offsets)

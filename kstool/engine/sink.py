@@ -1,19 +1,18 @@
-"""The Kafka sink: a foreachBatch writer. Each batch's encoded rows come to the driver as
-Arrow (toArrow, no Python worker start-up) and are produced by one long-lived idempotent
-bulk writer. At-least-once: Spark commits a batch only after every row was acknowledged, and
-a batch re-run after a crash writes its rows again."""
+"""The Kafka sinks: foreachBatch writers. at_least_once: the executors write
+(kstool.engine.executor_sink); exactly_once_v2: the batch's rows come to the driver as Arrow
+and are written in one Kafka transaction with the batch's input offsets."""
 
 from __future__ import annotations
 
 import functools
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterator
 
 import pyarrow as pa
 
 from kstool.application.checkpoint import batch_end_offsets
+from kstool.application.location import CheckpointFiles
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.kafka.bulk import BulkWriter
@@ -27,11 +26,11 @@ from kstool.kafka.transactions import OutRecord, TransactionalWriter
 class BatchReport:
     batch_id: int
     written: dict[str, int]
-    seconds: float  # producing and flushing only
+    seconds: float  # producing and flushing in the driver
     late: int = 0  # records dropped because their windows had closed
 
 
-def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
+def records_of(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
     """(topic, key, value, timestamp ms) for every target and row, and the count per topic."""
     keys = table.column("key").to_pylist()
     stamps = [None if ts is None else ts // 1000  # us -> ms; None: stamped when sent
@@ -45,6 +44,9 @@ def _records(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple
 
 
 class KafkaSink:
+    """What every sink shares: its targets, their partition counts and an idempotent bulk
+    writer in the driver. `batch_writer` gives the foreachBatch function."""
+
     def __init__(self, clients: KafkaClients, targets: list[SinkTarget]):
         self.clients = clients
         self.targets = targets
@@ -59,33 +61,10 @@ class KafkaSink:
             self._writer = BulkWriter(self.clients, self.partition_counts, **{"enable.idempotence": True})
         return self._writer
 
-    def write(self, table: pa.Table) -> dict[str, int]:
-        writer = self.writer()
-        records, written = _records(table, self.targets)
-        for topic, key, value, ts in records:
-            writer.send(topic, key, value, ts)
-        try:
-            writer.flush()
-        except KafkaOperationError as exc:
-            raise QueryFailedError(f"output not written: {exc}") from None
-        return written
-
-    def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
-        return self.write(table)
-
     def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
         """The foreachBatch function (runs in the driver for each micro-batch). `encode` turns
-        the batch's updates into key, timestamp and value columns: a DataFrame (collected as
-        Arrow here, which runs the batch's Spark job) or an Arrow table."""
-
-        def write(batch_df, batch_id: int) -> None:
-            encoded = encode(batch_df)
-            table = encoded.toArrow() if hasattr(encoded, "toArrow") else encoded
-            started = time.monotonic()
-            written = self.write_batch(table, batch_id)
-            late = table.column("role").to_pylist().count(LATE) if "role" in table.column_names else 0
-            on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
-        return write
+        the batch's updates into a DataFrame of key, timestamp and value columns."""
+        raise NotImplementedError
 
 
 class TransactionalSink(KafkaSink):
@@ -95,17 +74,26 @@ class TransactionalSink(KafkaSink):
     fences a zombie. A batch that Spark runs again after a crash is skipped when the group
     already holds its end offsets: its transaction committed before the crash."""
 
-    def __init__(self, clients: KafkaClients, targets: list[SinkTarget], app_id: str, checkpoint: Path):
+    def __init__(self, clients: KafkaClients, targets: list[SinkTarget], app_id: str, checkpoint: CheckpointFiles):
         super().__init__(clients, targets)
         self.app_id, self.checkpoint = app_id, checkpoint
         self.transactions = TransactionalWriter(clients, f"kstool-{app_id}", app_id, self.partition_counts)
+
+    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+        def write(batch_df, batch_id: int) -> None:
+            table = encode(batch_df).toArrow()  # runs the batch's Spark job
+            started = time.monotonic()
+            written = self.write_batch(table, batch_id)
+            late = table.column("role").to_pylist().count(LATE) if "role" in table.column_names else 0
+            on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
+        return write
 
     def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
         end = batch_end_offsets(self.checkpoint, batch_id)
         committed = committed_offsets(self.clients, self.app_id)
         if end and all(committed.get(tp) == offset for tp, offset in end.items()):
             return {}  # this batch's transaction committed before a crash
-        records, written = _records(table, self.targets)
+        records, written = records_of(table, self.targets)
         try:
             self.transactions.commit([OutRecord(*r) for r in records], end)
         except KafkaOperationError as exc:

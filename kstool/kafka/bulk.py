@@ -130,15 +130,17 @@ class BulkWriter:
         self.delivered += 1
         self.per_partition[(topic, partition)] += 1
 
-    def flush(self) -> int:
+    def flush(self, send_held: bool = True) -> int:
         """Deliver everything; raise when any record was not delivered. Returns the count
-        delivered since the last flush."""
+        delivered since the last flush. send_held=False keeps the records held back for the
+        tail (take_held), for a writer whose tail another writer sends after all others."""
         timeout = max(self.clients.timeout, 60)
         remaining = self.producer.flush(timeout)
-        for record in self._held.values():  # each alone: one single-record batch per partition
+        for record in self._held.values() if send_held else ():  # one single-record batch each
             self._produce(*record)
             remaining += self.producer.flush(timeout)
-        self._held.clear()
+        if send_held:
+            self._held.clear()
         if self._zero_writer is not None:  # its connections are not needed until the next batch
             self._zero_writer.close()
         delivered, self.delivered = self.delivered, 0
@@ -150,3 +152,9 @@ class BulkWriter:
             raise KafkaOperationError(f"{delivered} record(s) written, {failed} not delivered "
                                       f"(first: {where}{reason})")
         return delivered
+
+    def take_held(self) -> list[tuple[str, bytes | None, bytes | None, int | None, int]]:
+        """(topic, key, value, timestamp, partition) of the records held back for the tail."""
+        held = [(topic, key, value, ts, partition) for topic, key, value, ts, _, partition, _ in self._held.values()]
+        self._held.clear()
+        return held

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kstool.application.model import AppLock, AppPaths, load_manifest
+from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
@@ -71,6 +72,8 @@ def delete_local_state(plan: ResetPlan, state_dir: Path) -> None:
         manifest = load_manifest(AppPaths(state_dir, plan.app_id))
         if manifest is None or manifest.app_id != plan.app_id:
             raise ResetRefusedError(f"refusing to delete {root}: no kstool manifest for {plan.app_id!r}")
+        if local.checkpoint_location:
+            _delete_checkpoint(local.checkpoint_location)
         for name in ("checkpoint", "spark.log", "app.json"):  # the manifest last: it is the guard
             target = root / name
             if target.is_dir() and not target.is_symlink():
@@ -81,3 +84,19 @@ def delete_local_state(plan: ResetPlan, state_dir: Path) -> None:
     if not looks_like_kafka_streams_state(root):
         raise ResetRefusedError(f"refusing to delete {root}: it does not look like Kafka Streams state")
     shutil.rmtree(root)
+
+
+# what Spark keeps in a streaming checkpoint (and Hadoop's .crc checksums of them)
+SPARK_CHECKPOINT_ENTRIES = {"metadata", "offsets", "commits", "sources", "state"}
+
+
+def _delete_checkpoint(uri: str) -> None:
+    """Delete a checkpoint outside the app folder, only if it holds nothing but a checkpoint."""
+    checkpoint = open_checkpoint(uri)
+    names = checkpoint.names("")
+    others = [n for n in names if n.lstrip(".").removesuffix(".crc") not in SPARK_CHECKPOINT_ENTRIES]
+    if others:
+        raise ResetRefusedError(f"refusing to delete {uri}: it holds more than a Spark checkpoint "
+                                f"({', '.join(others[:5])})")
+    if names:
+        checkpoint.delete()

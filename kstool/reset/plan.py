@@ -53,6 +53,7 @@ class LocalState:
     path: str
     kind: str  # kstool | kafka-streams
     entries: list[str]
+    checkpoint_location: str | None = None  # a kstool app's checkpoint outside its folder (a URI)
 
 
 @dataclass
@@ -189,7 +190,7 @@ def _local_state(paths: AppPaths, manifest, options: ResetOptions) -> LocalState
         return None
     if manifest is not None and manifest.app_id == options.app_id:
         entries = [e for e in ("checkpoint", "app.json", "spark.log") if (root / e).exists()]
-        return LocalState(str(root), "kstool", entries)
+        return LocalState(str(root), "kstool", entries, manifest.checkpoint_location)
     if options.state_dir_given and looks_like_kafka_streams_state(root):
         return LocalState(str(root), "kafka-streams", sorted(p.name for p in root.iterdir()))
     return None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kstool.application.checkpoint import committed_batches
-from kstool.application.model import AppPaths, StoreSpec
+from kstool.application.location import CheckpointFiles
+from kstool.application.model import StoreSpec
 from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
 from kstool.engine.session import SparkOptions
 from kstool.state.backend import Change, Entry
@@ -13,17 +14,17 @@ from kstool.state.exceptions import StateReadError
 
 
 class CheckpointBackend:
-    def __init__(self, paths: AppPaths, store: StoreSpec, spark_options: SparkOptions,
+    def __init__(self, app_id: str, checkpoint: CheckpointFiles, store: StoreSpec, spark_options: SparkOptions,
                  batch_id: int | None = None):
-        batches = committed_batches(paths.checkpoint)
+        batches = committed_batches(checkpoint)
         if not batches:
-            raise StateReadError(f"app {paths.app_id!r} has no committed batch in {paths.checkpoint}")
+            raise StateReadError(f"app {app_id!r} has no committed batch in {checkpoint.uri}")
         if batch_id is not None and batch_id not in batches:
-            raise StateReadError(f"batch {batch_id} is not a committed batch of {paths.app_id!r} "
+            raise StateReadError(f"batch {batch_id} is not a committed batch of {app_id!r} "
                                  f"(committed: {batches[0]}..{batches[-1]})")
-        self.paths, self.store, self.spark_options = paths, store, spark_options
+        self.checkpoint, self.store, self.spark_options = checkpoint, store, spark_options
         self.batch_id = batches[-1] if batch_id is None else batch_id
-        self.description = f"checkpoint {paths.checkpoint} at batch {self.batch_id}"
+        self.description = f"checkpoint {checkpoint.uri} at batch {self.batch_id}"
         self._spark = None
 
     def _session(self):
@@ -72,7 +73,7 @@ class CheckpointBackend:
         return sorted((Entry(*row) for row in rows), key=lambda e: (_sort_key(e.key), e.window_start or 0))
 
     def _state(self):
-        return self._reader().option("batchId", self.batch_id).load(str(self.paths.checkpoint))
+        return self._reader().option("batchId", self.batch_id).load(self.checkpoint.uri)
 
     def entries(self) -> list[Entry]:
         return self._rows(self._state())
@@ -92,7 +93,7 @@ class CheckpointBackend:
         reader = (self._reader().option("readChangeFeed", "true")
                   .option("changeStartBatchId", from_batch)
                   .option("changeEndBatchId", self.batch_id if to_batch is None else to_batch))
-        feed = reader.load(str(self.paths.checkpoint))
+        feed = reader.load(self.checkpoint.uri)
         key, value = self._fields(feed)
         table = feed.select("batch_id", "change_type", F.col(key).alias("k"), F.col(value).alias("v"),
                             "partition_id").toArrow()

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from kstool.application.checkpoint import committed_batches
-from kstool.application.model import AppPaths, StoreSpec, load_manifest
+from kstool.application.location import CheckpointFiles
+from kstool.application.model import AppPaths, Manifest, StoreSpec, load_manifest
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import Formats, store_formats
+from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.session import SparkOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
@@ -39,27 +41,28 @@ def list_stores(state_dir: Path, app_id: str) -> list[dict]:
     manifest = load_manifest(paths)
     if manifest is None:
         raise StoreNotFoundError(f"no kstool app {app_id!r} in {state_dir}")
-    batches = committed_batches(paths.checkpoint)
+    checkpoint = app_checkpoint(paths, manifest)
+    batches = committed_batches(checkpoint)
+    partitions = _state_partitions(checkpoint)
     return [{"store": s.name, "kind": s.kind, "spark_operator": s.operator_id, "spark_store": s.spark_store,
-             "partitions": _state_partitions(paths), "key_format": s.key_format,
+             "partitions": partitions, "key_format": s.key_format,
              "value_format": s.value_format, "first_batch": batches[0] if batches else None,
              "last_batch": batches[-1] if batches else None, "changelog_topic": s.changelog_topic}
             for s in manifest.stores]
 
 
-def _state_partitions(paths: AppPaths) -> int | None:
-    state = paths.checkpoint / "state" / "0"
-    return len([p for p in state.iterdir() if p.name.isdigit()]) if state.is_dir() else None
+def _state_partitions(checkpoint: CheckpointFiles) -> int | None:
+    return len([name for name in checkpoint.names("state/0") if name.isdigit()]) or None
 
 
-def _store(state_dir: Path, app_id: str, name: str | None) -> StoreSpec:
+def _store(state_dir: Path, app_id: str, name: str | None) -> tuple[Manifest, StoreSpec]:
     manifest = load_manifest(AppPaths(state_dir, validate_name(app_id)))
     if manifest is None:
         raise StoreNotFoundError(f"no kstool app {app_id!r} in {state_dir}; for a Kafka Streams "
                                  "app give --changelog-topic with --key-format/--value-format")
     for store in manifest.stores:
         if name is None or store.name == name:
-            return store
+            return manifest, store
     raise StoreNotFoundError(f"app {app_id!r} has no store {name!r} "
                              f"(stores: {', '.join(s.name for s in manifest.stores)})")
 
@@ -77,13 +80,14 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
         return ChangelogBackend(_online(clients), source.changelog_topic, formats), None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
-    store = _store(source.state_dir, source.app_id, source.store)
+    manifest, store = _store(source.state_dir, source.app_id, source.store)
     if source.from_changelog:
         if source.batch_id is not None:
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
         return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms), store
-    backend = CheckpointBackend(AppPaths(source.state_dir, source.app_id), store,
-                                source.spark or SparkOptions(master="local[1]"), source.batch_id)
+    checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
+    backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
+                                source.batch_id)
     return backend, store
 
 

@@ -9,6 +9,7 @@ for the repartition topic. Output and changelog values: count, and sum/min/max o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,18 +82,26 @@ class KeyedAggregation:
             F.max("timestamp").alias("timestamp"))
 
     def encode(self, updates):
-        import pyarrow as pa
-
-        table = updates.select("group_key", "result", "whole", "timestamp").toArrow()
-        results, wholes = table.column("result").to_pylist(), table.column("whole").to_pylist()
-        out = [output_value(self.agg, r, w == 1, self.value_format) for r, w in zip(results, wholes)]
-        store = [store_value(self.agg, r) for r in results]
-        return pa.table({"key": table.column("group_key"), "timestamp": table.column("timestamp"),
-                         "out_value": pa.array(out, pa.binary()), "store_value": pa.array(store, pa.binary())})
+        return updates.select("group_key", "result", "whole", "timestamp").mapInArrow(
+            functools.partial(_encode_batches, self.agg, self.value_format),
+            "key binary, timestamp timestamp, out_value binary, store_value binary")
 
     def describe(self, app_id: str) -> dict:
         return aggregation.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
                                     self.group_by, f"groupBy(key).agg({self.agg})", final=False)
+
+
+def _encode_batches(agg: str, value_format: str, batches):
+    """Runs where the rows are (executors): results as the output's and the store's bytes."""
+    import pyarrow as pa
+
+    for batch in batches:
+        results, wholes = batch.column("result").to_pylist(), batch.column("whole").to_pylist()
+        out = [output_value(agg, r, w == 1, value_format) for r, w in zip(results, wholes)]
+        store = [store_value(agg, r) for r in results]
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("group_key").cast(pa.binary()), batch.column("timestamp"), pa.array(out, pa.binary()),
+             pa.array(store, pa.binary())], names=["key", "timestamp", "out_value", "store_value"])
 
 
 def create(window: str | None = None, grace: int = 0, time: str = "record", emit: str = "update",

@@ -1,0 +1,88 @@
+"""Opens an app's checkpoint wherever it is (kstool.application.location): a local folder
+with plain file calls, any other Hadoop file system (hdfs://, s3a://, ...) through Hadoop's
+FileSystem in Spark's JVM, the same code and settings (`--conf spark.hadoop.*`) Spark uses to
+write it: the session already running in this process, or a small local one."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from kstool.application.exceptions import CheckpointLocationError
+from kstool.application.location import CheckpointFiles, LocalCheckpoint, local_path
+from kstool.application.model import AppPaths, Manifest, checkpoint_uri
+
+
+def open_checkpoint(uri: str) -> CheckpointFiles:
+    path = local_path(uri)
+    return LocalCheckpoint(uri, path) if path is not None else HadoopCheckpoint(uri)
+
+
+def app_checkpoint(paths: AppPaths, manifest: Manifest | None) -> CheckpointFiles:
+    return open_checkpoint(checkpoint_uri(paths, manifest.checkpoint_location if manifest else None))
+
+
+def _jvm_and_conf():
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:
+        from kstool.engine.session import SparkOptions, build_session
+
+        build_session(SparkOptions(master="local[1]"), "kstool-checkpoint")
+    context = cast(SparkContext, SparkContext._active_spark_context)
+    return context._jvm, context._jsc.hadoopConfiguration()
+
+
+class HadoopCheckpoint:
+    def __init__(self, uri: str):
+        self.uri = uri
+        self._fs = None
+
+    def _path(self, name: str = ""):
+        jvm, conf = _jvm_and_conf()
+        path = jvm.org.apache.hadoop.fs.Path(f"{self.uri}/{name}" if name else self.uri)
+        if self._fs is None:
+            try:
+                self._fs = path.getFileSystem(conf)
+            except Exception as e:  # no FileSystem for the scheme, bad host, ...
+                raise CheckpointLocationError(f"checkpoint location {self.uri}: {_reason(e)}") from None
+        return path
+
+    def _call(self, what, name: str = ""):
+        path = self._path(name)
+        try:
+            return what(self._fs, path)
+        except Exception as e:
+            raise CheckpointLocationError(f"checkpoint location {self.uri}: {_reason(e)}") from None
+
+    def names(self, folder: str) -> list[str]:
+        def listing(fs, path):
+            if not fs.exists(path):
+                return []
+            return sorted(status.getPath().getName() for status in fs.listStatus(path))
+        return self._call(listing, folder)
+
+    def read_text(self, name: str) -> str:
+        def read(fs, path):
+            stream = fs.open(path)
+            try:
+                jvm, _ = _jvm_and_conf()
+                return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
+            finally:
+                stream.close()
+        return self._call(read, name)
+
+    def exists(self, name: str = "") -> bool:
+        return self._call(lambda fs, path: bool(fs.exists(path)), name)
+
+    def delete(self) -> None:
+        self._call(lambda fs, path: fs.delete(path, True))
+
+    def check_usable(self) -> None:
+        self.exists()
+
+
+def _reason(error: Exception) -> str:
+    """The Java exception's own message, without py4j's frame."""
+    java = getattr(error, "java_exception", None)
+    text = str(java.getMessage() or java.toString()) if java is not None else str(error)
+    return text.splitlines()[0].strip()

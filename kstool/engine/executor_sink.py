@@ -1,0 +1,94 @@
+"""at_least_once output written by the executors: each task produces its own rows with an
+idempotent bulk writer (one per Python worker, kept for the next batch), so output throughput
+grows with the cluster and no row travels through the driver. A task finishes only when its
+records are acknowledged, and Spark commits the batch only when every task has finished.
+
+A broker whose high watermark needs each partition to end with a single-record batch (the
+embedded one's profile) gets it across writers: the tasks hand the record they held back for
+each partition to the driver, which sends those last."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections import Counter
+from dataclasses import asdict
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from kstool.config import ClientConfig
+from kstool.contract import LATE, SinkTarget
+from kstool.engine.exceptions import QueryFailedError
+from kstool.engine.failures import SINK, marked
+from kstool.engine.sink import BatchReport, KafkaSink, records_of
+from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.exceptions import KafkaOperationError
+
+# what each task tells the driver: rows written per topic (kind "written"), rows dropped as
+# late ("late"), and the records it held back for the tail ("held")
+RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("count", pa.int64()),
+                           ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
+                           ("partition", pa.int32())])
+RESULT_DDL = "kind string, topic string, count bigint, key binary, value binary, timestamp bigint, partition int"
+_WRITERS: dict[str, BulkWriter] = {}  # per Python worker: producers outlive a batch
+
+
+def _writer(config: ClientConfig, partition_counts: dict[str, int]) -> BulkWriter:
+    key = json.dumps([asdict(config), partition_counts], sort_keys=True, default=str)
+    if key not in _WRITERS:
+        _WRITERS[key] = BulkWriter(KafkaClients(config), partition_counts, **{"enable.idempotence": True})
+    return _WRITERS[key]
+
+
+def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition_counts: dict[str, int],
+                      batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on an executor, once per task."""
+    writer = _writer(config, partition_counts)
+    written: Counter[str] = Counter()
+    late = 0
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        records, counts = records_of(table, targets)
+        for topic, key, value, ts in records:
+            writer.send(topic, key, value, ts)
+        written.update(counts)
+        if "role" in table.column_names:
+            late += table.column("role").to_pylist().count(LATE)
+    try:
+        writer.flush(send_held=False)
+    except KafkaOperationError as exc:
+        raise marked(SINK, f"output not written: {exc}") from None
+    rows = [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
+    rows.append({"kind": "late", "count": late})
+    rows += [{"kind": "held", "topic": topic, "key": key, "value": value, "timestamp": ts,
+              "partition": partition} for topic, key, value, ts, partition in writer.take_held()]
+    yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+class ExecutorSink(KafkaSink):
+    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+        task = functools.partial(produce_partition, self.clients.config, self.targets, self.partition_counts)
+
+        def write(batch_df, batch_id: int) -> None:
+            result = encode(batch_df).mapInArrow(task, RESULT_DDL).toArrow().to_pylist()
+            started = time.monotonic()
+            writer = self.writer()
+            for row in result:
+                if row["kind"] == "held":
+                    writer.send(row["topic"], row["key"], row["value"], row["timestamp"],
+                                partition=row["partition"])
+            try:
+                writer.flush()
+            except KafkaOperationError as exc:
+                raise QueryFailedError(f"output not written: {exc}") from None
+            written: Counter[str] = Counter()
+            for row in result:
+                if row["kind"] == "written":
+                    written[row["topic"]] += row["count"]
+            late = sum(row["count"] for row in result if row["kind"] == "late")
+            on_batch(BatchReport(batch_id, {t.topic: written[t.topic] for t in self.targets},
+                                 time.monotonic() - started, late))
+        return write
