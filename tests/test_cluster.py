@@ -5,18 +5,26 @@ line when it is not."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 
-from tests.conftest import cli, cli_subprocess
-from tests.helpers import as_long, create_topic, latest_per_key, produce_values, read_all
+from tests.conftest import KSTOOL, cli, cli_subprocess
+from tests.helpers import as_long, create_topic, latest_per_key, produce_keyed, produce_values, read_all
 from tests.oracles import word_counts
+from tests.test_join import STREAM_TABLE_OUTPUT, TABLE_STREAM, TABLE_UPDATES, _output
+from tests.test_windowed_aggregate import TWO_RUNS, TWO_RUNS_OUTPUT, TWO_RUNS_WINDOW, _windowed
 
 BEFORE = ["the cat sat", "on the mat"]
 AFTER = ["the dog sat", "THE END"]
 
 
-def _wordcount(cluster, source: str, app: str, *extra: str):
-    return cli_subprocess("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
-                          "--once", "--quiet", "--master", cluster.url, *extra, timeout=600)
+def _run_args(cluster, topology: str, app: str, *args: str) -> list[str]:
+    return ["run", topology, *args, "--app-id", app, "--quiet", "--master", cluster.url]
+
+
+def _once(cluster, topology: str, app: str, *args: str):
+    return cli_subprocess(*_run_args(cluster, topology, app, *args), "--once", timeout=600)
 
 
 def _counts(kafka, topic: str) -> dict[str, int]:
@@ -27,37 +35,83 @@ def _executor_logs(cluster) -> str:
     return "".join(p.read_text(errors="replace") for p in (cluster.work / "worker").glob("app-*/*/stderr"))
 
 
-def test_shared_checkpoint_survives_a_worker_restart(kafka, spark_cluster, topic_name, tmp_path):
+def _counted(kafka, topic: str, lines: list[str], seconds: float = 300) -> bool:
+    """Whether the output's latest counts reach the lines' word counts within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if _counts(kafka, topic) == dict(word_counts(lines)):
+                return True
+        except KeyError:  # the app has not created its output topic yet
+            pass
+        time.sleep(2)
+    return False
+
+
+def test_a_running_app_survives_its_worker_dying(kafka, spark_cluster, topic_name, tmp_path):
     source, app = topic_name, topic_name + "-app"
     create_topic(kafka, source, 2)
-    produce_values(kafka, source, [line.encode() for line in BEFORE])
     shared = tmp_path / "ckpt"
-    # the executors log at Spark's default level (kstool's quiets them), to show where tasks ran
-    first = _wordcount(spark_cluster, source, app, "--checkpoint-location", str(shared),
-                       "--conf", "spark.executor.extraJavaOptions=-Dkstool.test=cluster")
-    assert first.exit_code == 0, first.stderr
-    assert "Running task" in _executor_logs(spark_cluster)  # the tasks ran on the worker
-    assert any((shared / "state" / "0").glob("*/1.changelog"))  # written by the worker, seen here
+    # the executors log at Spark's default level (kstool quiets them), to show where tasks ran
+    args = _run_args(spark_cluster, "wordcount", app, "--input", source, "--output", source + "-out",
+                     "--checkpoint-location", str(shared), "--trigger", "1s",
+                     "--conf", "spark.executor.extraJavaOptions=-Dkstool.test=cluster")
+    run = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        produce_values(kafka, source, [line.encode() for line in BEFORE])
+        assert _counted(kafka, source + "-out", BEFORE)
+        assert "Running task" in _executor_logs(spark_cluster)  # the tasks ran on the worker
+        assert any((shared / "state" / "0").glob("*/1.changelog"))  # written by the worker, seen here
 
-    spark_cluster.kill_worker()
-    spark_cluster.start_worker()
-    produce_values(kafka, source, [line.encode() for line in AFTER])
-    second = _wordcount(spark_cluster, source, app)  # the manifest keeps the location
-    assert second.exit_code == 0, second.stderr
-    assert _counts(kafka, source + "-out") == dict(word_counts(BEFORE + AFTER))
+        spark_cluster.kill_worker()
+        produce_values(kafka, source, [line.encode() for line in AFTER])
+        spark_cluster.start_worker()
+        assert _counted(kafka, source + "-out", BEFORE + AFTER)
+    finally:
+        run.send_signal(signal.SIGTERM)  # stops after the current batch
+        _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+
+
+def test_windows_and_join_tables_survive_a_worker_restart(kafka, spark_cluster, topic_name, tmp_path):
+    """The two-run scripts of the windowed and join tests, the worker replaced between runs."""
+    windowed, joined = topic_name + "-w", topic_name + "-j"
+    create_topic(kafka, windowed, 1)
+    create_topic(kafka, joined + "-l", 1)
+    create_topic(kafka, joined + "-r", 1)
+    window_args = ("--input", windowed, "--output", windowed + "-out", *TWO_RUNS_WINDOW,
+                   "--checkpoint-location", str(tmp_path / "w"))
+    join_args = ("--left", joined + "-l", "--right", joined + "-r", "--output", joined + "-out", "--kind",
+                 "stream-table", "--how", "left", "--joiner", "concat", "--separator", "+",
+                 "--checkpoint-location", str(tmp_path / "j"))
+    for run_index in (0, 1):
+        produce_keyed(kafka, windowed, TWO_RUNS[run_index])
+        # the join's inputs split in time: stream records up to 20 s, table updates up to 22 s
+        produce_keyed(kafka, joined + "-l", (TABLE_STREAM[:2], TABLE_STREAM[2:])[run_index])
+        produce_keyed(kafka, joined + "-r", (TABLE_UPDATES[:2], TABLE_UPDATES[2:])[run_index])
+        for topology, app, args in (("aggregate", windowed + "-app", window_args),
+                                    ("join", joined + "-app", join_args)):
+            result = _once(spark_cluster, topology, app, *args)
+            assert result.exit_code == 0, result.stderr
+        if run_index == 0:
+            spark_cluster.kill_worker()
+            spark_cluster.start_worker()
+    assert _windowed(read_all(kafka, windowed + "-out")) == TWO_RUNS_OUTPUT
+    assert _output(kafka, joined + "-out") == STREAM_TABLE_OUTPUT["left"]
 
 
 def test_state_lost_with_a_worker_is_reported_in_one_line(kafka, spark_cluster, topic_name, tmp_path):
     source, app = topic_name, topic_name + "-app"
     create_topic(kafka, source, 2)
     produce_values(kafka, source, [line.encode() for line in BEFORE])
-    first = _wordcount(spark_cluster, source, app)  # the checkpoint in the app folder: the worker's own copy
+    wordcount = ("--input", source, "--output", source + "-out")
+    first = _once(spark_cluster, "wordcount", app, *wordcount)  # the checkpoint in the app folder: the worker's own copy
     assert first.exit_code == 0, first.stderr
 
     spark_cluster.kill_worker()
     spark_cluster.start_worker()
     produce_values(kafka, source, [line.encode() for line in AFTER])
-    lost = _wordcount(spark_cluster, source, app)
+    lost = _once(spark_cluster, "wordcount", app, *wordcount)
     assert lost.exit_code == 1
     assert len(lost.stderr.strip().splitlines()) == 1, lost.stderr
     assert "cannot load the app's state" in lost.stderr and "does not exist" in lost.stderr
@@ -66,6 +120,6 @@ def test_state_lost_with_a_worker_is_reported_in_one_line(kafka, spark_cluster, 
     assert sum(p["committed"] for p in group["partitions"]) == len(BEFORE)  # nothing committed ahead
 
     assert cli("reset", "--app-id", app, "--to-earliest", "--yes").exit_code == 0
-    again = _wordcount(spark_cluster, source, app, "--checkpoint-location", str(tmp_path / "ckpt"))
+    again = _once(spark_cluster, "wordcount", app, *wordcount, "--checkpoint-location", str(tmp_path / "ckpt"))
     assert again.exit_code == 0, again.stderr
     assert _counts(kafka, source + "-out") == dict(word_counts(BEFORE + AFTER))

@@ -58,6 +58,9 @@ def test_stream_stream(kafka, spark, topic_name, how):
 # table (right): T1 a@5, T3 b@22, T2 a@25, delete a@32
 TABLE_STREAM = [("a", "S1", 10), ("b", "S2", 20), ("a", "S3", 30), ("c", "S4", 35), ("a", "S5", 40)]
 TABLE_UPDATES = [("a", "T1", 5), ("b", "T3", 22), ("a", "T2", 25), ("a", None, 32)]
+STREAM_TABLE_OUTPUT = {"inner": [("a", "S1+T1", 10), ("a", "S3+T2", 30)],
+                       "left": [("a", "S1+T1", 10), ("b", "S2+null", 20), ("a", "S3+T2", 30), ("c", "S4+null", 35),
+                                ("a", "S5+null", 40)]}
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
@@ -67,10 +70,7 @@ def test_stream_table(kafka, spark, topic_name, how):
     result = _run(kafka, topic_name, TABLE_STREAM, TABLE_UPDATES, "--kind", "stream-table", "--how", how,
                   "--joiner", "concat", "--separator", "+")
     assert result.exit_code == 0, result.stderr
-    expected = {"inner": [("a", "S1+T1", 10), ("a", "S3+T2", 30)],
-                "left": [("a", "S1+T1", 10), ("b", "S2+null", 20), ("a", "S3+T2", 30), ("c", "S4+null", 35),
-                         ("a", "S5+null", 40)]}
-    assert _output(kafka, topic_name + "-out") == expected[how]
+    assert _output(kafka, topic_name + "-out") == STREAM_TABLE_OUTPUT[how]
 
 
 # left table: a=La1@1, b=Lb1@3, a=La2@7, delete a@9; right table: a=Ra1@2, c=Rc1@4, b=Rb1@5, delete c@8

@@ -168,24 +168,27 @@ def test_event_time_from_a_json_field_with_sum(kafka, spark, topic_name):
     assert "1 bad record(s)" in result.stderr
 
 
+# The input of the tests above in two runs: the second run must know stream time 16 and the
+# open windows from the first (a@4 late; [0,10) closed, not reopened). Run 1 (one batch):
+# [0,10) a=2, [0,10) b=1, [10,20) a=2; run 2: [20,30) b=1, a=1.
+TWO_RUNS = (INPUT[:5], INPUT[5:])
+TWO_RUNS_WINDOW = ("--window", "tumbling:10s", "--grace", "5s")
+TWO_RUNS_OUTPUT = [("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
+                   ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+
+
 def test_stream_time_and_windows_survive_a_restart_exactly_once(kafka, spark, topic_name):
-    # the input of the tests above in two runs: the second run must know stream time 16 and the
-    # open windows from the first (a@4 late; [0,10) closed, not reopened)
     create_topic(kafka, topic_name, 1)
     args = ("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--app-id",
-            topic_name + "-app", "--once", "--window", "tumbling:10s", "--grace", "5s",
-            "--processing-guarantee", "exactly_once_v2")
-    produce_keyed(kafka, topic_name, INPUT[:5])
+            topic_name + "-app", "--once", *TWO_RUNS_WINDOW, "--processing-guarantee", "exactly_once_v2")
+    produce_keyed(kafka, topic_name, TWO_RUNS[0])
     first = cli(*args)
     assert first.exit_code == 0, first.stderr
-    produce_keyed(kafka, topic_name, INPUT[5:])
+    produce_keyed(kafka, topic_name, TWO_RUNS[1])
     second = cli(*args)
     assert second.exit_code == 0, second.stderr
     assert "late" not in first.stderr and "2 late record(s)" in second.stderr
-    # run 1 (one batch): [0,10) a=2, [0,10) b=1, [10,20) a=2; run 2: [20,30) b=1, a=1
-    assert _windowed(read_all(kafka, topic_name + "-out")) == [
-        ("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
-        ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+    assert _windowed(read_all(kafka, topic_name + "-out")) == TWO_RUNS_OUTPUT
 
 
 def test_tasks_get_shuffle_partitions_of_their_own(spark):
