@@ -29,7 +29,8 @@ ENVIRONMENT = [
 ]
 FILES = [
     ("$KSTOOL_HOME/broker/", "the embedded broker's pid, log and connection profile."),
-    ("$KSTOOL_HOME/apps/APP/", "an app's manifest (app.json), Spark checkpoint, run lock and spark.log."),
+    ("$KSTOOL_HOME/apps/APP/", "an app's manifest (app.json), run lock, spark.log and Spark checkpoint "
+                               "(unless run --checkpoint-location put it elsewhere)."),
     ("$KSTOOL_HOME/cache/", "Spark's JVM class-data archive."),
 ]
 def _escape(text: str) -> str:

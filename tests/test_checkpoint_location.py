@@ -147,3 +147,13 @@ def test_missing_state_files_stop_the_run_before_it_reads_anything(kafka, spark,
     assert _run(source, app).exit_code == 0
     output = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, source + "-out")).items()}
     assert output == dict(word_counts(PART1 + PART2))
+
+
+def test_a_checkpoint_spark_cannot_open_is_named_in_one_line(kafka, spark, topic_name, tmp_path):
+    shared = tmp_path / "ckpt"
+    app = _one_batch_app(kafka, topic_name, shared)
+    (shared / "metadata").write_text("not a checkpoint's metadata")
+    broken = _run(topic_name, app)
+    assert broken.exit_code == 1
+    assert len(broken.stderr.strip().splitlines()) == 1, broken.stderr
+    assert "Py4JJavaError" not in broken.stderr and "streaming query failed:" in broken.stderr

@@ -39,5 +39,7 @@ def translate(text: str, app_id: str) -> Exception:
             line = text[index:].splitlines()[0]
             message = re.sub(r"\s*SQLSTATE: \w+$", "", line[len(marker):].strip()).rstrip('."')
             return DataLossError(message) if marker == DATA_LOSS else QueryFailedError(message)
-    lines = [line.strip() for line in text.splitlines() if re.match(r"\s*[\w.]+(Error|Exception): ", line)]
+    # py4j puts the Java exception on a line of its own that starts with ": "
+    lines = [line.strip().lstrip(": ") for line in text.splitlines()
+             if re.match(r"\s*(: )?[\w.]+(Error|Exception): ", line)]
     return QueryFailedError(f"streaming query failed: {(lines[-1] if lines else text.splitlines()[0])[:500]}")

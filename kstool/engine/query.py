@@ -80,7 +80,10 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
     stream = (stream.trigger(availableNow=True) if options.once
               else stream.trigger(processingTime=f"{options.trigger_ms} milliseconds"))
     processing_started = time.monotonic()
-    query = stream.start()
+    try:
+        query = stream.start()
+    except Exception as exc:  # e.g. a checkpoint Spark cannot open: its own message, in one line
+        raise translate(str(exc), options.app_id) from None
     try:
         _monitor(query, reports, summary, progress)
     finally:
