@@ -52,6 +52,10 @@ EXAMPLES: dict[str, list[str]] = {
     "state fetch": ["kstool state fetch --app-id clicks-per-minute alice --from -1h"],
     "state get": ["kstool state get --app-id wordcount liberty",
                   "kstool state get --app-id wordcount --from-changelog nation"],
+    "state restore": ["kstool state restore --app-id clicks-per-minute --dry-run",
+                      "kstool state restore --app-id clicks-per-minute --yes && "
+                      "kstool run aggregate --input clicks --output clicks-per-minute --window tumbling:1m "
+                      "--app-id clicks-per-minute --once"],
     "state range": ["kstool state range --app-id wordcount --from a --to c"],
     "state stores": ["kstool state stores --app-id wordcount", "kstool state stores --app-id wordcount -o json"],
     "topics create": ["kstool topics create lines -p 2 --config retention.ms=86400000",

@@ -21,7 +21,11 @@ from kstool.topologies.spec import DURATION, TopologyType
 
 
 def app_options(func):
-    """--app-id and --once, for `run` commands (reprocess names its app and always runs once)."""
+    """--app-id, --once and --restore-missing-state, for `run` commands (reprocess names its app
+    and always runs once)."""
+    func = click.option("--restore-missing-state", is_flag=True,
+                        help="When the checkpoint's state is missing, restore it from the changelogs "
+                             "(as `kstool state restore`) and go on.")(func)
     func = click.option("--once", is_flag=True, help="Process what is available now, then exit (cron).")(func)
     return click.option("--app-id", shell_complete=complete_apps,
                         help="Application id: consumer group and internal topic prefix "
@@ -101,11 +105,14 @@ def progress_for(app_id: str, quiet: bool):
     return Silent() if quiet else RunReporter(app_id)
 
 
-def execute(g: Globals, topology, app_id: str | None, once: bool, engine: EngineArgs) -> None:
+def execute(g: Globals, topology, app_id: str | None, once: bool, restore_missing_state: bool,
+            engine: EngineArgs) -> None:
     from kstool.engine.runtime import run_app
+    from kstool.state.restore import run_restoring
 
     options = build_run_options(g, app_id or topology.name, once, engine)
-    summary = run_app(g.clients(), topology, options, progress_for(options.app_id, engine.quiet))
+    run = run_restoring if restore_missing_state else run_app
+    summary = run(g.clients(), topology, options, progress_for(options.app_id, engine.quiet))
     if engine.report == "json":
         click.echo(dumps(summary.to_dict()))
     elif not engine.quiet:
@@ -147,11 +154,12 @@ def reprocess(g: Globals, app_id, from_time, to_time, engine: EngineArgs):
 def topology_command(kind: TopologyType) -> click.Command:
     """`kstool run NAME`: the topology's settings, then the options every run takes."""
 
-    def command(g: Globals, app_id: str | None, once: bool, engine: EngineArgs, **settings):
+    def command(g: Globals, app_id: str | None, once: bool, restore_missing_state: bool, engine: EngineArgs,
+                **settings):
         for s in kind.settings:
             if s.kind == DURATION and settings[s.name] is not None:
                 settings[s.name] = parse_duration(settings[s.name])
-        execute(g, kind.create(**settings), app_id, once, engine)
+        execute(g, kind.create(**settings), app_id, once, restore_missing_state, engine)
 
     command.__doc__ = kind.help
     decorated = app_options(engine_options(pass_globals(command)))

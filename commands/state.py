@@ -1,4 +1,5 @@
-"""kstool state stores|get|range|all|count|fetch|changes: query an app's state stores."""
+"""kstool state stores|get|range|all|count|fetch|changes: query an app's state stores;
+kstool state restore: rebuild them from their changelogs."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import click
 
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, gathered, output_option, state_dir_option
+from kstool.commands.options import TIME, confirm_or_refuse, gathered, output_option, state_dir_option
 from kstool.engine.session import SparkOptions
-from kstool.output import Column, Listing, emit
+from kstool.output import Column, Listing, emit, info, warn
 from kstool.serdes import FORMATS
 from kstool.state import query as ops
 from kstool.state.exceptions import KeyNotFoundError
@@ -55,7 +56,36 @@ def _emit(entries, output):
 
 @click.group()
 def state():
-    """Query state stores from outside the app (read-only; safe while it runs)."""
+    """Query state stores from outside the app (read-only; safe while it runs), or restore
+    them from their changelogs."""
+
+
+@state.command()
+@click.option("--app-id", required=True, shell_complete=complete_apps)
+@state_dir_option()
+@click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
+@click.option("--yes", is_flag=True, help="Replace the checkpoint without asking (scripts).")
+@output_option()
+@pass_globals
+def restore(g: Globals, app_id, state_dir, dry_run, yes, output):
+    """Rebuild APP's state from its changelog topics (after its checkpoint's state was lost):
+    replaces the checkpoint; the next run seeds the stores, then goes on from the group's offsets."""
+    from kstool.state.restore import apply_restore, plan_restore
+
+    plan = plan_restore(g.clients(), state_dir, app_id)
+    emit(Listing(plan.changelogs, [Column("store"), Column("topic"), Column("partitions", justify="right"),
+                                   Column("entries", justify="right")],
+                 document={**plan.to_dict(), "dry_run": dry_run},
+                 title=f"restore {app_id} ({plan.topology}) from its changelogs; replaces {plan.checkpoint} "
+                       f"({plan.committed_batches} committed batch(es))"), output)
+    for warning in plan.warnings:
+        warn(warning)
+    if dry_run:
+        info("dry run: nothing was changed")
+        return
+    confirm_or_refuse(f"Replace the checkpoint of {app_id}?", yes)
+    apply_restore(plan, state_dir)
+    info(f"{app_id}: checkpoint replaced; the next `kstool run` restores the stores from the changelogs")
 
 
 @state.command()

@@ -29,6 +29,9 @@ class SinkTarget:
     topic: str
     value_column: str
     role: str | None = None
+    # to the partition numbered as the row's `task` column: as Kafka Streams, a task's store
+    # is logged to its own changelog partition (what a restore reads back per task)
+    by_task: bool = False
 
 
 class Topology(Protocol):
@@ -61,7 +64,8 @@ class Topology(Protocol):
 
     def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
         """The updates (streaming) from the source; `tasks` is the input partition count (the
-        number of Kafka Streams tasks)."""
+        number of Kafka Streams tasks). Topologies whose processors are restorable
+        (kstool.streams.task.Restorable) also take `seed`: a restore's store entries."""
 
     def encode(self, updates: DataFrame) -> DataFrame:
         """A batch of updates -> key, timestamp and one binary column per sink target."""

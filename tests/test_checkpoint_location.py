@@ -61,7 +61,7 @@ def test_run_state_describe_and_reset_use_the_checkpoint_location(kafka, spark, 
     # later runs find the location in the manifest; another location is refused
     produce_values(kafka, source, [line.encode() for line in PART2])
     moved = _run(source, app, "--checkpoint-location", str(tmp_path / "elsewhere"))
-    assert moved.exit_code == 2 and "checkpoint location" in moved.stderr
+    assert moved.exit_code == 2 and "keeps its checkpoint at" in moved.stderr
     assert _run(source, app).exit_code == 0
     assert committed_batches(LocalCheckpoint("", shared)) == [0, 1]
     total = word_counts(PART1 + PART2)

@@ -5,6 +5,7 @@ line when it is not."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -73,8 +74,10 @@ def test_a_running_app_survives_its_worker_dying(kafka, spark_cluster, topic_nam
     assert run.returncode == 0, stderr
 
 
-def test_windows_and_join_tables_survive_a_worker_restart(kafka, spark_cluster, topic_name, tmp_path):
-    """The two-run scripts of the windowed and join tests, the worker replaced between runs."""
+def test_windows_and_join_tables_come_back_from_their_changelogs(kafka, spark_cluster, topic_name, tmp_path):
+    """The two-run scripts of the windowed and join tests; between the runs the worker is
+    replaced and both checkpoints are deleted: the runs refuse, `state restore` brings the
+    stores back from the changelogs, and the second runs give the hand-computed outputs."""
     windowed, joined = topic_name + "-w", topic_name + "-j"
     create_topic(kafka, windowed, 1)
     create_topic(kafka, joined + "-l", 1)
@@ -92,10 +95,16 @@ def test_windows_and_join_tables_survive_a_worker_restart(kafka, spark_cluster, 
         for topology, app, args in (("aggregate", windowed + "-app", window_args),
                                     ("join", joined + "-app", join_args)):
             result = _once(spark_cluster, topology, app, *args)
+            if run_index == 1:  # the checkpoint is gone: refused, then restored
+                assert result.exit_code == 1 and f"kstool state restore --app-id {app}" in result.stderr
+                assert cli("state", "restore", "--app-id", app, "--yes").exit_code == 0
+                result = _once(spark_cluster, topology, app, *args)
             assert result.exit_code == 0, result.stderr
         if run_index == 0:
             spark_cluster.kill_worker()
             spark_cluster.start_worker()
+            shutil.rmtree(tmp_path / "w")
+            shutil.rmtree(tmp_path / "j")
     assert _windowed(read_all(kafka, windowed + "-out")) == TWO_RUNS_OUTPUT
     assert _output(kafka, joined + "-out") == STREAM_TABLE_OUTPUT["left"]
 

@@ -116,6 +116,14 @@ def _sessions(messages) -> list[tuple]:
     return out
 
 
+SESSION_WINDOW = ("--window", "session:5s", "--grace", "2s", "--max-records-per-batch", "2")
+# worked out in test_session_windows; in final mode [22,22] and [25,25] are still open at stream time 25
+SESSION_OUTPUT = {
+    "update": [("a", _ms(1), _ms(3), 2), ("a", _ms(12), _ms(12), 1), ("a", _ms(12), _ms(12), None),
+               ("a", _ms(12), _ms(16), 2), ("b", _ms(25), _ms(25), 1), ("a", _ms(22), _ms(22), 1)],
+    "final": [("a", _ms(1), _ms(3), 2), ("a", _ms(12), _ms(16), 2)]}
+
+
 @pytest.mark.parametrize("emit", ["update", "final"])
 def test_session_windows(kafka, spark, topic_name, emit):
     # gap 5s, grace 2s: close = stream time - grace - gap = st - 7 (KStreamSessionWindowAggregate
@@ -127,15 +135,9 @@ def test_session_windows(kafka, spark, topic_name, emit):
     # batch 3: b@25 close18 -> [25,25] ([12,16] closes: 16 < 18) | a@9: late
     # batch 4: a@22: [22,22] ends after close 18: on time (a later a@<=27 could still extend
     #          it); with the pre-3.0 rule (close = st - grace = 23) it was dropped
-    source, result = _run(kafka, topic_name, "--window", "session:5s", "--grace", "2s", "--emit", emit,
-                          "--max-records-per-batch", "2", "--late-topic", topic_name + "-late")
+    source, result = _run(kafka, topic_name, *SESSION_WINDOW, "--emit", emit, "--late-topic", topic_name + "-late")
+    assert _sessions(read_all(kafka, source + "-out")) == SESSION_OUTPUT[emit]
     S = _ms
-    if emit == "update":
-        expected = [("a", S(1), S(3), 2), ("a", S(12), S(12), 1), ("a", S(12), S(12), None),
-                    ("a", S(12), S(16), 2), ("b", S(25), S(25), 1), ("a", S(22), S(22), 1)]
-    else:  # [22,22] and [25,25] are still open at stream time 25
-        expected = [("a", S(1), S(3), 2), ("a", S(12), S(16), 2)]
-    assert _sessions(read_all(kafka, source + "-out")) == expected
     assert "3 late record(s)" in result.stderr
     assert [(m.key(), m.timestamp()[1]) for m in read_all(kafka, topic_name + "-late")] == [
         (b"b", S(2)), (b"a", S(4)), (b"a", S(9))]

@@ -7,6 +7,10 @@ import json
 
 from kstool.application.location import CheckpointFiles
 
+# a position no Kafka topic has: set by a restore's first batch, which reads no input (the
+# source moves it so that Spark runs that batch; kstool.engine.source)
+FIRST_BATCH_MARKER = ("__kstool_first_batch", 0)
+
 
 def committed_batches(checkpoint: CheckpointFiles) -> list[int]:
     return sorted(int(name) for name in checkpoint.names("commits") if name.isdigit())
@@ -26,7 +30,8 @@ def batch_end_offsets(checkpoint: CheckpointFiles, batch_id: int) -> dict[tuple[
         if line.strip() and line.strip() != "-":
             for topic, parts in json.loads(line).items():
                 for partition, offset in parts.items():
-                    out[(topic, int(partition))] = offset
+                    if topic != FIRST_BATCH_MARKER[0]:
+                        out[(topic, int(partition))] = offset
     return out
 
 

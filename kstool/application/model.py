@@ -88,6 +88,10 @@ class Manifest:
     stores: list[StoreSpec] = field(default_factory=list)
     kstool_version: str = __version__
     checkpoint_location: str | None = None  # a URI; None: the app folder's checkpoint/
+    # per-task stores logged to their task's changelog partition (apps created by kstool >= 0.2;
+    # older ones keep partitioning by key, so their compacted changelogs stay whole)
+    changelog_by_task: bool = False
+    restore_pending: bool = False  # `state restore`: the next run's first batch seeds the stores
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -132,9 +136,6 @@ def check_compatible(existing: Manifest, wanted: Manifest) -> None:
     for key in sorted(set(existing.parameters) | set(wanted.parameters)):
         if existing.parameters.get(key) != wanted.parameters.get(key):
             problems.append(f"{key} {existing.parameters.get(key)!r} -> {wanted.parameters.get(key)!r}")
-    if existing.checkpoint_location != wanted.checkpoint_location:
-        problems.append(f"checkpoint location {existing.checkpoint_location or 'in the app folder'} -> "
-                        f"{wanted.checkpoint_location or 'in the app folder'}")
     if problems:
         raise IncompatibleRunError(
             f"app {existing.app_id!r} was created with other settings ({'; '.join(problems)}); "

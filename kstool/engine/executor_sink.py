@@ -52,8 +52,8 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     for batch in batches:
         table = pa.Table.from_batches([batch])
         records, counts = records_of(table, targets)
-        for topic, key, value, ts in records:
-            writer.send(topic, key, value, ts)
+        for topic, key, value, ts, partition in records:
+            writer.send(topic, key, value, ts, partition=partition)
         written.update(counts)
         if "role" in table.column_names:
             late += table.column("role").to_pylist().count(LATE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from kstool.application.exceptions import IncompatibleRunError
 from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
 from kstool.contract import Topology
 from kstool.engine.errors_policy import ErrorPolicy
@@ -16,16 +17,21 @@ DAY_MS = 86_400_000
 
 
 def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
-    """The run's checkpoint URI: as given, else where the app has it (None: its folder)."""
-    if given is not None:
-        return given
+    """The run's checkpoint URI: where the app has it (None: its folder), else as given; a
+    checkpoint is not moved by giving another location."""
     existing = load_manifest(paths)
-    return existing.checkpoint_location if existing is not None else None
+    if existing is None:
+        return given
+    if given is not None and given != existing.checkpoint_location:
+        raise IncompatibleRunError(
+            f"app {existing.app_id!r} keeps its checkpoint at {existing.checkpoint_location or 'its folder'}, "
+            f"not {given}; drop --checkpoint-location, or `kstool reset --app-id {existing.app_id}` to start over")
+    return existing.checkpoint_location
 
 
 def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPaths,
-            on_error: ErrorPolicy, late_topic: str | None, checkpoint_location: str | None) -> int:
-    """Returns the input partition count (the number of tasks)."""
+            on_error: ErrorPolicy, late_topic: str | None, checkpoint_location: str | None) -> tuple[int, Manifest]:
+    """Returns the input partition count (the number of tasks) and the app's manifest."""
     if late_topic and not topology.per_task:
         raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
                          "drops no records as late")
@@ -34,6 +40,8 @@ def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPa
     existing = load_manifest(paths)
     if existing is not None:
         check_compatible(existing, wanted)
+    wanted.changelog_by_task = existing.changelog_by_task if existing is not None else True
+    wanted.restore_pending = existing.restore_pending if existing is not None else False
     inputs = clients.require_topics(topology.input_topics())
     topology.check_run({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())
@@ -49,4 +57,4 @@ def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPa
     if late_topic:
         ensure_topic(clients, CreateTopicOptions(late_topic, partitions))
     save_manifest(paths, wanted)
-    return partitions
+    return partitions, wanted

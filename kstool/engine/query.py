@@ -4,10 +4,13 @@ after the current batch on SIGINT/SIGTERM, or failed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import threading
 import time
+
+import pyarrow as pa
 
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
@@ -21,8 +24,10 @@ from kstool.kafka.client import KafkaClients
 
 
 def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions,
-              checkpoint: CheckpointFiles) -> KafkaSink:
+              checkpoint: CheckpointFiles, changelog_by_task: bool) -> KafkaSink:
     targets = topology.sink_targets(options.app_id)
+    if not changelog_by_task:  # an app created before changelogs were kept per task
+        targets = [dataclasses.replace(t, by_task=False) for t in targets]
     if options.late_topic:  # the late record itself: its key, value and event time
         targets.append(SinkTarget(options.late_topic, "value", LATE))
     if options.processing_guarantee == "exactly_once_v2":
@@ -42,7 +47,8 @@ def start_spark(options: RunOptions, paths: AppPaths):
 
 def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
               checkpoint: CheckpointFiles, partitions: int, sink: KafkaSink, summary: RunSummary,
-              progress: Progress) -> None:
+              progress: Progress, seed: pa.Table | None = None) -> None:
+    """seed: a restore's store entries (kstool.engine.seed), for the first batch."""
     from kstool.engine.shuffle import shuffle_partitions_for
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
 
@@ -70,12 +76,15 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
               .option("stop_offsets", json.dumps(_nested(options.stop_offsets)))
               # exactly_once_v2 commits offsets inside each output transaction instead
               .option("commit_offsets", str(options.processing_guarantee == "at_least_once").lower())
+              .option("seed_batch", str(seed is not None).lower())
               .load())
     checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
                                   options.app_id, topology.invalid_reason)
     reports: dict[int, BatchReport] = {}
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
-    stream = (topology.build(checked, partitions).writeStream.outputMode("update").foreachBatch(writer)
+    updates = (topology.build(checked, partitions) if seed is None
+               else topology.build(checked, partitions, seed=spark.createDataFrame(seed)))  # type: ignore[call-arg]
+    stream = (updates.writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", checkpoint.uri).queryName(options.app_id))
     stream = (stream.trigger(availableNow=True) if options.once
               else stream.trigger(processingTime=f"{options.trigger_ms} milliseconds"))

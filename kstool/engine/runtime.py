@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
-from kstool.application.checkpoint import committed_offsets, missing_state
+from kstool.application.checkpoint import committed_offsets, last_committed_batch, missing_state
 from kstool.application.exceptions import StateMissingError
 from kstool.application.location import CheckpointFiles, local_path
-from kstool.application.model import AppLock, AppPaths, checkpoint_uri
+from kstool.application.model import AppLock, AppPaths, checkpoint_uri, load_manifest, save_manifest
 from kstool.contract import Topology
 from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.engine.failures import state_missing_remedy
@@ -20,8 +20,10 @@ from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.query import make_sink, run_query, start_spark
+from kstool.engine.seed import read_seed
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
+from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 
 
 def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
@@ -38,12 +40,18 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
         checkpoint.check_usable()
         if location is not None or options.spark.master.startswith("local"):  # what executors see
             _check_state(checkpoint, options.app_id)
-        partitions = prepare(clients, topology, options.app_id, paths, options.on_error, options.late_topic,
-                             location)
+        _check_checkpoint_kept(clients, paths, checkpoint)
+        partitions, manifest = prepare(clients, topology, options.app_id, paths, options.on_error,
+                                       options.late_topic, location)
+        seed = None
+        if manifest.restore_pending and last_committed_batch(checkpoint) is None:
+            seed = read_seed(clients, manifest)
+            progress.message(f"restoring {seed.num_rows} store entries from the changelogs")
+            seed = seed if seed.num_rows else None
         summary = RunSummary(options.app_id)
         try:
-            sink = make_sink(clients, topology, options, checkpoint)
-            run_query(clients, topology, options, paths, checkpoint, partitions, sink, summary, progress)
+            sink = make_sink(clients, topology, options, checkpoint, manifest.changelog_by_task)
+            run_query(clients, topology, options, paths, checkpoint, partitions, sink, summary, progress, seed)
         except BaseException:
             progress.close()
             try:  # keep the group's offsets true to what did complete, then report the failure
@@ -53,6 +61,9 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             raise
         progress.close()
         _commit_group_offsets(clients, options.app_id, checkpoint, summary)
+        if manifest.restore_pending and (seed is None or last_committed_batch(checkpoint) is not None):
+            manifest.restore_pending = False  # seeded (or nothing to seed): later runs go on as usual
+            save_manifest(paths, manifest)
         summary.total_seconds = round(time.monotonic() - started, 3)
         return summary
 
@@ -63,6 +74,18 @@ def _check_state(checkpoint: CheckpointFiles, app_id: str) -> None:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise StateMissingError(f"app {app_id!r}: its checkpoint {checkpoint.uri} lacks {missing[0]}{more}. "
                                 + state_missing_remedy(app_id))
+
+
+def _check_checkpoint_kept(clients: KafkaClients, paths: AppPaths, checkpoint: CheckpointFiles) -> None:
+    """An app that has committed offsets but no checkpoint lost its state (a deleted
+    checkpoint): starting over empty would give wrong results."""
+    manifest = load_manifest(paths)
+    if manifest is None or manifest.restore_pending or last_committed_batch(checkpoint) is not None:
+        return
+    inputs = set(manifest.input_topics)
+    if any(topic in inputs for topic, _ in committed_offsets_of_group(clients, paths.app_id)):
+        raise StateMissingError(f"app {paths.app_id!r}: its checkpoint {checkpoint.uri} has no committed batch, "
+                                "but its group has committed offsets. " + state_missing_remedy(paths.app_id))
 
 
 def _commit_group_offsets(clients: KafkaClients, group: str, checkpoint: CheckpointFiles,

@@ -31,14 +31,17 @@ class BatchReport:
 
 
 def records_of(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
-    """(topic, key, value, timestamp ms) for every target and row, and the count per topic."""
+    """(topic, key, value, timestamp ms, partition or None) for every target and row, and the
+    count per topic."""
     keys = table.column("key").to_pylist()
     stamps = [None if ts is None else ts // 1000  # us -> ms; None: stamped when sent
               for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
     roles = table.column("role").to_pylist() if "role" in table.column_names else []
     chosen = {target.topic: range(len(keys)) if target.role is None
               else [i for i, role in enumerate(roles) if role == target.role] for target in targets}
-    records = ((target.topic, keys[i], values[i], stamps[i]) for target in targets
+    tasks = table.column("task").to_pylist() if "task" in table.column_names else []
+    records = ((target.topic, keys[i], values[i], stamps[i], tasks[i] if target.by_task else None)
+               for target in targets
                for values in [table.column(target.value_column).to_pylist()] for i in chosen[target.topic])
     return records, {topic: len(rows) for topic, rows in chosen.items()}
 
@@ -95,7 +98,8 @@ class TransactionalSink(KafkaSink):
             return {}  # this batch's transaction committed before a crash
         records, written = records_of(table, self.targets)
         try:
-            self.transactions.commit([OutRecord(*r) for r in records], end)
+            self.transactions.commit([OutRecord(topic, key, value, ts, [], partition)
+                                      for topic, key, value, ts, partition in records], end)
         except KafkaOperationError as exc:
             raise QueryFailedError(f"batch {batch_id} not written ({exc})") from None
         return written

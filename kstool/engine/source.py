@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kstool.application.checkpoint import FIRST_BATCH_MARKER
 from kstool.config import ClientConfig
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.home import write_private_text
@@ -120,6 +121,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records_per_task = int(options.get("max_records_per_task", "500000"))
         self._stop = _flatten(json.loads(options.get("stop_offsets", "{}")))  # reprocess --to-time
         self.commit_offsets = options.get("commit_offsets", "true") == "true"
+        # a restore: the first batch of the new checkpoint seeds the state and reads no input
+        self.seed_batch = options.get("seed_batch", "false") == "true"
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -172,6 +175,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             current.setdefault(tp, 0)  # a partition added since the last batch starts at 0
         end = {tp: latest.get(tp, o) if tp in behind else max(latest.get(tp, o), o)
                for tp, o in current.items()}
+        if self.seed_batch and FIRST_BATCH_MARKER not in current:
+            return _nest({**current, FIRST_BATCH_MARKER: 1})
         if isinstance(limit, ReadMaxRows):
             end = _cap(current, end, limit.max_rows)
         return _nest(end)
@@ -180,7 +185,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _nest(self._latest) if self._latest else None
 
     def partitions(self, start: Offsets, end: Offsets):
-        begin, finish = _flatten(start), _flatten(end)
+        begin, finish = _flatten(start), _kafka_only(_flatten(end))
         firsts = self._first_offsets(begin, finish)
         ranges = []
         for tp, stop in sorted(finish.items()):
@@ -216,11 +221,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from kstool.kafka.groups import commit_offsets
 
         if self.commit_offsets:
-            commit_offsets(self._clients(), self.group, _flatten(end))
+            commit_offsets(self._clients(), self.group, _kafka_only(_flatten(end)))
 
     # -- executors -------------------------------------------------------------------------
     def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
         yield from read_range(self.config, partition)
+
+
+def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    return {tp: o for tp, o in offsets.items() if tp != FIRST_BATCH_MARKER}
 
 
 def _cap(start: dict, end: dict, budget: int) -> dict:

@@ -73,7 +73,7 @@ def delete_local_state(plan: ResetPlan, state_dir: Path) -> None:
         if manifest is None or manifest.app_id != plan.app_id:
             raise ResetRefusedError(f"refusing to delete {root}: no kstool manifest for {plan.app_id!r}")
         if local.checkpoint_location:
-            _delete_checkpoint(local.checkpoint_location)
+            delete_checkpoint(local.checkpoint_location)
         for name in ("checkpoint", "spark.log", "app.json"):  # the manifest last: it is the guard
             target = root / name
             if target.is_dir() and not target.is_symlink():
@@ -90,8 +90,8 @@ def delete_local_state(plan: ResetPlan, state_dir: Path) -> None:
 SPARK_CHECKPOINT_ENTRIES = {"metadata", "offsets", "commits", "sources", "state"}
 
 
-def _delete_checkpoint(uri: str) -> None:
-    """Delete a checkpoint outside the app folder, only if it holds nothing but a checkpoint."""
+def delete_checkpoint(uri: str) -> None:
+    """Delete a checkpoint, only if it holds nothing but a checkpoint."""
     checkpoint = open_checkpoint(uri)
     names = checkpoint.names("")
     others = [n for n in names if n.lstrip(".").removesuffix(".crc") not in SPARK_CHECKPOINT_ENTRIES]

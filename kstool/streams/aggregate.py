@@ -71,6 +71,16 @@ class Accumulator:
         return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole])
 
     @classmethod
+    def restored(cls, agg: str, stored: bytes) -> "Accumulator":
+        """An accumulator from the store's value alone (a changelog restore): exact for count,
+        sum, min and max; integral results are taken as whole; avg restarts from its value as
+        one number (the changelog keeps no count)."""
+        if agg == "count":
+            return cls(count=struct.unpack(">q", stored)[0])
+        result = struct.unpack(">d", stored)[0]
+        return cls(1, result, result, result, result.is_integer())
+
+    @classmethod
     def of(cls, value: StoreValue | None) -> "Accumulator":
         """The live accumulator of a store entry (decoded once per batch, then kept in it)."""
         if value is None:
@@ -122,6 +132,12 @@ class WindowedAggregate:
     @property
     def cached_roles(self) -> frozenset[str]:
         return _cached_roles(self.emit)
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        """A changelog entry back in the store, unless its window had closed (and left it)."""
+        if split_window_store_key(key)[1] + self.window.size <= stream_time - self.grace:
+            return None
+        return StoreValue(value, timestamp, Accumulator.restored(self.agg, value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         record_of, starts = self.window.assign(_timestamps(records))
@@ -222,6 +238,12 @@ class SessionAggregate(RecordByRecord):
     @property
     def cached_roles(self) -> frozenset[str]:
         return _cached_roles(self.emit)
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        """A changelog entry back in the store, unless its session had closed (and left it)."""
+        if split_session_store_key(key)[2] < stream_time - self.grace - self.window.size:
+            return None
+        return StoreValue(value, timestamp, Accumulator.restored(self.agg, value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {INDEX: {ENDS} | {BY_KEY + cast(bytes, r.key) for r in records}}

@@ -205,8 +205,15 @@ def _split_unmatched_key(data: bytes) -> tuple[int, int, bytes]:
     return ts, LEFT if is_left else RIGHT, data[9:-4]
 
 
+class TableStores(RecordByRecord):
+    """Joins whose stores are tables: a restore puts every key back."""
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        return StoreValue(value, timestamp)
+
+
 @dataclass
-class StreamTableJoin(RecordByRecord):
+class StreamTableJoin(TableStores):
     how: str  # inner | left
     joiner: Joiner
     stores: tuple[str, ...] = ("join-right-table",)
@@ -234,7 +241,7 @@ class StreamTableJoin(RecordByRecord):
 
 
 @dataclass
-class TableTableJoin(RecordByRecord):
+class TableTableJoin(TableStores):
     how: str
     joiner: Joiner
     stores: tuple[str, ...] = ("join-left-table", "join-right-table")

@@ -6,7 +6,7 @@ import gc
 import heapq
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol, cast
+from typing import Any, Iterable, Iterator, Protocol, cast, runtime_checkable
 
 from kstool.contract import OUTPUT, changelog_role
 
@@ -147,6 +147,16 @@ class Processor(Protocol):
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         """Store keys a batch of these records will read, known before it is processed (the
         engine asks for them at once); processing may read more."""
+        ...
+
+
+@runtime_checkable
+class Restorable(Protocol):
+    """A processor whose stores can be rebuilt from their changelogs (kstool state restore)."""
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        """The store entry for a changelog record (the compacted view's, never a tombstone),
+        or None when the entry had left the store by `stream_time` (an expired window)."""
         ...
 
 

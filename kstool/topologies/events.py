@@ -44,11 +44,11 @@ def task(key, repartition: bool, tasks: int):
 def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
     """The output topic gets the OUTPUT records, each store's changelog its own."""
     return [SinkTarget(output_topic, "value", OUTPUT)] + [
-        SinkTarget(changelog_topic(app_id, store), "value", changelog_role(store)) for store in stores]
+        SinkTarget(changelog_topic(app_id, store), "value", changelog_role(store), by_task=True) for store in stores]
 
 
 def encode(emitted):
     """The processors' emitted records (kstool.topologies.tasks.OUTPUT_SCHEMA) as the sink reads them."""
     from pyspark.sql import functions as F
 
-    return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"))
+    return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"), "task")

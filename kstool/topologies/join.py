@@ -102,7 +102,7 @@ class Join:
     def valid_record(self):
         return events.valid_time("record")
 
-    def build(self, source, tasks: int = 1):
+    def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
         from kstool.topologies.tasks import run_tasks
@@ -112,7 +112,7 @@ class Join:
             events.task(F.col("key"), self.repartition, tasks).alias("task"), side.alias("side"), "key", "value",
             F.lit(None).cast("double").alias("number"), events.event_time("record").alias("event_time"),
             "partition", "offset")
-        return run_tasks(rows, self.processor)
+        return run_tasks(rows, self.processor, seed)
 
     def encode(self, updates):
         return events.encode(updates)

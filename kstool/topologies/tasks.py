@@ -19,13 +19,14 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kstool.streams.task import Processor, Record, StoreValue, TaskState, run_task, task_stores
-from kstool.topologies.map_state import MapStateStore
+from kstool.streams.task import Processor, Record, Restorable, StoreValue, TaskState, run_task, task_stores
+from kstool.topologies.map_state import MapStateStore, PipelinedMapState
 
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
 OUTPUT_SCHEMA = StructType([
     StructField("role", StringType(), False), StructField("key", BinaryType()),
     StructField("value", BinaryType()), StructField("event_time", LongType(), False),
+    StructField("task", IntegerType(), False),
 ])
 STORE_KEY_SCHEMA = StructType([StructField("key", BinaryType(), False)])
 STORE_VALUE_SCHEMA = StructType([StructField("value", BinaryType()), StructField("timestamp", LongType()),
@@ -65,14 +66,34 @@ class TaskProcessor(StatefulProcessor):
             stores[name].write_back(changed)
         self.meta.update((state.stream_time, state.sequence))
         yield pd.DataFrame({"role": [e.role for e in emitted], "key": [e.key for e in emitted],
-                            "value": [e.value for e in emitted], "event_time": [e.timestamp for e in emitted]},
-                           columns=OUTPUT_SCHEMA.fieldNames())
+                            "value": [e.value for e in emitted], "event_time": [e.timestamp for e in emitted],
+                            "task": [int(key[0])] * len(emitted)}, columns=OUTPUT_SCHEMA.fieldNames())
+
+    def handleInitialState(self, key, initialState: pd.DataFrame, timerValues) -> None:
+        """A restore (the first batch of a new checkpoint): the task's changelog entries back in
+        its stores. Stream time is the newest of their timestamps, as each update carries the
+        newest record it holds; what had left the store by then is left out."""
+        processor = cast(Restorable, self.processor)
+        stream_time = int(initialState["timestamp"].max())
+        writes: dict[str, list[tuple[bytes, tuple]]] = {}
+        entries = zip(*(initialState[c].tolist() for c in ("store", "key", "value", "timestamp")))
+        for store, store_key, value, ts in entries:
+            restored = processor.restored(store, store_key, value, ts, stream_time)
+            if restored is not None:
+                writes.setdefault(store, []).append(
+                    (store_key, (restored.value, restored.timestamp, restored.stored_aux())))
+        for store, entries_of_store in writes.items():
+            PipelinedMapState(self.maps[store]).write_many(entries_of_store)
+        self.meta.update((stream_time, 0))
 
     def close(self) -> None:
         pass
 
 
-def run_tasks(rows, make_processor: Callable[[], Processor]):
-    """rows: a streaming DataFrame with INPUT_COLUMNS -> the emitted records (OUTPUT_SCHEMA)."""
+def run_tasks(rows, make_processor: Callable[[], Processor], seed=None):
+    """rows: a streaming DataFrame with INPUT_COLUMNS -> the emitted records (OUTPUT_SCHEMA).
+    seed: a restore's store entries (kstool.engine.seed.SEED_COLUMNS), applied in the first batch
+    of a new checkpoint."""
+    initial = {"initialState": seed.groupBy("task")} if seed is not None else {}
     return (rows.select(*INPUT_COLUMNS).groupBy("task")
-            .transformWithStateInPandas(TaskProcessor(make_processor), OUTPUT_SCHEMA, "Update", "None"))
+            .transformWithStateInPandas(TaskProcessor(make_processor), OUTPUT_SCHEMA, "Update", "None", **initial))

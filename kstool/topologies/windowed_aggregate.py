@@ -90,7 +90,7 @@ class WindowedAggregation:
         kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
         return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
 
-    def build(self, source, tasks: int = 1):
+    def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
         from kstool.topologies.tasks import run_tasks
@@ -101,7 +101,7 @@ class WindowedAggregation:
             F.lit(0).alias("side"), group_key.alias("key"), F.col("value"),
             self.numbers.number().alias("number"), events.event_time(self.time).alias("event_time"),
             "partition", "offset")
-        return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor)
+        return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor, seed)
 
     def encode(self, updates):
         return events.encode(updates)

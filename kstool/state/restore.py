@@ -1,0 +1,100 @@
+"""`kstool state restore`: rebuild an app's state from its changelog topics, as a Kafka Streams
+instance that lost its disk restores its stores.
+
+The plan checks the app, its stores and changelogs; applying it deletes the app's checkpoint
+and marks the manifest, and the next `kstool run` seeds every store in the first batch of its
+new checkpoint from the compacted changelogs (transformWithState's initial state,
+kstool.engine.seed), then goes on from the app's group offsets."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kstool.application.checkpoint import committed_batches
+from kstool.application.exceptions import AppBusyError, StateMissingError
+from kstool.application.model import AppLock, AppPaths, load_manifest, running_pid, save_manifest
+from kstool.contract import Topology
+from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.progress import Progress, Silent
+from kstool.engine.runtime import run_app
+from kstool.engine.seed import read_seed
+from kstool.errors import NotFoundError, UsageError
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.groups import committed_offsets
+from kstool.names import validate_name
+from kstool.reset.apply import delete_checkpoint
+from kstool.streams.task import Restorable
+from kstool.topologies import from_manifest
+
+
+@dataclass
+class RestorePlan:
+    app_id: str
+    topology: str
+    checkpoint: str  # the URI that is replaced
+    committed_batches: int
+    changelogs: list[dict] = field(default_factory=list)  # store, topic, partitions, entries (compacted)
+    input_offsets: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> the group's
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> RestorePlan:
+    paths = AppPaths(state_dir, validate_name(app_id))
+    manifest = load_manifest(paths)
+    if manifest is None:
+        raise NotFoundError(f"no kstool app {app_id!r} in {state_dir}")
+    pid = running_pid(paths)
+    if pid is not None:
+        raise AppBusyError(f"app {app_id!r} is running (pid {pid}); stop it before a restore")
+    topology = from_manifest(manifest)
+    if not topology.per_task or not isinstance(topology.processor(), Restorable):  # type: ignore[attr-defined]
+        raise UsageError(f"app {app_id!r} ({manifest.topology}) cannot be restored from its "
+                         "changelogs yet (windowed aggregates and stream-table and table-table joins can); "
+                         f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
+    if not manifest.changelog_by_task:
+        raise UsageError(f"app {app_id!r} was created by a kstool that logged its stores by key, not per task; "
+                         f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
+    topics = clients.require_topics([s.changelog_topic for s in manifest.stores])
+    entries = read_seed(clients, manifest).column("store").to_pylist()  # also checks every record's layout
+    changelogs = [{"store": store.name, "topic": store.changelog_topic,
+                   "partitions": len(topics[store.changelog_topic]), "entries": entries.count(store.name)}
+                  for store in manifest.stores]
+    group = committed_offsets(clients, app_id)
+    inputs = {f"{t}:{p}": group[(t, p)] for t in manifest.input_topics for p in sorted(clients.topic_partitions(t))
+              if (t, p) in group}
+    warnings = [] if inputs else [f"group {app_id!r} has no committed offsets: the next run starts "
+                                  "where --from says, with the restored state"]
+    checkpoint = app_checkpoint(paths, manifest)
+    return RestorePlan(app_id, manifest.topology, checkpoint.uri, len(committed_batches(checkpoint)),
+                       changelogs, inputs, warnings)
+
+
+def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
+    """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
+    paths = AppPaths(state_dir, plan.app_id)
+    with AppLock(paths):  # no run may start meanwhile
+        manifest = load_manifest(paths)
+        if manifest is None:
+            raise NotFoundError(f"no kstool app {plan.app_id!r} in {state_dir}")
+        # marked first: a checkpoint deleted without the mark would restart empty
+        manifest.restore_pending = True
+        save_manifest(paths, manifest)
+        delete_checkpoint(plan.checkpoint)
+
+
+def run_restoring(clients: KafkaClients, topology: Topology, options: RunOptions,
+                  progress: Progress | None = None) -> RunSummary:
+    """`kstool run --restore-missing-state`: a run that finds the checkpoint's state missing
+    restores it from the changelogs, then runs again."""
+    progress = progress or Silent()
+    try:
+        return run_app(clients, topology, options, progress)
+    except StateMissingError as lost:
+        progress.message(f"{str(lost).split('. ')[0]}; restoring the state from the changelogs")
+    apply_restore(plan_restore(clients, options.state_dir, options.app_id), options.state_dir)
+    return run_app(clients, topology, options, progress)

@@ -1,0 +1,128 @@
+"""kstool state restore (#21): an app whose checkpoint is lost gets its stores back from its
+changelog topics and goes on with the results it would have had (the two-run scripts of the
+windowed and join tests, whose outputs are worked out by hand there)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+from tests.helpers import create_topic, produce_keyed, produce_values, read_all
+from tests.test_join import STREAM_TABLE_OUTPUT, TABLE_STREAM, TABLE_UPDATES, _output
+from tests.test_windowed_aggregate import (
+    INPUT,
+    SESSION_OUTPUT,
+    SESSION_WINDOW,
+    TWO_RUNS,
+    TWO_RUNS_OUTPUT,
+    TWO_RUNS_WINDOW,
+    _sessions,
+    _windowed,
+)
+
+
+def _checkpoint(app: str) -> Path:
+    described = json.loads(cli("apps", "describe", app, "--offline", "-o", "json").stdout)
+    return Path(described["state_dir"]) / "checkpoint"
+
+
+def _lose_checkpoint_then_restore(app: str) -> dict:
+    """Delete the checkpoint; the next run refuses; restore (plan first); returns the plan."""
+    shutil.rmtree(_checkpoint(app))
+    return json.loads(cli("state", "restore", "--app-id", app, "--dry-run", "-o", "json").stdout)
+
+
+def _restore(app: str) -> None:
+    restored = cli("state", "restore", "--app-id", app, "--yes")
+    assert restored.exit_code == 0, restored.stderr
+
+
+def test_a_windowed_aggregate_restored_from_its_changelog_goes_on_exactly(kafka, spark, topic_name):
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 2)  # the records in partition 1: task 1
+    create_topic(kafka, source + "-out", 1)  # one partition: the output in the order it was written
+    run = ("run", "aggregate", "--input", source, "--output", source + "-out", "--app-id", app, "--once",
+           *TWO_RUNS_WINDOW)
+    produce_keyed(kafka, source, TWO_RUNS[0], partition=1)
+    assert cli(*run).exit_code == 0
+    # as Kafka Streams, a task's store is logged to the changelog partition of its task
+    assert {m.partition() for m in read_all(kafka, app + "-aggregate-changelog")} == {1}
+
+    plan = _lose_checkpoint_then_restore(app)
+    assert plan["dry_run"] is True and plan["committed_batches"] == 0
+    assert [(c["store"], c["entries"]) for c in plan["changelogs"]] == [("aggregate", 3)]  # 3 windows
+    assert plan["input_offsets"][f"{source}:1"] == len(TWO_RUNS[0])
+    produce_keyed(kafka, source, TWO_RUNS[1], partition=1)
+    refused = cli(*run)  # the checkpoint is gone but the group is not: starting empty would be wrong
+    assert refused.exit_code == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert f"kstool state restore --app-id {app}" in refused.stderr
+
+    _restore(app)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    # stream time 16 and the open window [10,20) came back: a@4 is late, [0,10) stays closed
+    assert "2 late record(s)" in second.stderr
+    assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
+
+
+def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, spark, topic_name):
+    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, left, 1)
+    create_topic(kafka, right, 1)
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
+           "--kind", "stream-table", "--how", "left", "--joiner", "concat", "--separator", "+")
+    produce_keyed(kafka, left, TABLE_STREAM[:2])  # split in time, as the cluster test does
+    produce_keyed(kafka, right, TABLE_UPDATES[:2])
+    assert cli(*run).exit_code == 0
+
+    _lose_checkpoint_then_restore(app)
+    _restore(app)
+    produce_keyed(kafka, left, TABLE_STREAM[2:])
+    produce_keyed(kafka, right, TABLE_UPDATES[2:])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert _output(kafka, out) == STREAM_TABLE_OUTPUT["left"]
+
+
+def test_restore_refuses_what_it_cannot_do_and_changes_nothing(kafka, spark, topic_name):
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 1)
+    produce_values(kafka, source, [b"a b a"])
+    assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
+               "--once").exit_code == 0
+    windowed = topic_name + "-windowed"  # a restorable app whose changelog gets a foreign record
+    create_topic(kafka, windowed, 1)
+    produce_keyed(kafka, windowed, [("k", "1", 1)])
+    assert cli("run", "aggregate", "--input", windowed, "--output", windowed + "-out", "--app-id", windowed,
+               "--once", "--window", "tumbling:10s").exit_code == 0
+    produce_values(kafka, windowed + "-aggregate-changelog", [b"not a window"], partition=0)
+    before = {a: sorted(p.name for p in _checkpoint(a).iterdir()) for a in (app, windowed)}
+    for args, code, says in (
+            (("--app-id", app, "--yes"), 2, "cannot be restored from its changelogs yet"),  # Spark's own aggregation
+            (("--app-id", "no-such-" + app, "--yes"), 1, "no kstool app"),
+            (("--app-id", app), 2, "cannot be restored"),  # refused before it would ask
+            (("--app-id", windowed, "--yes"), 1, "is not a record of store 'aggregate'")):
+        result = cli("state", "restore", *args)
+        assert result.exit_code == code and says in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert {a: sorted(p.name for p in _checkpoint(a).iterdir()) for a in before} == before
+
+
+@pytest.mark.parametrize("emit", ["update", "final"])
+def test_a_run_restores_missing_session_state_itself_when_asked(kafka, spark, topic_name, emit):
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 1)
+    run = ("run", "aggregate", "--input", source, "--output", source + "-out", "--app-id", app, "--once",
+           *SESSION_WINDOW, "--emit", emit)
+    produce_keyed(kafka, source, INPUT[:4])  # batches 0 and 1 of the session test
+    assert cli(*run).exit_code == 0
+    shutil.rmtree(_checkpoint(app))
+    produce_keyed(kafka, source, INPUT[4:])
+    second = cli(*run, "--restore-missing-state")
+    assert second.exit_code == 0, second.stderr
+    assert "restoring the state from the changelogs" in second.stderr
+    assert _sessions(read_all(kafka, source + "-out")) == SESSION_OUTPUT[emit]
