@@ -45,7 +45,7 @@ def normalize_location(given: str) -> str:
         parsed = urlparse(given)
         if not parsed.scheme.isalnum() or not parsed.path.strip("/"):
             raise UsageError(f"--checkpoint-location {given!r}: not a URI with a path "
-                                          "(e.g. file:///shared/ckpt/APP, hdfs://nn:8020/ckpt/APP)")
+                             "(e.g. file:///shared/ckpt/APP, hdfs://nn:8020/ckpt/APP)")
         return given.rstrip("/")
     if given.startswith("file:"):
         raise UsageError(f"--checkpoint-location {given!r}: write file:///absolute/path")

@@ -32,7 +32,6 @@ from kstool.kafka.exceptions import KafkaOperationError
 RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("count", pa.int64()),
                            ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
                            ("partition", pa.int32())])
-RESULT_DDL = "kind string, topic string, count bigint, key binary, value binary, timestamp bigint, partition int"
 _WRITERS: dict[str, BulkWriter] = {}  # per Python worker: producers outlive a batch
 
 
@@ -70,10 +69,13 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
 
 class ExecutorSink(KafkaSink):
     def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
         task = functools.partial(produce_partition, self.clients.config, self.targets, self.partition_counts)
+        result_type = from_arrow_schema(RESULT_SCHEMA)
 
         def write(batch_df, batch_id: int) -> None:
-            result = encode(batch_df).mapInArrow(task, RESULT_DDL).toArrow().to_pylist()
+            result = encode(batch_df).mapInArrow(task, result_type).toArrow().to_pylist()
             started = time.monotonic()
             writer = self.writer()
             for row in result:
