@@ -7,7 +7,7 @@ import threading
 import time
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             return [int(c) for c in f.read().split()]
@@ -15,7 +15,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _tree_rss_bytes(pid: int) -> int:
+def tree_rss_bytes(pid: int) -> int:
     total, stack = 0, [pid]
     page = os.sysconf("SC_PAGE_SIZE")
     while stack:
@@ -25,7 +25,7 @@ def _tree_rss_bytes(pid: int) -> int:
                 total += int(f.read().split()[1]) * page
         except OSError:
             continue
-        stack.extend(_children(current))
+        stack.extend(children(current))
     return total
 
 
@@ -40,7 +40,7 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, _tree_rss_bytes(self.pid))
+            self.peak = max(self.peak, tree_rss_bytes(self.pid))
             time.sleep(self.interval)
 
     def stop(self) -> int:

@@ -43,6 +43,7 @@ class EngineArgs:
     processing_guarantee: str
     late_topic: str | None
     on_data_loss: str
+    broker_timeout: str
     state_dir: Path
     checkpoint_location: str | None
     master: str
@@ -70,6 +71,8 @@ engine_options = gathered(
                       "dropped by a window, or too old for a stream-stream join's store."),
     click.option("--on-data-loss", type=click.Choice(ON_DATA_LOSS), default="fail",
                  show_default=True, help="Input offsets deleted by retention: fail, or go on from the log start."),
+    click.option("--broker-timeout", default="2m", show_default=True, metavar="DURATION",
+                 help="How long a run waits for Kafka to come back after an outage before it fails."),
     state_dir_option(),
     click.option("--checkpoint-location", metavar="URI",
                  help="The Spark checkpoint on storage every executor shares (file:///shared/..., "
@@ -95,6 +98,7 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
         max_records_per_batch=engine.max_records_per_batch,
         on_error=ErrorPolicy.parse(engine.on_error), on_data_loss=engine.on_data_loss,
         processing_guarantee=engine.processing_guarantee, late_topic=engine.late_topic,
+        broker_timeout_s=parse_duration(engine.broker_timeout) / 1000,
         spark=SparkOptions(master=engine.master, conf=parse_key_values(engine.spark_conf, "--conf"),
                            ui=engine.spark_ui, debug=g.debug))
 

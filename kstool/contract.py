@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 # An update's role says where the sink writes it (see SinkTarget.role).
 OUTPUT = "output"
 LATE = "late"  # a record dropped because its windows had closed (counted; written to --late-topic)
+# The source's column that marks a store entry read back from a changelog (a restore's first
+# batch) among the input records: Spark's own aggregations take it as their state so far.
+RESTORED = "restored"
 
 
 def changelog_role(store: str) -> str:
@@ -64,8 +67,9 @@ class Topology(Protocol):
 
     def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
         """The updates (streaming) from the source; `tasks` is the input partition count (the
-        number of Kafka Streams tasks). Topologies whose processors are restorable
-        (kstool.streams.task.Restorable) also take `seed`: a restore's store entries."""
+        number of Kafka Streams tasks). Per-task topologies also take `seed`: a restore's store
+        entries (kstool.engine.seed); Spark's own aggregations find theirs among the source's
+        rows (RESTORED)."""
 
     def encode(self, updates: DataFrame) -> DataFrame:
         """A batch of updates -> key, timestamp and one binary column per sink target."""

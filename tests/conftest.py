@@ -61,7 +61,7 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
                   proc.stderr.decode("utf-8", "replace"), proc.stdout)
 
 
-INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster"}
+INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker"}
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -5,10 +5,12 @@ line when it is not."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from tests.conftest import KSTOOL, cli, cli_subprocess
 from tests.helpers import as_long, create_topic, latest_per_key, produce_keyed, produce_values, read_all
@@ -62,6 +64,8 @@ def test_a_running_app_survives_its_worker_dying(kafka, spark_cluster, topic_nam
         produce_values(kafka, source, [line.encode() for line in BEFORE])
         assert _counted(kafka, source + "-out", BEFORE)
         assert "Running task" in _executor_logs(spark_cluster)  # the tasks ran on the worker
+        driver_log = (Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "spark.log").read_text()
+        assert "Granted executor ID app-" in driver_log and "Executor added" in driver_log  # and the driver says where
         assert any((shared / "state" / "0").glob("*/1.changelog"))  # written by the worker, seen here
 
         spark_cluster.kill_worker()

@@ -32,6 +32,14 @@ STREAM_LEFT = [("a", "L1", 5), ("b", "L2", 20), ("a", "L4", 9), ("a", "L3", 3), 
 STREAM_RIGHT = [("a", "R1", 12), ("d", "R3", 15), ("c", "R2", 40)]
 
 
+STREAM_STREAM = ("--kind", "stream-stream", "--within", "10s", "--grace", "5s")
+_JOINED = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12),
+           ("a", '{"left":"L3","right":"R1"}', 12)]
+_L5, _L2 = ("a", '{"left":"L5","right":null}', -6), ("b", '{"left":"L2","right":null}', 20)
+STREAM_STREAM_OUTPUT = {"inner": _JOINED, "left": _JOINED + [_L5, _L2],
+                        "outer": _JOINED + [_L5, ("d", '{"left":null,"right":"R3"}', 15), _L2]}
+
+
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 def test_stream_stream(kafka, spark, topic_name, how):
     # within 10s, grace 5s: each side's store holds records down to its newest - 24s
@@ -42,14 +50,10 @@ def test_stream_stream(kafka, spark, topic_name, how):
     # --late-topic); it finds no partner (|12 - -6| > 10) and its window closed long ago
     # (-6 + 10 < 20), so left/outer emit its null result at once. R2@40 closes the waiting
     # unmatched records (t + 10 + 5 < 40), in time order: R3@15 (outer only), L2@20. R2 waits.
-    result = _run(kafka, topic_name, STREAM_LEFT, STREAM_RIGHT, "--kind", "stream-stream", "--how", how,
-                  "--within", "10s", "--grace", "5s", "--late-topic", topic_name + "-late")
+    result = _run(kafka, topic_name, STREAM_LEFT, STREAM_RIGHT, *STREAM_STREAM, "--how", how,
+                  "--late-topic", topic_name + "-late")
     assert result.exit_code == 0, result.stderr
-    joined = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12),
-              ("a", '{"left":"L3","right":"R1"}', 12)]
-    l5, l2 = ("a", '{"left":"L5","right":null}', -6), ("b", '{"left":"L2","right":null}', 20)
-    unmatched = {"inner": [], "left": [l5, l2], "outer": [l5, ("d", '{"left":null,"right":"R3"}', 15), l2]}
-    assert _output(kafka, topic_name + "-out") == joined + unmatched[how]
+    assert _output(kafka, topic_name + "-out") == STREAM_STREAM_OUTPUT[how]
     assert "1 late record(s)" in result.stderr
     assert [(m.key(), m.value()) for m in read_all(kafka, topic_name + "-late")] == [(b"a", b"L5")]
 

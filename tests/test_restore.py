@@ -1,18 +1,30 @@
 """kstool state restore (#21): an app whose checkpoint is lost gets its stores back from its
-changelog topics and goes on with the results it would have had (the two-run scripts of the
-windowed and join tests, whose outputs are worked out by hand there)."""
+changelog topics and goes on with the results it would have had: every topology (the scripts of
+the windowed and join tests, whose outputs are worked out by hand there, split in two runs;
+wordcount and unwindowed aggregates against their oracles)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import cli
-from tests.helpers import create_topic, produce_keyed, produce_values, read_all
-from tests.test_join import STREAM_TABLE_OUTPUT, TABLE_STREAM, TABLE_UPDATES, _output
+from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_values, read_all
+from tests.oracles import word_counts
+from tests.test_join import (
+    STREAM_LEFT,
+    STREAM_RIGHT,
+    STREAM_STREAM,
+    STREAM_STREAM_OUTPUT,
+    STREAM_TABLE_OUTPUT,
+    TABLE_STREAM,
+    TABLE_UPDATES,
+    _output,
+)
 from tests.test_windowed_aggregate import (
     INPUT,
     SESSION_OUTPUT,
@@ -88,12 +100,88 @@ def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, 
     assert _output(kafka, out) == STREAM_TABLE_OUTPUT["left"]
 
 
+def test_a_stream_stream_join_restored_from_its_changelogs_goes_on_exactly(kafka, spark, topic_name):
+    """The stream-stream script split in two runs (processing order is the same: each run's
+    inputs are ordered by time across sides as in the one run). Across the restore: R1 stays
+    in the right buffer for L4 and L3; L5 is late against the left buffer's newest, L2@20;
+    the waiting R3 and L2 come back to the unmatched store and are emitted by R2@40."""
+    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, left, 1)
+    create_topic(kafka, right, 1)
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
+           *STREAM_STREAM, "--how", "outer")
+    produce_keyed(kafka, left, STREAM_LEFT[:2])
+    produce_keyed(kafka, right, STREAM_RIGHT[:2])
+    assert cli(*run).exit_code == 0
+
+    plan = _lose_checkpoint_then_restore(app)  # L1, L2 | R1, R3 | waiting R3, L2
+    assert [c["entries"] for c in plan["changelogs"]] == [2, 2, 2]
+    _restore(app)
+    produce_keyed(kafka, left, STREAM_LEFT[2:])
+    produce_keyed(kafka, right, STREAM_RIGHT[2:])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert "1 late record(s)" in second.stderr
+    assert _output(kafka, out) == STREAM_STREAM_OUTPUT["outer"]
+
+
+def _written_since(kafka, topic: str, ends: dict[int, int]) -> dict[str, bytes]:
+    """The records written after `ends` (each partition's end offset then), latest per key."""
+    return {m.key().decode(): m.value() for m in read_all(kafka, topic) if m.offset() >= ends.get(m.partition(), 0)}
+
+
+def test_wordcount_restored_from_its_changelog_counts_on_exactly(kafka, spark, topic_name):
+    """Spark's own aggregation: the store entries are the first batch's rows, and that batch
+    writes nothing (its updates would restate the changelog)."""
+    source, out, app = topic_name, topic_name + "-out", topic_name + "-app"
+    before, after = ["the cat and the hat", "a cat"], ["the end", "the cat"]
+    create_topic(kafka, source, 2)
+    produce_values(kafka, source, [line.encode() for line in before])
+    run = ("run", "wordcount", "--input", source, "--output", out, "--app-id", app, "--once")
+    assert cli(*run).exit_code == 0
+    first_run = end_offsets(kafka, out)
+
+    plan = _lose_checkpoint_then_restore(app)
+    assert [c["entries"] for c in plan["changelogs"]] == [len(word_counts(before))]
+    _restore(app)
+    produce_values(kafka, source, [line.encode() for line in after])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert f"restored {len(word_counts(before))} store entries" in second.stderr
+    total = word_counts(before + after)
+    assert {w: as_long(v) for w, v in _written_since(kafka, out, first_run).items()} == {
+        w: total[w] for w in word_counts(after)}
+    assert latest_per_key(read_all(kafka, app + "-counts-changelog")) == {
+        w.encode(): n.to_bytes(8, "big") for w, n in total.items()}
+
+
+@pytest.mark.parametrize("agg,expected", [
+    # a: 1 + 3 | 4; b: 2.5 | 1 (sum 3.5, not whole: a double); c: 7 | -
+    ("count", {"a": 3, "b": 2}), ("sum", {"a": 8, "b": 3.5}), ("max", {"a": 4, "b": 2.5})])
+def test_an_aggregate_restored_from_its_changelog_goes_on_exactly(kafka, spark, topic_name, agg, expected):
+    source, out, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    run = ("run", "aggregate", "--input", source, "--output", out, "--app-id", app, "--once", "--agg", agg)
+    produce_keyed(kafka, source, [("a", "1", 1), ("b", "2.5", 2), ("c", "7", 3), ("a", "3", 4)])
+    assert cli(*run).exit_code == 0
+    first_run = end_offsets(kafka, out)
+    _lose_checkpoint_then_restore(app)
+    _restore(app)
+    produce_keyed(kafka, source, [("a", "4", 5), ("b", "1", 6)])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    after = _written_since(kafka, out, first_run)
+    assert {k: as_long(v) if isinstance(expected[k], int) else struct.unpack(">d", v)[0]
+            for k, v in after.items()} == expected
+
+
 def test_restore_refuses_what_it_cannot_do_and_changes_nothing(kafka, spark, topic_name):
     source, app = topic_name, topic_name + "-app"
     create_topic(kafka, source, 1)
     produce_values(kafka, source, [b"a b a"])
     assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
                "--once").exit_code == 0
+    assert cli("topics", "delete", app + "-counts-changelog", "--yes").exit_code == 0
     windowed = topic_name + "-windowed"  # a restorable app whose changelog gets a foreign record
     create_topic(kafka, windowed, 1)
     produce_keyed(kafka, windowed, [("k", "1", 1)])
@@ -102,9 +190,9 @@ def test_restore_refuses_what_it_cannot_do_and_changes_nothing(kafka, spark, top
     produce_values(kafka, windowed + "-aggregate-changelog", [b"not a window"], partition=0)
     before = {a: sorted(p.name for p in _checkpoint(a).iterdir()) for a in (app, windowed)}
     for args, code, says in (
-            (("--app-id", app, "--yes"), 2, "cannot be restored from its changelogs yet"),  # Spark's own aggregation
+            (("--app-id", app, "--yes"), 1, f"{app}-counts-changelog"),  # its changelog topic is gone
             (("--app-id", "no-such-" + app, "--yes"), 1, "no kstool app"),
-            (("--app-id", app), 2, "cannot be restored"),  # refused before it would ask
+            (("--app-id", "bad/name", "--yes"), 2, "bad/name"),
             (("--app-id", windowed, "--yes"), 1, "is not a record of store 'aggregate'")):
         result = cli("state", "restore", *args)
         assert result.exit_code == code and says in result.stderr, result.stderr

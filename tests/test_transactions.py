@@ -67,3 +67,34 @@ def test_transactional_replay_keeps_timestamp_zero(kafka, topic_name):
     assert copied == records
     again = cli("replay", "--from-topic", source, "--to-topic", target, "--transactional", "-o", "json")
     assert again.exit_code == 0 and json.loads(again.stdout)["records"] == 0  # resumed at the end
+
+
+def test_the_broker_keeps_transaction_markers_for_the_test_side_isolation(kafka, topic_name):
+    """What the exactly-once tests stand on: the broker stores COMMIT and ABORT control batches
+    (the embedded one does, though it returns aborted records to read_committed readers), and
+    tests.isolation applies Kafka's rules to them: committed and plain records are visible,
+    aborted ones and those of an open transaction are not."""
+    from confluent_kafka import Producer
+
+    from tests.isolation import read_committed
+
+    create_topic(kafka, topic_name, 1)
+    plain = Producer(kafka.producer_conf())
+    transactional = Producer({**kafka.producer_conf(), "transactional.id": topic_name})
+    transactional.init_transactions()
+    plain.produce(topic_name, value=b"plain-1")
+    plain.flush(10)
+    for outcome, values in (("commit", [b"c1", b"c2"]), ("abort", [b"a1", b"a2", b"a3"]), ("open", [b"o1"])):
+        transactional.begin_transaction()
+        for value in values:
+            transactional.produce(topic_name, value=value)
+        transactional.flush(10)
+        if outcome == "commit":
+            transactional.commit_transaction()
+        elif outcome == "abort":
+            transactional.abort_transaction()
+    plain.produce(topic_name, value=b"plain-2")
+    plain.flush(10)
+    committed, (scan,) = read_committed(kafka.bootstrap, topic_name)
+    assert [r.value for r in committed] == [b"plain-1", b"c1", b"c2", b"plain-2"]
+    assert (scan.commits, scan.aborts, scan.aborted_records, scan.open_records) == (1, 1, 3, 1)

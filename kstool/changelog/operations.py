@@ -18,6 +18,7 @@ from kstool.changelog.layouts import (
 )
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume
 from kstool.kafka.groups import list_groups
 from kstool.kafka.topics import topics_configs
@@ -135,12 +136,9 @@ def dump(clients: KafkaClients, options: DumpOptions, stats: DecodeStats) -> Ite
     if not options.compact:
         yield from rows
         return
-    latest: dict[tuple[int, bytes | None], dict] = {}
-    for row in rows:
-        slot = (row["partition"], row.pop("_raw_key"))
-        latest.pop(slot, None)  # re-insert: dict order follows the last write
-        latest[slot] = row
-    for row in sorted(latest.values(), key=lambda r: (r["partition"], r["offset"])):
+    read = list(rows)
+    kept = [read[i] for i in kept_by_compaction([(r["partition"], r.pop("_raw_key")) for r in read])]
+    for row in sorted(kept, key=lambda r: (r["partition"], r["offset"])):
         if options.show_tombstones or not row["tombstone"]:
             yield row
 

@@ -35,8 +35,12 @@ RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("coun
 _WRITERS: dict[str, BulkWriter] = {}  # per Python worker: producers outlive a batch
 
 
+def _writer_key(config: ClientConfig, partition_counts: dict[str, int]) -> str:
+    return json.dumps([asdict(config), partition_counts], sort_keys=True, default=str)
+
+
 def _writer(config: ClientConfig, partition_counts: dict[str, int]) -> BulkWriter:
-    key = json.dumps([asdict(config), partition_counts], sort_keys=True, default=str)
+    key = _writer_key(config, partition_counts)
     if key not in _WRITERS:
         _WRITERS[key] = BulkWriter(KafkaClients(config), partition_counts, **{"enable.idempotence": True})
     return _WRITERS[key]
@@ -59,6 +63,9 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     try:
         writer.flush(send_held=False)
     except KafkaOperationError as exc:
+        # not kept for the next batch: after an outage its producer may be fenced or unknown
+        # to the broker, and it still holds what it did not deliver
+        _WRITERS.pop(_writer_key(config, partition_counts), None)
         raise marked(SINK, f"output not written: {exc}") from None
     rows = [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
     rows.append({"kind": "late", "count": late})

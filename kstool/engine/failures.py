@@ -23,8 +23,8 @@ def marked(marker: str, message: str) -> RuntimeError:
 def state_missing_remedy(app_id: str) -> str:
     return ("The state files are missing at the checkpoint location, usually because it is not storage "
             "every executor shares (see --checkpoint-location). To go on, restore the state from the "
-            f"changelogs: `kstool state restore --app-id {app_id}` (windowed aggregates, stream-table and "
-            f"table-table joins), or reprocess: `kstool reset --app-id {app_id} --to-earliest`; then run again")
+            f"changelogs: `kstool state restore --app-id {app_id}`, or reprocess: "
+            f"`kstool reset --app-id {app_id} --to-earliest`; then run again")
 
 
 def translate(text: str, app_id: str) -> Exception:

@@ -29,6 +29,7 @@ class RunOptions:
     processing_guarantee: str = "at_least_once"  # one of GUARANTEES
     late_topic: str | None = None  # where records dropped as late go (per-task topologies)
     checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
+    broker_timeout_s: float = 120.0  # how long a run waits out a Kafka outage (kstool.engine.outage)
 
 
 @dataclass

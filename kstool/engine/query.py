@@ -9,16 +9,16 @@ import json
 import signal
 import threading
 import time
-
-import pyarrow as pa
+from typing import Callable
 
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
-from kstool.contract import LATE, SinkTarget, Topology
+from kstool.contract import LATE, RESTORED, SinkTarget, Topology
 from kstool.engine import errors_policy
 from kstool.engine.failures import translate
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import BatchStatus, Progress
+from kstool.engine.seed import Seed
 from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
 from kstool.kafka.client import KafkaClients
 
@@ -47,8 +47,8 @@ def start_spark(options: RunOptions, paths: AppPaths):
 
 def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
               checkpoint: CheckpointFiles, partitions: int, sink: KafkaSink, summary: RunSummary,
-              progress: Progress, seed: pa.Table | None = None) -> None:
-    """seed: a restore's store entries (kstool.engine.seed), for the first batch."""
+              progress: Progress, seed: Seed | None = None) -> None:
+    """seed: what a restore puts back in the first batch (kstool.engine.seed)."""
     from kstool.engine.shuffle import shuffle_partitions_for
     from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
 
@@ -77,13 +77,20 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
               # exactly_once_v2 commits offsets inside each output transaction instead
               .option("commit_offsets", str(options.processing_guarantee == "at_least_once").lower())
               .option("seed_batch", str(seed is not None).lower())
+              .option("seed_topics", ",".join(seed.changelogs if seed else []))
               .load())
-    checked = errors_policy.apply(source, topology.valid_record(), options.on_error, config,
-                                  options.app_id, topology.invalid_reason)
+    valid = topology.valid_record()
+    if seed is not None and seed.changelogs:
+        from pyspark.sql import functions as F
+
+        valid = F.col(RESTORED) | valid  # a store entry is no input record
+    checked = errors_policy.apply(source, valid, options.on_error, config, options.app_id, topology.invalid_reason)
     reports: dict[int, BatchReport] = {}
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
-    updates = (topology.build(checked, partitions) if seed is None
-               else topology.build(checked, partitions, seed=spark.createDataFrame(seed)))  # type: ignore[call-arg]
+    if seed is not None:
+        writer = _restoring(writer, lambda r: reports.__setitem__(r.batch_id, r))
+    updates = (topology.build(checked, partitions) if seed is None or seed.entries is None
+               else topology.build(checked, partitions, seed=spark.createDataFrame(seed.entries)))  # type: ignore[call-arg]
     stream = (updates.writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", checkpoint.uri).queryName(options.app_id))
     stream = (stream.trigger(availableNow=True) if options.once
@@ -101,6 +108,17 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
         # An owned session is not stopped here: the query is stopped and its checkpoint
         # committed, and the JVM shuts Spark down itself (shutdown hook) when kstool exits and
         # closes its stdin. Waiting for that would add seconds to every cron run.
+
+
+def _restoring(write: Callable, on_batch: Callable[[BatchReport], None]) -> Callable:
+    """The foreachBatch function of a restore's run: its first batch only puts the stores
+    back (its updates restate the changelogs, so nothing is written), then `write` goes on."""
+    def first_batch_restores(batch_df, batch_id: int) -> None:
+        if batch_id != 0:
+            return write(batch_df, batch_id)
+        batch_df.write.format("noop").mode("overwrite").save()  # runs the batch: the state is kept
+        on_batch(BatchReport(batch_id, {}, 0.0, restored=True))
+    return first_batch_restores
 
 
 def _monitor(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress) -> None:
@@ -137,6 +155,10 @@ def _account(batch_progress, reports: dict[int, BatchReport], seen: set[int], su
     if batch_id in seen or (rows == 0 and report is None):
         return
     seen.add(batch_id)
+    if report is not None and report.restored:
+        if rows:  # Spark's own aggregations: the store entries were the batch's rows
+            progress.message(f"restored {rows} store entries")
+        return
     bad = _observed(batch_progress, errors_policy.METRICS_NAME, "bad_records")
     summary.batches += 1
     summary.input_records += rows

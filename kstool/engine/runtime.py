@@ -1,8 +1,9 @@
 """Runs a topology as a Spark Structured Streaming query: the app runtime.
 
 One run = take the app's lock, prepare without Spark (kstool.engine.prepare), run the query
-(kstool.engine.query), then commit the processed offsets to the app's group, also when the
-query failed, so the group shows what did complete.
+(kstool.engine.query; again from its checkpoint after a Kafka outage, kstool.engine.outage),
+then commit the processed offsets to the app's group, also when the query failed, so the
+group shows what did complete.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from kstool.contract import Topology
 from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.outage import Outage
 from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.query import make_sink, run_query, start_spark
-from kstool.engine.seed import read_seed
+from kstool.engine.seed import plan_seed
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
@@ -45,13 +47,24 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
                                        options.late_topic, location)
         seed = None
         if manifest.restore_pending and last_committed_batch(checkpoint) is None:
-            seed = read_seed(clients, manifest)
-            progress.message(f"restoring {seed.num_rows} store entries from the changelogs")
-            seed = seed if seed.num_rows else None
+            seed = plan_seed(clients, manifest, topology.per_task)
+            progress.message("restoring " + (f"{seed.entries.num_rows} store entries from the changelogs"
+                                             if seed.entries is not None else "the stores from " +
+                                             ", ".join(seed.changelogs)))
         summary = RunSummary(options.app_id)
+        outage = Outage(options.broker_timeout_s)
         try:
-            sink = make_sink(clients, topology, options, checkpoint, manifest.changelog_by_task)
-            run_query(clients, topology, options, paths, checkpoint, partitions, sink, summary, progress, seed)
+            while True:
+                sink = make_sink(clients, topology, options, checkpoint, manifest.changelog_by_task)
+                try:
+                    run_query(clients, topology, options, paths, checkpoint, partitions, sink, summary, progress,
+                              seed)
+                    break
+                except Exception as failure:
+                    reason = outage.caused(clients, failure)
+                    if reason is None:
+                        raise
+                    outage.wait(clients, reason, last_committed_batch(checkpoint), progress.message)
         except BaseException:
             progress.close()
             try:  # keep the group's offsets true to what did complete, then report the failure
@@ -61,8 +74,8 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             raise
         progress.close()
         _commit_group_offsets(clients, options.app_id, checkpoint, summary)
-        if manifest.restore_pending and (seed is None or last_committed_batch(checkpoint) is not None):
-            manifest.restore_pending = False  # seeded (or nothing to seed): later runs go on as usual
+        if manifest.restore_pending and last_committed_batch(checkpoint) is not None:
+            manifest.restore_pending = False  # seeded: later runs go on as usual
             save_manifest(paths, manifest)
         summary.total_seconds = round(time.monotonic() - started, 3)
         return summary

@@ -28,6 +28,7 @@ class BatchReport:
     written: dict[str, int]
     seconds: float  # producing and flushing in the driver
     late: int = 0  # records dropped because their windows had closed
+    restored: bool = False  # a restore's first batch: the stores put back, nothing written
 
 
 def records_of(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:

@@ -12,15 +12,18 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     IntegerType,
     LongType,
     StringType,
@@ -31,9 +34,11 @@ from pyspark.sql.types import (
 
 from kstool.application.checkpoint import FIRST_BATCH_MARKER
 from kstool.config import ClientConfig
+from kstool.contract import RESTORED
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
+from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.records import position_of
 
 SOURCE_NAME = "kstool_kafka"
@@ -41,6 +46,10 @@ SOURCE_NAME = "kstool_kafka"
 # the path of a private file, never as an option value that plans and debug logs would show.
 CLIENT_CONFIG_FILE_OPTION = "client_config_file"
 ARROW_BATCH_ROWS = 65_536
+# A range's records are known to be there: a longer fetch wait costs nothing where the broker
+# returns them at once, and lets one that gathers many small batches slowly return them (the
+# embedded one answers a fetch empty when its wait runs out first: a 50 ms wait stalled reads).
+RANGE_READ_SETTINGS = {**BULK_READ_SETTINGS, "fetch.wait.max.ms": 500}
 
 SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -52,6 +61,8 @@ SCHEMA = StructType([
     StructField("timestamp_type", IntegerType(), False),
     StructField("headers", ArrayType(StructType([StructField("key", StringType()),
                                                  StructField("value", BinaryType())]))),
+    # a store entry from a changelog, not an input record (only in a restore's first batch)
+    StructField(RESTORED, BooleanType(), False),
 ])
 # read() must return exactly the Arrow form Spark derives from SCHEMA
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
@@ -60,6 +71,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
     pa.field("offset", pa.int64(), nullable=False), pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     pa.field("timestamp_type", pa.int32(), nullable=False), pa.field("headers", HEADERS_TYPE),
+    pa.field(RESTORED, pa.bool_(), nullable=False),
 ])
 
 Offsets = dict[str, dict[str, int]]
@@ -82,6 +94,8 @@ class OffsetRange(InputPartition):
     partition: int
     start: int
     end: int  # exclusive
+    # a changelog partition read for a restore: its compacted view, as store entries
+    restore: bool = False
 
 
 class KafkaDataSource(DataSource):
@@ -121,8 +135,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records_per_task = int(options.get("max_records_per_task", "500000"))
         self._stop = _flatten(json.loads(options.get("stop_offsets", "{}")))  # reprocess --to-time
         self.commit_offsets = options.get("commit_offsets", "true") == "true"
-        # a restore: the first batch of the new checkpoint seeds the state and reads no input
+        # a restore: the first batch of the new checkpoint seeds the state and reads no input;
+        # for Spark's own aggregations its rows are these changelogs' entries
         self.seed_batch = options.get("seed_batch", "false") == "true"
+        self.seed_topics = [t for t in options.get("seed_topics", "").split(",") if t]
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -188,11 +204,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, finish = _flatten(start), _kafka_only(_flatten(end))
         firsts = self._first_offsets(begin, finish)
         ranges = []
+        if self.seed_topics and FIRST_BATCH_MARKER in _flatten(end) and FIRST_BATCH_MARKER not in begin:
+            ranges += self._changelog_ranges()
         for tp, stop in sorted(finish.items()):
             for chunk_start in range(firsts.get(tp, stop), stop, self.max_records_per_task):
                 ranges.append(OffsetRange(tp[0], tp[1], chunk_start,
                                           min(chunk_start + self.max_records_per_task, stop)))
         return ranges
+
+    def _changelog_ranges(self) -> list[OffsetRange]:
+        clients = self._clients()
+        found = clients.require_topics(self.seed_topics)
+        marks = clients.watermarks([(t, p) for t in self.seed_topics for p in found[t]])
+        return [OffsetRange(t, p, low, high, restore=True) for (t, p), (low, high) in sorted(marks.items())]
 
     def _first_offsets(self, begin, finish) -> dict[tuple[str, int], int]:
         """Where each range starts: the batch start, or the log start when records before it
@@ -225,7 +249,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- executors -------------------------------------------------------------------------
     def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
-        yield from read_range(self.config, partition)
+        if partition.restore:
+            yield from compacted(read_range(self.config, partition))
+        else:
+            yield from read_range(self.config, partition)
 
 
 def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -277,6 +304,7 @@ class _Columns:
             pa.array([self.rng.topic] * n, pa.string()), pa.array([self.rng.partition] * n, pa.int32()),
             pa.array(self.offsets, pa.int64()), pa.array(self.stamps, pa.timestamp("us", tz="UTC")),
             pa.array(self.types, pa.int32()), pa.array(self.headers, HEADERS_TYPE),
+            pa.array(np.full(n, self.rng.restore)),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -285,7 +313,7 @@ def read_range(config: ClientConfig, rng: OffsetRange):
     """Yield Arrow record batches of the records in [start, end) of one partition."""
     if rng.start >= rng.end:
         return
-    consumer = KafkaClients(config).consumer(**BULK_READ_SETTINGS)
+    consumer = KafkaClients(config).consumer(**RANGE_READ_SETTINGS)
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
     columns = _Columns(rng)
     position = rng.start
@@ -324,6 +352,14 @@ def read_range(config: ClientConfig, rng: OffsetRange):
             yield columns.batch()
     finally:
         consumer.close()
+
+
+def compacted(batches) -> Iterator[pa.RecordBatch]:
+    """A changelog partition's store entries: its records as compaction keeps them, without
+    tombstones (and records without a key)."""
+    table = pa.Table.from_batches(list(batches), schema=ARROW_SCHEMA)
+    table = table.take(pa.array(kept_by_compaction(table.column("key").to_pylist()), pa.int64()))
+    yield from table.filter(pc.and_(table.column("key").is_valid(), table.column("value").is_valid())).to_batches()
 
 
 def _position(consumer, rng: OffsetRange) -> int:

@@ -18,7 +18,7 @@ from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
 from kstool.kafka.protocol import Record, speaks_to
-from kstool.kafka.wire_transaction import commit_transaction
+from kstool.kafka.wire_transaction import TRANSACTION_TIMEOUT_MS, commit_transaction
 
 _log = logging.getLogger("kstool.transactions")
 
@@ -45,7 +45,8 @@ class TransactionalWriter:
     def producer(self) -> Producer:
         """librdkafka's transactional producer; a new one after the wire client fenced it."""
         if self._producer is None:
-            self._producer = self.clients.producer(**{"transactional.id": self.transactional_id})
+            self._producer = self.clients.producer(**{"transactional.id": self.transactional_id,
+                                                      "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
             self._producer.init_transactions(self.timeout)
         return self._producer
 

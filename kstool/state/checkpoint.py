@@ -45,8 +45,10 @@ class CheckpointBackend:
     def _fields(self, frame) -> tuple[str, str]:
         if self.store.spark_state_var:  # a map from changelog key bytes to value bytes
             return "user_map_key.key", "user_map_value.value"
-        key = self.store.spark_key_field or frame.schema["key"].dataType.fieldNames()[0]
-        value = self.store.spark_value_field or frame.schema["value"].dataType.fieldNames()[0]
+        keys, values = (frame.schema[part].dataType.fieldNames() for part in ("key", "value"))
+        # a field the state does not have: a checkpoint that a newer kstool wrote (e.g. a restore's)
+        key = self.store.spark_key_field if self.store.spark_key_field in keys else keys[0]
+        value = self.store.spark_value_field if self.store.spark_value_field in values else values[0]
         return f"key.{key}", f"value.{value}"
 
     def _decoded(self, keys: list, values: list) -> tuple[list, list, list, list]:

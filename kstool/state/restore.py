@@ -3,8 +3,8 @@ instance that lost its disk restores its stores.
 
 The plan checks the app, its stores and changelogs; applying it deletes the app's checkpoint
 and marks the manifest, and the next `kstool run` seeds every store in the first batch of its
-new checkpoint from the compacted changelogs (transformWithState's initial state,
-kstool.engine.seed), then goes on from the app's group offsets."""
+new checkpoint from the compacted changelogs (kstool.engine.seed), then goes on from the app's
+group offsets."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.names import validate_name
 from kstool.reset.apply import delete_checkpoint
-from kstool.streams.task import Restorable
 from kstool.topologies import from_manifest
 
 
@@ -51,12 +50,7 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
     pid = running_pid(paths)
     if pid is not None:
         raise AppBusyError(f"app {app_id!r} is running (pid {pid}); stop it before a restore")
-    topology = from_manifest(manifest)
-    if not topology.per_task or not isinstance(topology.processor(), Restorable):  # type: ignore[attr-defined]
-        raise UsageError(f"app {app_id!r} ({manifest.topology}) cannot be restored from its "
-                         "changelogs yet (windowed aggregates and stream-table and table-table joins can); "
-                         f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
-    if not manifest.changelog_by_task:
+    if from_manifest(manifest).per_task and not manifest.changelog_by_task:
         raise UsageError(f"app {app_id!r} was created by a kstool that logged its stores by key, not per task; "
                          f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
     topics = clients.require_topics([s.changelog_topic for s in manifest.stores])

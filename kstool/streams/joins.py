@@ -134,8 +134,12 @@ class StreamStreamJoin(RecordByRecord):
         if ts < horizon:
             state.emit(record.key, record.value, ts, LATE)
             return None
-        state.sequence = (state.sequence + 1) % 2**31
-        this_key = window_store_key(cast(bytes, record.key), ts, state.sequence)  # keyed: see process
+        held = by_key[side].get(cast(bytes, record.key))  # keyed: see process
+        while True:  # a seqnum not held with the same key and time (restored stores hold any)
+            state.sequence = (state.sequence + 1) % 2**31
+            this_key = window_store_key(cast(bytes, record.key), ts, state.sequence)
+            if this_key not in held:
+                break
         state.put(self.stores[side], this_key, StoreValue(record.value, ts))
         by_key[side].add(cast(bytes, record.key), this_key)
         expiries[side].add(ts, this_key)
@@ -146,6 +150,14 @@ class StreamStreamJoin(RecordByRecord):
             state.delete(self.stores[side], store_key, 0, log=False)
             by_key[side].discard(split_window_store_key(store_key)[0], store_key)
         return this_key
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        """A side's record back in its window store unless the store no longer held it (older
+        than its newest - retention + 1: expired records leave the store without a
+        tombstone); the unmatched store's compacted view is what still waits."""
+        if store != "join-unmatched" and split_window_store_key(key)[1] < stream_time - self.retention + 1:
+            return None
+        return StoreValue(value, timestamp)
 
     def _indexes(self, state: TaskState) -> "_JoinIndexes":
         found = state.index.get("join")

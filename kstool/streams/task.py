@@ -6,7 +6,7 @@ import gc
 import heapq
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol, cast, runtime_checkable
+from typing import Any, Iterable, Iterator, Protocol, cast
 
 from kstool.contract import OUTPUT, changelog_role
 
@@ -150,13 +150,13 @@ class Processor(Protocol):
         ...
 
 
-@runtime_checkable
 class Restorable(Protocol):
     """A processor whose stores can be rebuilt from their changelogs (kstool state restore)."""
 
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """The store entry for a changelog record (the compacted view's, never a tombstone),
-        or None when the entry had left the store by `stream_time` (an expired window)."""
+        or None when the entry had left the store by `stream_time`, the newest timestamp of the
+        store's entries (the time it had observed, as Kafka Streams' restore takes it)."""
         ...
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstool.application.model import StoreSpec
-from kstool.contract import SinkTarget, Topology
+from kstool.contract import RESTORED, SinkTarget, Topology
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
 from kstool.streams.aggregate import AGGREGATIONS, STORE, output_value, store_value
@@ -69,11 +69,17 @@ class KeyedAggregation:
     def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
+        # a restore's store entries: the aggregate so far as one number (a count: that many
+        # records); integral ones are taken as whole, and an avg goes on from its value alone
+        restored = F.col(RESTORED)
         rows = source.filter(F.col("value").isNotNull()).select(
-            self.numbers.group_key().alias("group_key"), self.numbers.number().alias("n"), F.col("timestamp"))
+            F.when(restored, F.col("key")).otherwise(self.numbers.group_key()).alias("group_key"),
+            F.when(restored, aggregation.restored_number(self.agg)).otherwise(self.numbers.number()).alias("n"),
+            F.when(restored, aggregation.decode_long(F.col("value"))).otherwise(F.lit(1).cast("long")).alias("weight"),
+            F.col("timestamp"))
         rows = rows.filter(F.col("group_key").isNotNull())
         aggregate = {
-            "count": F.count(F.lit(1)), "sum": F.sum("n"), "min": F.min("n"), "max": F.max("n"),
+            "count": F.sum("weight"), "sum": F.sum("n"), "min": F.min("n"), "max": F.max("n"),
             "avg": F.avg("n"),
         }[self.agg]
         # whether every input so far was a whole number decides long vs double output

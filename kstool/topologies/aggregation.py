@@ -52,10 +52,9 @@ class NumberInput:
         from pyspark.sql import functions as F
 
         if self.input_value_format == "long":
-            return F.when(F.length("value") == 8,
-                          F.conv(F.hex("value"), 16, -10).cast("long").cast("double"))
+            return decode_long(F.col("value")).cast("double")
         if self.input_value_format == "double":
-            return _ieee754(F.col("value"))
+            return decode_double(F.col("value"))
         if self.input_value_format == "json":
             path = "$." + (self.value_field or "value")
             return F.get_json_object(self._json_text(), path).try_cast("double")
@@ -105,7 +104,22 @@ def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, g
                         "key_format": store.key_format, "value_format": store.value_format}]}
 
 
-def _ieee754(column):
+def restored_number(agg: str):
+    """A restored store entry's value (kstool.contract.RESTORED rows) as the aggregation's
+    number: a count's long, else the double the store holds."""
+    from pyspark.sql import functions as F
+
+    return (decode_long if agg == "count" else decode_double)(F.col("value")).cast("double")
+
+
+def decode_long(column):
+    """Kafka's LongSerializer bytes -> long, in Spark SQL (null unless 8 bytes)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.length(column) == 8, F.conv(F.hex(column), 16, -10).cast("long"))
+
+
+def decode_double(column):
     """Kafka's DoubleSerializer bytes -> double, in Spark SQL (exact; no Python per record)."""
     from pyspark.sql import functions as F
 

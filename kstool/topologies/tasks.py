@@ -72,13 +72,14 @@ class TaskProcessor(StatefulProcessor):
     def handleInitialState(self, key, initialState: pd.DataFrame, timerValues) -> None:
         """A restore (the first batch of a new checkpoint): the task's changelog entries back in
         its stores. Stream time is the newest of their timestamps, as each update carries the
-        newest record it holds; what had left the store by then is left out."""
+        newest record it holds; what had left a store by its newest is left out."""
         processor = cast(Restorable, self.processor)
         stream_time = int(initialState["timestamp"].max())
+        observed = initialState.groupby("store")["timestamp"].max().to_dict()
         writes: dict[str, list[tuple[bytes, tuple]]] = {}
         entries = zip(*(initialState[c].tolist() for c in ("store", "key", "value", "timestamp")))
         for store, store_key, value, ts in entries:
-            restored = processor.restored(store, store_key, value, ts, stream_time)
+            restored = processor.restored(store, store_key, value, ts, int(observed[store]))
             if restored is not None:
                 writes.setdefault(store, []).append(
                     (store_key, (restored.value, restored.timestamp, restored.stored_aux())))

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstool.application.model import StoreSpec
-from kstool.contract import SinkTarget
+from kstool.contract import RESTORED, SinkTarget
 from kstool.names import changelog_topic
+from kstool.topologies.aggregation import decode_long
 from kstool.topologies.spec import TOPIC, Setting, TopologyType
 
 STORE = "counts"
@@ -41,7 +42,7 @@ class WordCount:
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string", "long",
-                          spark_key_field="word", spark_value_field="count")]
+                          spark_key_field="word")]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return [SinkTarget(self.output_topic, "out_value"),
@@ -58,12 +59,16 @@ class WordCount:
     def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
+        # a restore's store entries (word, count) count as that many occurrences of the word
+        restored = F.col(RESTORED)
         words = source.select(
-            F.explode(F.split(F.lower(F.col("value").cast("string")), NON_WORD)).alias("word"),
+            F.explode(F.when(restored, F.array(F.col("key").cast("string")))
+                      .otherwise(F.split(F.lower(F.col("value").cast("string")), NON_WORD))).alias("word"),
+            F.when(restored, decode_long(F.col("value"))).otherwise(F.lit(1).cast("long")).alias("weight"),
             F.col("timestamp"))
         return (words.filter(F.col("word") != "")
                 .groupBy("word")
-                .agg(F.count(F.lit(1)).alias("count"), F.max("timestamp").alias("timestamp")))
+                .agg(F.sum("weight").alias("count"), F.max("timestamp").alias("timestamp")))
 
     def encode(self, updates):
         from pyspark.sql import functions as F

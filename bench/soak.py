@@ -1,0 +1,160 @@
+"""Soak: `python -m bench.soak` (not CI). Continuous apps fed at a steady rate for minutes, each
+SIGKILLed (the driver and its JVM) every minute and started again at once; at the end the feed
+stops and a final `--once` run catches up. Reports, per app:
+
+- records in (produced) = records accounted for: wordcount, the sum of the final counts (each
+  line holds WORDS words); a windowed count (tumbling 10 s, grace 5 min, so nothing is late),
+  the sum of every window's final count;
+- the memory (resident, driver and JVM) 40 s into the first and into the last run, and the
+  growth between them.
+
+Writes bench/results/soak-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.load import create_topic
+from bench.measure import children, tree_rss_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
+WORDS = 4  # per line
+APPS = {
+    "wordcount": ("wordcount",),
+    "windowed": ("aggregate", "--window", "tumbling:10s", "--grace", "5m"),
+}
+
+
+def _feed(bootstrap: str, topic: str, rate: int, stop: threading.Event, sent: list[int]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    started, n = time.monotonic(), 0
+    while not stop.is_set():
+        due = int((time.monotonic() - started) * rate)
+        for _ in range(due - n):
+            word = b"w%d" % (n % 1000)
+            producer.produce(topic, key=word, value=b" ".join([word, b"x", b"y%d" % (n % 7), b"z"]))
+            n += 1
+            if n % 1000 == 0:
+                producer.poll(0)
+        time.sleep(0.01)
+    producer.flush(60)
+    # the embedded broker's high watermark needs a single-record batch last in each partition
+    tail = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1})
+    for partition in (0, 1):
+        word = b"w%d" % (n % 1000)
+        tail.produce(topic, key=word, value=b" ".join([word, b"x", b"y%d" % (n % 7), b"z"]), partition=partition)
+        n += 1
+    tail.flush(60)
+    sent.append(n)
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    pids, stack = [proc.pid], [proc.pid]
+    while stack:
+        found = children(stack.pop())
+        pids += found
+        stack += found
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(30)
+
+
+def _latest(bootstrap: str, topic: str) -> dict[bytes, bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"soak-{time.time()}",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+    latest: dict[bytes, bytes] = {}
+    ended: set[int] = set()
+    while len(ended) < 2:
+        msg = consumer.poll(5)
+        if msg is None:
+            break
+        if msg.error():
+            ended.add(msg.partition())
+            continue
+        latest[msg.key()] = msg.value()
+    consumer.close()
+    return latest
+
+
+def soak(env: dict, bootstrap: str, app: str, minutes: float, rate: int, kill_every: float) -> dict:
+    topic = f"soak-{app}"
+    create_topic(bootstrap, topic, 2)
+    args = [*KSTOOL, "run", *APPS[app], "--input", topic, "--output", f"{topic}-out", "--app-id", topic,
+            "--trigger", "1s", "--quiet"]
+    stop, sent = threading.Event(), []
+    feeder = threading.Thread(target=_feed, args=(bootstrap, topic, rate, stop, sent))
+    feeder.start()
+    ends = time.monotonic() + minutes * 60
+    rss: list[int] = []
+    kills = 0
+    while time.monotonic() < ends:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run_ends = min(time.monotonic() + kill_every, ends)
+        time.sleep(min(40, max(run_ends - time.monotonic(), 0)))
+        rss.append(tree_rss_bytes(proc.pid))
+        time.sleep(max(run_ends - time.monotonic(), 0))
+        if proc.poll() is not None:
+            raise RuntimeError(f"{app}: the run ended by itself (exit {proc.returncode})")
+        _kill_tree(proc)
+        kills += 1
+    stop.set()
+    feeder.join()
+    started = time.monotonic()
+    final = subprocess.run([*args, "--once"], env=env, capture_output=True, text=True)
+    if final.returncode != 0:
+        raise RuntimeError(f"{app}: final run failed: {final.stderr.strip()[-500:]}")
+    counts = [int.from_bytes(v, "big", signed=True) for v in _latest(bootstrap, f"{topic}-out").values()]
+    produced = sent[0]
+    accounted = sum(counts) // WORDS if app == "wordcount" else sum(counts)
+    return {"records_in": produced, "records_accounted_for": accounted, "equal": produced == accounted,
+            "kills": kills, "catch_up_s": round(time.monotonic() - started, 1),
+            "rss_first_mb": round(rss[0] / 2**20), "rss_last_mb": round(rss[-1] / 2**20),
+            "rss_growth": round(rss[-1] / rss[0] - 1, 3), "rss_samples_mb": [round(r / 2**20) for r in rss]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--rate", type=int, default=5000, help="records/s")
+    parser.add_argument("--kill-every", type=float, default=60, help="seconds")
+    parser.add_argument("--apps", default=",".join(APPS))
+    args = parser.parse_args()
+    home = tempfile.mkdtemp(prefix="kstool-soak-")
+    env = {**os.environ, "KSTOOL_HOME": home}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    started = subprocess.run([*KSTOOL, "broker", "start", "--port", "0"], env=env, capture_output=True, text=True,
+                             check=True)
+    bootstrap = started.stdout.strip()
+    results: dict = {"args": vars(args), "runs": {}}
+    try:
+        for app in args.apps.split(","):
+            print(f"soak {app}: {args.minutes:g} min at {args.rate}/s, SIGKILL every {args.kill_every:g}s",
+                  file=sys.stderr)
+            results["runs"][app] = soak(env, bootstrap, app, args.minutes, args.rate, args.kill_every)
+            print(json.dumps(results["runs"][app]), file=sys.stderr)
+    finally:
+        subprocess.run([*KSTOOL, "broker", "stop"], env=env, capture_output=True)
+    out = ROOT / "bench" / "results" / f"soak-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
