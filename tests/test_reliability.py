@@ -96,11 +96,11 @@ def _kill_mid_batch(args: list[str], checkpoint: Path, rng: random.Random,
     if output is None:
         time.sleep(rng.uniform(0.0, 1.0))
     else:
-        watch = output()
+        log = output()
         try:
-            wait_for(watch.grew)
+            wait_for(log.grew)
         finally:
-            watch.close()
+            log.close()
     batch = _in_flight(checkpoint)
     _kill_tree(proc)
     return batch is not None and batch not in _batches(checkpoint / "commits")

@@ -29,9 +29,10 @@ INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET
 _RETRIABLE = {14, 15, 51}  # coordinator loading / not available, concurrent transactions
 _NOT_COORDINATOR = 16
 BATCH_RECORDS, BATCH_BYTES = 1000, 512 * 1024  # well under every broker's default size limit
-# Kafka Streams' exactly-once default (StreamsConfig's PRODUCER_EOS_OVERRIDES): the transaction
-# of a run that crashed is aborted, and the next run can begin, within 10 s
-TRANSACTION_TIMEOUT_MS = 10_000
+# A transaction holds a whole micro-batch (up to --max-records-per-batch), so not Kafka Streams'
+# 10 s (its transactions last one 100 ms commit interval): librdkafka also gives each record of
+# the transaction this long to be delivered, and 10 s aborted batches on a busy machine.
+TRANSACTION_TIMEOUT_MS = 60_000
 
 TopicPartition = tuple[str, int]
 
