@@ -3,8 +3,8 @@ SIGKILLed (the driver and its JVM) every minute and started again at once; at th
 stops and a final `--once` run catches up. Reports, per app:
 
 - records in (produced) = records accounted for: wordcount, the sum of the final counts (each
-  line holds WORDS words); a windowed count (tumbling 10 s, grace 5 min, so nothing is late),
-  the sum of every window's final count;
+  line holds WORDS words); a windowed count (tumbling 10 s, grace 5 min), the sum of every
+  window's final count plus the records dropped as late (its --late-topic);
 - the memory (resident, driver and JVM) 40 s into the first and into the last run, and the
   growth between them.
 
@@ -24,7 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from bench.load import create_topic
 from bench.measure import children, tree_rss_bytes
@@ -34,7 +35,7 @@ KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
 WORDS = 4  # per line
 APPS = {
     "wordcount": ("wordcount",),
-    "windowed": ("aggregate", "--window", "tumbling:10s", "--grace", "5m"),
+    "windowed": ("aggregate", "--window", "tumbling:10s", "--grace", "5m", "--late-topic", "soak-windowed-late"),
 }
 
 
@@ -75,22 +76,28 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     proc.wait(30)
 
 
-def _latest(bootstrap: str, topic: str) -> dict[bytes, bytes]:
+def _read(bootstrap: str, topic: str) -> list:
+    """Every record of the topic, read until each partition's end-of-partition signal (a quiet
+    poll is no end: the embedded broker may answer empty while it gathers small batches)."""
+    partitions = sorted(AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+                        .topics[topic].partitions)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"soak-{time.time()}",
                          "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
-    latest: dict[bytes, bytes] = {}
-    ended: set[int] = set()
-    while len(ended) < 2:
-        msg = consumer.poll(5)
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    records, ended, deadline = [], set(), time.monotonic() + 300
+    while len(ended) < len(partitions):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: partitions {set(partitions) - ended} did not end within 300 s")
+        msg = consumer.poll(1)
         if msg is None:
-            break
-        if msg.error():
-            ended.add(msg.partition())
             continue
-        latest[msg.key()] = msg.value()
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                ended.add(msg.partition())
+            continue
+        records.append(msg)
     consumer.close()
-    return latest
+    return records
 
 
 def soak(env: dict, bootstrap: str, app: str, minutes: float, rate: int, kill_every: float) -> dict:
@@ -120,10 +127,13 @@ def soak(env: dict, bootstrap: str, app: str, minutes: float, rate: int, kill_ev
     final = subprocess.run([*args, "--once"], env=env, capture_output=True, text=True)
     if final.returncode != 0:
         raise RuntimeError(f"{app}: final run failed: {final.stderr.strip()[-500:]}")
-    counts = [int.from_bytes(v, "big", signed=True) for v in _latest(bootstrap, f"{topic}-out").values()]
+    latest = {m.key(): m.value() for m in _read(bootstrap, f"{topic}-out")}
+    counts = [int.from_bytes(v, "big", signed=True) for v in latest.values()]
+    late = len(_read(bootstrap, "soak-windowed-late")) if app == "windowed" else 0
     produced = sent[0]
-    accounted = sum(counts) // WORDS if app == "wordcount" else sum(counts)
+    accounted = (sum(counts) // WORDS if app == "wordcount" else sum(counts)) + late
     return {"records_in": produced, "records_accounted_for": accounted, "equal": produced == accounted,
+            "late": late,
             "kills": kills, "catch_up_s": round(time.monotonic() - started, 1),
             "rss_first_mb": round(rss[0] / 2**20), "rss_last_mb": round(rss[-1] / 2**20),
             "rss_growth": round(rss[-1] / rss[0] - 1, 3), "rss_samples_mb": [round(r / 2**20) for r in rss]}
