@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.load import create_topic
 from bench.measure import children, tree_rss_bytes
+from kstool.kafka.partitioner import partition_for
 
 ROOT = Path(__file__).resolve().parent.parent
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
@@ -40,7 +41,7 @@ APPS = {
 
 
 def _feed(bootstrap: str, topic: str, rate: int, stop: threading.Event, sent: list[int]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
     started, n = time.monotonic(), 0
     while not stop.is_set():
         due = int((time.monotonic() - started) * rate)
@@ -52,10 +53,13 @@ def _feed(bootstrap: str, topic: str, rate: int, stop: threading.Event, sent: li
                 producer.poll(0)
         time.sleep(0.01)
     producer.flush(60)
-    # the embedded broker's high watermark needs a single-record batch last in each partition
+    # the embedded broker's high watermark needs a single-record batch last in each partition;
+    # each with a key of that partition (Kafka's murmur2 partitioner, as the feed's), as the
+    # per-task windowed count keeps a key's windows in the task of its partition: a key written
+    # to two partitions is two aggregates, as in Kafka Streams
     tail = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1})
     for partition in (0, 1):
-        word = b"w%d" % (n % 1000)
+        word = next(w for w in (b"w%d" % i for i in range(1000)) if partition_for(w, 2) == partition)
         tail.produce(topic, key=word, value=b" ".join([word, b"x", b"y%d" % (n % 7), b"z"]), partition=partition)
         n += 1
     tail.flush(60)
