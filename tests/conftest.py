@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,7 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
                   proc.stderr.decode("utf-8", "replace"), proc.stdout)
 
 
-INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker"}
+INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker", "jvm_archive"}
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -106,7 +107,27 @@ def fresh_home(tmp_path: Path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark(kafka, tmp_path_factory):
+def jvm_archive(kafka) -> None:
+    """Spark's class-data archive (kstool.engine.jvmcache), recorded once by a run that exits
+    normally, before any other JVM of the session starts: a JVM that is killed never writes
+    it, so without this every start of the kill tests would load Spark's classes the slow way."""
+    from kstool.broker.profile import pid_alive
+
+    topic = f"jvm-archive-{uuid.uuid4().hex[:6]}"
+    assert cli("topics", "create", topic, "--partitions", "1").exit_code == 0
+    assert cli("produce", topic, input="a b\n").exit_code == 0
+    run = cli_subprocess("run", "wordcount", "--input", topic, "--output", topic + "-out", "--app-id", topic,
+                         "--once", timeout=300)
+    assert run.exit_code == 0, run.stderr
+    cache = Path(os.environ["KSTOOL_HOME"]) / "cache"
+    deadline = time.monotonic() + 120  # the JVM writes the archive as it exits, after kstool
+    while time.monotonic() < deadline and any(
+            pid_alive(int(m.read_text() or 0)) for m in cache.glob("*.jvm-pid")):
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def spark(kafka, jvm_archive, tmp_path_factory):
     """One Spark session for the whole test run; app runs in this process reuse it."""
     from kstool.engine.session import SparkOptions, build_session
 

@@ -95,7 +95,7 @@ def _counts(kafka, topic: str) -> dict[str, int]:
 
 
 @pytest.fixture
-def own_broker(tmp_path, monkeypatch):
+def own_broker(jvm_archive, tmp_path, monkeypatch):
     """An embedded broker in a kstool home of the test's own (with the session's JVM class-data
     archive, so its runs start as fast as the others)."""
     if os.environ.get("KSTOOL_TEST_BOOTSTRAP"):

@@ -167,13 +167,13 @@ def _chaos(kafka, topic_name, guarantee: str, kills: int, when_writing: bool = F
     return lines, sink, app
 
 
-def test_at_least_once_survives_random_kills(kafka, topic_name):
+def test_at_least_once_survives_random_kills(kafka, jvm_archive, topic_name):
     lines, sink, _ = _chaos(kafka, topic_name, "at_least_once", KILLS)
     got = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, sink)).items()}
     assert got == dict(oracle(lines))
 
 
-def test_exactly_once_v2_killed_while_writing_commits_each_update_once(kafka, topic_name):
+def test_exactly_once_v2_killed_while_writing_commits_each_update_once(kafka, jvm_archive, topic_name):
     """Each kill lands after the batch's transaction has started writing (the output log grew);
     the next run's producer fences and aborts it. A read_committed view (Kafka's isolation
     applied test-side, as the embedded broker does not apply it) holds each word's counts once,
