@@ -21,6 +21,9 @@ EXAMPLES: dict[str, list[str]] = {
     "consume": ["kstool consume lines --from-time -1h -e -o jsonl > last-hour.jsonl",
                 "kstool consume counts -e --value-format long -f '%k=%s\\n'",
                 "kstool consume images -e --value-format raw -n 1 > image.bin"],
+    "engine start": ["kstool engine start", "kstool engine start --master spark://spark-master:7077"],
+    "engine status": ["kstool engine status", "kstool engine status -o json | jq '.runs[].name'"],
+    "engine stop": ["kstool engine stop"],
     "groups describe": ["kstool groups describe wordcount",
                         "kstool groups describe wordcount -o json | jq '.partitions[] | select(.lag > 0)'"],
     "groups list": ["kstool groups list", "kstool groups list -o jsonl | jq -r .group"],
@@ -64,7 +67,8 @@ EXAMPLES: dict[str, list[str]] = {
     "topics describe": ["kstool topics describe lines", "kstool topics describe lines -o json | jq .total_records"],
     "topics list": ["kstool topics list", "kstool topics list -b broker1:9092 -o jsonl | jq -r .topic"],
     "topology describe": ["kstool topology describe wordcount --input lines --output counts",
-                          "kstool topology describe aggregate --window session:5m --emit final -o json"],
+                          "kstool topology describe --app-id wordcount -o svg > wordcount.svg",
+                          "kstool topology describe --from-file describe.txt --app-id my-streams-app -o mermaid"],
 }
 
 

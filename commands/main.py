@@ -38,6 +38,7 @@ def _register() -> None:
         completion,
         config,
         consume,
+        engine,
         groups,
         produce,
         replay,
@@ -50,7 +51,8 @@ def _register() -> None:
 
     for group in (broker.broker, topics.topics, groups.groups, produce.produce, consume.consume,
                   run.run, topology.topology, apps.apps, reset.reset, changelog.changelog,
-                  config.config, replay.replay, run.reprocess, state.state, completion.completion):
+                  config.config, replay.replay, run.reprocess, state.state, engine.engine,
+                  completion.completion):
         cli.add_command(group)
     finish_tree(cli)
 

@@ -12,6 +12,7 @@ from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import gathered, setting_option, state_dir_option
 from kstool.config import parse_key_values
+from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
 from kstool.names import validate_name
 from kstool.output import RunReporter, dumps, format_counts, info
@@ -51,6 +52,7 @@ class EngineArgs:
     spark_ui: bool
     quiet: bool
     report: str
+    no_engine: bool
 
 
 engine_options = gathered(
@@ -83,6 +85,8 @@ engine_options = gathered(
     click.option("--quiet", "-q", is_flag=True, help="No progress output."),
     click.option("--report", type=click.Choice(["text", "json"]), default="text",
                  show_default=True, help="Final summary: a line on stderr, or JSON on stdout."),
+    click.option("--no-engine", is_flag=True,
+                 help="Run in this process even when the warm engine (kstool engine start) runs."),
 )
 
 
@@ -115,8 +119,10 @@ def execute(g: Globals, topology, app_id: str | None, once: bool, restore_missin
     from kstool.state.restore import run_restoring
 
     options = build_run_options(g, app_id or topology.name, once, engine)
-    run = run_restoring if restore_missing_state else run_app
-    summary = run(g.clients(), topology, options, progress_for(options.app_id, engine.quiet))
+    summary = run_here_or_in_engine(run_restoring if restore_missing_state else run_app, g.clients(),
+                                    topology, options, name=options.app_id, spark=options.spark,
+                                    progress=progress_for(options.app_id, engine.quiet),
+                                    use_engine=not engine.no_engine)
     if engine.report == "json":
         click.echo(dumps(summary.to_dict()))
     elif not engine.quiet:
@@ -143,8 +149,9 @@ def reprocess(g: Globals, app_id, from_time, to_time, engine: EngineArgs):
     from kstool.reprocess import reprocess as run_reprocess
 
     options = build_run_options(g, app_id, True, engine)
-    result = run_reprocess(g.clients(), options, parse_time(from_time),
-                           parse_time(to_time) if to_time else None, progress_for(app_id, engine.quiet))
+    result = run_here_or_in_engine(run_reprocess, g.clients(), options, parse_time(from_time),
+                                   parse_time(to_time) if to_time else None, name=app_id, spark=options.spark,
+                                   progress=progress_for(app_id, engine.quiet), use_engine=not engine.no_engine)
     if engine.report == "json":
         click.echo(dumps(result.to_dict()))
     elif not engine.quiet:

@@ -30,6 +30,8 @@ _SOURCE_OPTIONS = [
                  help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
     click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
     click.option("--value-format", type=click.Choice(FORMATS), help="With --changelog-topic."),
+    click.option("--no-engine", "use_engine", flag_value=False, default=True,
+                 help="Read the checkpoint in this process even when the warm engine runs."),
 ]
 _BATCH_OPTION = click.option("--batch-id", type=click.IntRange(min=0),
                              help="The store as of this committed batch (checkpoint only).")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from kstool import apps as ops
 from kstool.application.model import AppPaths, default_state_dir, load_manifest
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, setting_option
-from kstool.output import Column, Listing, emit, render_topology
-from kstool.topologies import NAMES, REGISTRY, from_manifest
+from kstool.output import Column, Listing, emit, info, render_topology, stdout_is_tty
+from kstool.topologies import NAMES, REGISTRY, diagram, from_manifest
+from kstool.topologies.describe_text import parse_describe
 from kstool.topologies.spec import Setting
+
+DIAGRAMS = ("dot", "mermaid", *diagram.RENDERED)
 
 
 @click.group()
@@ -32,27 +37,54 @@ def _describe_options(func):
 
 
 @topology.command()
-@click.argument("name", type=click.Choice(NAMES))
-@click.option("--app-id", help="Describe this app's topology (topics and settings from its manifest).")
+@click.argument("name", type=click.Choice(NAMES), required=False)
+@click.option("--app-id", help="Describe this app's topology (topics and settings from its manifest); with "
+                               "--from-file, the application.id that names its changelog topics.")
+@click.option("--from-file", "from_file", type=click.File("r"), metavar="FILE",
+              help="A Kafka Streams app's Topology#describe() text ('-' for stdin).")
 @_describe_options
 @click.option("--spark-plan", is_flag=True, help="Add Spark's physical plan (starts Spark).")
-@output_option(default="text", extra=("text",), long="--output-format", dest="fmt",
-               help_text="text: as Kafka Streams' Topology#describe(); json: the document; "
-                         "table, jsonl, csv: one row per node.")
+@output_option(default="text", extra=("text", *DIAGRAMS), long="--output-format", dest="fmt",
+               help_text="text: as Kafka Streams' Topology#describe(); json: the document; table, jsonl, "
+                         "csv: one row per node; dot, mermaid: a diagram's source; svg, png: the diagram "
+                         "(Graphviz: dot, or graphviz-pure).")
 @pass_globals
-def describe(g: Globals, name, app_id, input_topic, output_topic, spark_plan, fmt, **settings):
-    """Print NAME's topology: sub-topologies with source, processor and sink nodes, and stores
-    (join: --input is the left topic and the right one is <right>)."""
-    manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
-    topo = (from_manifest(manifest) if manifest is not None
-            else REGISTRY[name].for_describe(input_topic, output_topic, settings))
-    doc = ops.describe_topology(topo, app_id or name, spark_plan, g.debug)
-    if fmt == "text":
+def describe(g: Globals, name, app_id, from_file, input_topic, output_topic, spark_plan, fmt, **settings):
+    """Print NAME's topology, an app's (--app-id), or a Kafka Streams app's (--from-file):
+    sub-topologies with source, processor and sink nodes, and stores (join: --input is the left
+    topic and the right one is <right>)."""
+    if from_file is not None:
+        origin = "stdin" if from_file.name == "<stdin>" else from_file.name
+        doc = parse_describe(from_file.read(), origin, app_id)
+    else:
+        manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
+        if manifest is None and name is None:
+            raise click.UsageError("give a topology NAME, --app-id of an existing app, or --from-file")
+        topo = (from_manifest(manifest) if manifest is not None
+                else REGISTRY[name].for_describe(input_topic, output_topic, settings))
+        doc = ops.describe_topology(topo, app_id or name, spark_plan, g.debug)
+    if fmt in DIAGRAMS:
+        _draw(doc, fmt)
+    elif fmt == "text":
         click.echo(render_topology(doc))
+    else:
+        rows = [{"sub_topology": sub["id"], "node": node["name"], "type": node["type"],
+                 "topics": node.get("topics") or ([node["topic"]] if node.get("topic") else []),
+                 "stores": node.get("stores", []), "successors": node.get("successors", [])}
+                for sub in doc["sub_topologies"] for node in sub["nodes"]]
+        emit(Listing(rows, [Column("sub_topology", "SUB", justify="right"), Column("node"), Column("type"),
+                            Column("topics"), Column("stores"), Column("successors")], document=doc), fmt)
+
+
+def _draw(doc: dict, fmt: str) -> None:
+    source = diagram.to_mermaid(doc) if fmt == "mermaid" else diagram.to_dot(doc)
+    if fmt not in diagram.RENDERED:
+        click.echo(source, nl=False)
         return
-    rows = [{"sub_topology": sub["id"], "node": node["name"], "type": node["type"],
-             "topics": node.get("topics") or ([node["topic"]] if node.get("topic") else []),
-             "stores": node.get("stores", []), "successors": node.get("successors", [])}
-            for sub in doc["sub_topologies"] for node in sub["nodes"]]
-    emit(Listing(rows, [Column("sub_topology", "SUB", justify="right"), Column("node"), Column("type"),
-                        Column("topics"), Column("stores"), Column("successors")], document=doc), fmt)
+    if fmt == "png" and stdout_is_tty():
+        raise click.UsageError("-o png writes binary data: redirect it to a file (> topology.png)")
+    image, renderer = diagram.render(source, fmt)
+    info(f"kstool: rendered by {renderer}")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(image)
+    sys.stdout.buffer.flush()

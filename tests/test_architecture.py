@@ -16,7 +16,7 @@ LAYERS = [
     {"names", "timeutil", "home", "serdes", "store_keys", "documents"},
     {"broker"},
     {"config"},
-    {"kafka"},
+    {"kafka", "schemas"},  # siblings: record bytes from Kafka, schemas for their payloads
     {"application"},
     {"contract"},
     {"streams", "engine"},  # siblings: the engine runs any topology, the processors know no Spark

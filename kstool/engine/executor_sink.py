@@ -10,10 +10,8 @@ each partition to the driver, which sends those last."""
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections import Counter
-from dataclasses import asdict
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -23,7 +21,7 @@ from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
 from kstool.engine.sink import BatchReport, KafkaSink, records_of
-from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 
@@ -32,24 +30,11 @@ from kstool.kafka.exceptions import KafkaOperationError
 RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("count", pa.int64()),
                            ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
                            ("partition", pa.int32())])
-_WRITERS: dict[str, BulkWriter] = {}  # per Python worker: producers outlive a batch
-
-
-def _writer_key(config: ClientConfig, partition_counts: dict[str, int]) -> str:
-    return json.dumps([asdict(config), partition_counts], sort_keys=True, default=str)
-
-
-def _writer(config: ClientConfig, partition_counts: dict[str, int]) -> BulkWriter:
-    key = _writer_key(config, partition_counts)
-    if key not in _WRITERS:
-        _WRITERS[key] = BulkWriter(KafkaClients(config), partition_counts, **{"enable.idempotence": True})
-    return _WRITERS[key]
-
-
 def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition_counts: dict[str, int],
                       batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs on an executor, once per task."""
-    writer = _writer(config, partition_counts)
+    clients = KafkaClients(config)
+    writer = shared_writer(clients, partition_counts)
     written: Counter[str] = Counter()
     late = 0
     for batch in batches:
@@ -63,9 +48,7 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     try:
         writer.flush(send_held=False)
     except KafkaOperationError as exc:
-        # not kept for the next batch: after an outage its producer may be fenced or unknown
-        # to the broker, and it still holds what it did not deliver
-        _WRITERS.pop(_writer_key(config, partition_counts), None)
+        drop_shared_writer(clients, partition_counts)
         raise marked(SINK, f"output not written: {exc}") from None
     rows = [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
     rows.append({"kind": "late", "count": late})
@@ -92,6 +75,7 @@ class ExecutorSink(KafkaSink):
             try:
                 writer.flush()
             except KafkaOperationError as exc:
+                self.drop_writer()
                 raise QueryFailedError(f"output not written: {exc}") from None
             written: Counter[str] = Counter()
             for row in result:

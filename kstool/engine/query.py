@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
-import threading
 import time
 from typing import Callable
 
@@ -20,6 +18,7 @@ from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import BatchStatus, Progress
 from kstool.engine.seed import Seed
 from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
+from kstool.engine.stopping import stop_request
 from kstool.kafka.client import KafkaClients
 
 
@@ -122,10 +121,8 @@ def _restoring(write: Callable, on_batch: Callable[[BatchReport], None]) -> Call
 
 
 def _monitor(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress) -> None:
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     seen: set[int] = set()
-    try:
+    with stop_request() as stop:
         while query.isActive:
             try:
                 query.awaitTermination(0.25)
@@ -139,9 +136,6 @@ def _monitor(query, reports: dict[int, BatchReport], summary: RunSummary, progre
                 query.stop()
         for batch_progress in query.recentProgress:
             _account(batch_progress, reports, seen, summary, progress)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     failure = query.exception()
     if failure is not None:
         raise translate(str(failure), summary.app_id)

@@ -64,6 +64,7 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
                     reason = outage.caused(clients, failure)
                     if reason is None:
                         raise
+                    sink.drop_writer()  # its producer may be unknown to the broker that comes back
                     outage.wait(clients, reason, last_committed_batch(checkpoint), progress.message)
         except BaseException:
             progress.close()

@@ -95,7 +95,11 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         context.setLogLevel("DEBUG" if options.debug else "ERROR")
         spark = SparkSession(context)
     else:
-        spark = SparkSession(cast(SparkContext, SparkContext._active_spark_context))
+        # a clone of its own: runs sharing the context (the engine's, the tests') may set
+        # different SQL settings at the same time. Not newSession(): a new session cannot see
+        # the Python data source, nor register it again (Spark 4.3)
+        shared = SparkSession(cast(SparkContext, SparkContext._active_spark_context))
+        spark = SparkSession(shared.sparkContext, jsparkSession=shared._jsparkSession.cloneSession())
         for key, value in settings.items():
             if key.startswith("spark.sql."):
                 spark.conf.set(key, value)

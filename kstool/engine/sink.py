@@ -15,7 +15,7 @@ from kstool.application.checkpoint import batch_end_offsets
 from kstool.application.location import CheckpointFiles
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
-from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets
@@ -54,16 +54,17 @@ class KafkaSink:
     def __init__(self, clients: KafkaClients, targets: list[SinkTarget]):
         self.clients = clients
         self.targets = targets
-        self._writer: BulkWriter | None = None
 
     @functools.cached_property
     def partition_counts(self) -> dict[str, int]:
         return {t: len(p) for t, p in self.clients.require_topics([t.topic for t in self.targets]).items()}
 
     def writer(self) -> BulkWriter:
-        if self._writer is None:
-            self._writer = BulkWriter(self.clients, self.partition_counts, **{"enable.idempotence": True})
-        return self._writer
+        return shared_writer(self.clients, self.partition_counts)
+
+    def drop_writer(self) -> None:
+        if "partition_counts" in self.__dict__:  # else no writer was made (and the broker may be gone)
+            drop_shared_writer(self.clients, self.partition_counts)
 
     def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
         """The foreachBatch function (runs in the driver for each micro-batch). `encode` turns

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import logging
 import random
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -136,8 +138,9 @@ class BulkWriter:
         tail (take_held), for a writer whose tail another writer sends after all others."""
         timeout = max(self.clients.timeout, 60)
         remaining = self.producer.flush(timeout)
-        for record in self._held.values() if send_held else ():  # one single-record batch each
-            self._produce(*record)
+        if send_held and self._held:  # one per partition: each goes as a single-record batch
+            for record in self._held.values():
+                self._produce(*record)
             remaining += self.producer.flush(timeout)
         if send_held:
             self._held.clear()
@@ -158,3 +161,28 @@ class BulkWriter:
         held = [(topic, key, value, ts, partition) for topic, key, value, ts, _, partition, _ in self._held.values()]
         self._held.clear()
         return held
+
+
+# An idempotent producer's first send waits for its producer id (0.5-1 s): a process that writes
+# batch after batch, run after run (an executor's Python worker, the warm engine) keeps its writers.
+# One writer per settings and topics; an app's topics include its own changelogs, and an app runs
+# once at a time (its lock), so two runs never share one.
+_SHARED: dict[str, BulkWriter] = {}
+
+
+def _shared_key(clients: KafkaClients, partition_counts: dict[str, int]) -> str:
+    return json.dumps([asdict(clients.config), partition_counts], sort_keys=True, default=str)
+
+
+def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> BulkWriter:
+    """This process's idempotent writer for these settings and topics."""
+    key = _shared_key(clients, partition_counts)
+    if key not in _SHARED:
+        _SHARED[key] = BulkWriter(clients, partition_counts, **{"enable.idempotence": True})
+    return _SHARED[key]
+
+
+def drop_shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> None:
+    """Forget a writer whose flush failed: after an outage its producer may be fenced or unknown
+    to the broker, and it still holds what it did not deliver."""
+    _SHARED.pop(_shared_key(clients, partition_counts), None)

@@ -3,6 +3,7 @@ against either backend."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from kstool.engine.session import SparkOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.names import validate_name
-from kstool.state.backend import Entry, StateBackend
+from kstool.state.backend import Change, Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend
 from kstool.state.checkpoint import CheckpointBackend
 from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
@@ -34,6 +35,7 @@ class StateSource:
     value_format: str | None = None
     batch_id: int | None = None
     spark: SparkOptions | None = None
+    use_engine: bool = True  # checkpoint reads go to the warm engine when one runs
 
 
 def list_stores(state_dir: Path, app_id: str) -> list[dict]:
@@ -88,7 +90,41 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
                                 source.batch_id)
+    if source.use_engine:
+        return HostedBackend(clients, source, backend.description), store
     return backend, store
+
+
+def query_checkpoint(clients: KafkaClients | None, source: StateSource, method: str, args: tuple,
+                     progress: object = None) -> Any:
+    """One read of a checkpoint-backed store: what the warm engine runs for HostedBackend."""
+    backend, _ = open_backend(clients, dataclasses.replace(source, use_engine=False))
+    return getattr(backend, method)(*args)
+
+
+class HostedBackend:
+    """A checkpoint-backed store read in the warm engine when one runs (kstool.engine.daemon),
+    else in this process: the same reads, without starting Spark here."""
+
+    def __init__(self, clients: KafkaClients | None, source: StateSource, description: str):
+        self.clients, self.source, self.description = clients, source, description
+
+    def _read(self, method: str, *args: Any) -> Any:
+        from kstool.engine.daemon.client import run_here_or_in_engine
+        from kstool.engine.progress import Silent
+
+        return run_here_or_in_engine(query_checkpoint, self.clients, self.source, method, args,
+                                     name=f"state of {self.source.app_id}", spark=None, progress=Silent(),
+                                     use_engine=True)
+
+    def entries(self) -> list[Entry]:
+        return self._read("entries")
+
+    def lookup(self, keys: list[Any]) -> list[Entry]:
+        return self._read("lookup", keys)
+
+    def changes(self, from_batch: int, to_batch: int | None) -> list[Change]:
+        return self._read("changes", from_batch, to_batch)
 
 
 def coerce_key(text: str, key_format: str | None) -> Any:

@@ -1,0 +1,121 @@
+"""The warm engine's one-liners: `python -m bench.engine` (not CI).
+
+On a private embedded broker, for each one-liner: one earlier run of it (the app exists, the
+JVM class-data archive is written), then `--rounds` timed runs over 100 new records each, first
+without the engine (`--no-engine`), then with one started. Wall time of the whole kstool
+command, as cron or a shell sees it; the median is reported, and the targets of issue #23
+checked against the engine column. Writes bench/results/engine-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from bench.load import create_topic
+
+ROOT = Path(__file__).resolve().parent.parent
+KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
+T0 = 1_767_225_600_000
+RECORDS = 100
+# name: (target seconds with the engine, inputs, the command without --no-engine)
+ONE_LINERS = {
+    "wordcount --once": (2.0, ["lines"], ["run", "wordcount", "--input", "lines", "--output", "counts",
+                                          "--app-id", "wc", "--once"]),
+    "windowed aggregate --once": (3.0, ["clicks"], ["run", "aggregate", "--input", "clicks", "--output",
+                                                    "per-10s", "--window", "tumbling:10s", "--app-id", "agg",
+                                                    "--once"]),
+    "stream-stream join --once": (3.0, ["left", "right"], ["run", "join", "--left", "left", "--right", "right",
+                                                           "--kind", "stream-stream", "--within", "10s",
+                                                           "--output", "joined", "--app-id", "ssj", "--once"]),
+    "state get": (1.0, [], ["state", "get", "common", "--app-id", "wc"]),
+}
+
+
+def _kstool(env: dict, *args: str) -> float:
+    started = time.monotonic()
+    proc = subprocess.run([*KSTOOL, *args], env=env, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"kstool {' '.join(args)} failed: {proc.stderr.strip()}")
+    return wall
+
+
+def _feed(bootstrap: str, topics: list[str], round_no: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1})
+    for topic in topics:
+        for i in range(RECORDS):
+            key = f"k{i % 10}".encode()
+            value = f"w{i % 17} common w{round_no}".encode()
+            producer.produce(topic, key=key, value=value, timestamp=T0 + round_no * 60_000 + i * 100)
+    assert producer.flush(30) == 0
+
+
+def measure(env: dict, bootstrap: str, rounds: int, engine: bool) -> dict[str, list[float]]:
+    walls: dict[str, list[float]] = {name: [] for name in ONE_LINERS}
+    extra = [] if engine else ["--no-engine"]
+    for round_no in range(rounds):
+        for name, (_, inputs, args) in ONE_LINERS.items():
+            _feed(bootstrap, inputs, round_no + (100 if engine else 0))
+            walls[name].append(round(_kstool(env, *args, *extra), 3))
+    return walls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+    home = tempfile.mkdtemp(prefix="kstool-bench-engine-")
+    env = {**os.environ, "KSTOOL_HOME": home}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    started = subprocess.run([*KSTOOL, "broker", "start", "--port", "0"], env=env, capture_output=True,
+                             text=True, check=True)
+    bootstrap = started.stdout.strip()
+    try:
+        for topic in ("lines", "clicks", "left", "right"):
+            create_topic(bootstrap, topic, 2)
+        for name, (_, inputs, args) in ONE_LINERS.items():  # the earlier run of each
+            _feed(bootstrap, inputs, 99)
+            _kstool(env, *args, "--no-engine")
+        time.sleep(5)  # the first JVM writes the class-data archive as it exits
+        without = measure(env, bootstrap, options.rounds, engine=False)
+        _kstool(env, "engine", "start")
+        for name, (_, inputs, args) in ONE_LINERS.items():  # the engine's first run of each
+            _feed(bootstrap, inputs, 98)
+            _kstool(env, *args)
+        with_engine = measure(env, bootstrap, options.rounds, engine=True)
+        _kstool(env, "engine", "stop")
+    finally:
+        subprocess.run([*KSTOOL, "engine", "stop"], env=env, capture_output=True)
+        subprocess.run([*KSTOOL, "broker", "stop"], env=env, capture_output=True)
+    results = {}
+    for name, (target, _, _) in ONE_LINERS.items():
+        engine_s = statistics.median(with_engine[name])
+        results[name] = {"without_engine_median_s": statistics.median(without[name]),
+                         "with_engine_median_s": engine_s, "target_with_engine_s": target,
+                         "met": engine_s <= target, "without_engine_s": without[name],
+                         "with_engine_s": with_engine[name]}
+    report = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.node(),
+              "cpus": os.cpu_count(), "python": platform.python_version(), "records_per_run": RECORDS,
+              "rounds": options.rounds, "results": results}
+    out = ROOT / "bench" / "results" / f"engine-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"{'one-liner':28} {'without':>9} {'with engine':>12} {'target':>7}")
+    for name, row in results.items():
+        print(f"{name:28} {row['without_engine_median_s']:8.2f}s {row['with_engine_median_s']:11.2f}s "
+              f"{row['target_with_engine_s']:6.1f}s {'met' if row['met'] else 'MISSED'}")
+    print(f"written: {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""kstool engine start|stop|status: the warm engine that runs, reprocesses and state reads use."""
+
+from __future__ import annotations
+
+import click
+
+from kstool.commands.options import output_option
+from kstool.engine.daemon import client
+from kstool.engine.session import SparkOptions
+from kstool.output import Column, Listing, emit, info
+
+
+@click.group()
+def engine():
+    """A warm Spark engine for this kstool home: `run`, `reprocess` and the checkpoint-backed
+    `state` reads use it while it runs (--no-engine to bypass)."""
+
+
+@engine.command()
+@click.option("--master", default=SparkOptions.master, show_default=True,
+              help="Spark master URL the engine's session runs on (a cluster's spark://... too).")
+@click.option("--wait", "start_timeout", type=click.FloatRange(min=1), default=300, show_default=True,
+              metavar="SECONDS", help="How long to wait for the engine's Spark session.")
+def start(master: str, start_timeout: float):
+    """Start the engine in the background; prints its pid once it serves."""
+    state = client.start(master, start_timeout)
+    info(f"engine started (pid {state['pid']}, master {state['master']}); log: {state['log']}")
+    click.echo(state["pid"])
+
+
+@engine.command()
+def stop():
+    """Stop the engine; runs it hosts stop after their current batch."""
+    last = client.stop()
+    info(f"engine (pid {last['pid']}) stopped" if last["running"] else "the engine is not running")
+
+
+@engine.command()
+@output_option()
+def status(output: str):
+    """Whether the engine runs: pid, uptime, master, JVM heap, the runs it hosts."""
+    state = client.status()
+    row = {k: v for k, v in state.items() if k != "runs"}
+    extra = ([Listing(state["runs"], [Column("name"), Column("client_pid", justify="right"),
+                                      Column("running_s", justify="right")])] if state.get("runs") else [])
+    emit(Listing([row], [Column(k) for k in row], document=state, extra_tables=extra), output)

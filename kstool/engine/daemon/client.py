@@ -1,0 +1,179 @@
+"""The thin side of the warm engine: start, stop and ask it, and hand it the Spark work of a
+command. Imports neither pyspark nor pandas: a command that the engine runs starts in the time
+Python takes to load kstool's CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from kstool import __version__
+from kstool.broker.profile import pid_alive
+from kstool.engine.daemon.exceptions import (
+    EngineError,
+    EngineLostError,
+    EngineNotRunningError,
+    EngineRunningError,
+)
+from kstool.engine.daemon.protocol import EnginePaths, receive, send
+from kstool.engine.progress import Progress
+from kstool.engine.session import SparkOptions
+from kstool.home import private_dir
+from kstool.kafka.client import KafkaClients
+
+NOT_RUNNING = {"running": False}
+
+
+def _connect(paths: EnginePaths) -> socket.socket:
+    if not paths.socket.exists():
+        raise EngineNotRunningError("the engine is not running (kstool engine start)")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(paths.socket))
+    except OSError:  # a socket left behind by an engine that was killed
+        sock.close()
+        raise EngineNotRunningError("the engine is not running (kstool engine start)") from None
+    return sock
+
+
+def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict:
+    with _connect(paths) as sock:
+        sock.settimeout(timeout_s)
+        send(sock, {"op": op})
+        try:
+            _, value = receive(sock)
+        except (EOFError, OSError) as exc:
+            raise EngineError(f"the engine did not answer ({exc}); its log: {paths.log}") from None
+    return value
+
+
+def status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> dict:
+    """The engine's status document, or {"running": false}."""
+    try:
+        return _ask(paths or EnginePaths.of_home(), "status", timeout_s)
+    except EngineNotRunningError:
+        return dict(NOT_RUNNING)
+
+
+def start(master: str, timeout_s: float = 300.0) -> dict:
+    """Start the engine in the background; returns its status once it serves."""
+    paths = EnginePaths.of_home()
+    running = status(paths)
+    if running["running"]:
+        raise EngineRunningError(f"the engine already runs (pid {running['pid']}, master {running['master']})")
+    private_dir(paths.root)
+    # the engine takes Kafka settings from each call, never from its own environment
+    env = {k: v for k, v in os.environ.items() if k != "KSTOOL_BOOTSTRAP_SERVERS"}
+    with open(paths.log, "ab") as log:
+        os.chmod(paths.log, 0o600)
+        proc = subprocess.Popen([sys.executable, "-m", "kstool.engine.daemon.server", "--master", master],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                start_new_session=True)  # a terminal's Ctrl-C is not for the engine
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise EngineError(f"the engine exited (code {proc.returncode}) while starting: "
+                              f"{_last_line(paths)}; its log: {paths.log}")
+        running = status(paths)
+        if running["running"]:
+            return running
+        time.sleep(0.2)
+    proc.terminate()
+    raise EngineError(f"the engine did not start within {timeout_s:.0f}s; its log: {paths.log}")
+
+
+def stop(timeout_s: float = 600.0) -> dict:
+    """Stop the engine after its hosted runs finish their current batch; returns its last status."""
+    paths = EnginePaths.of_home()
+    try:
+        last = _ask(paths, "shutdown", 30.0)
+    except EngineNotRunningError:
+        return dict(NOT_RUNNING)
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(last["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if pid_alive(last["pid"]):
+        raise EngineError(f"the engine (pid {last['pid']}) did not stop within {timeout_s:.0f}s")
+    return last
+
+
+def _last_line(paths: EnginePaths) -> str:
+    try:
+        lines = [line for line in paths.log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["no log"])[-1].strip()
+
+
+def run_here_or_in_engine(fn: Callable, clients: KafkaClients | None, *args: Any, name: str, spark: SparkOptions | None,
+                          progress: Progress, use_engine: bool = True) -> Any:
+    """fn(clients, *args, progress): in the running engine when there is one that can host it
+    (same kstool, a compatible Spark master and settings), else in this process."""
+    if use_engine:
+        paths = EnginePaths.of_home()
+        if paths.socket.exists():
+            try:
+                sock = _connect(paths)
+            except EngineNotRunningError:
+                sock = None
+            if sock is not None:
+                with sock:
+                    hosted, result = _call(sock, paths, fn, clients, args, name, spark, progress)
+                if hosted:
+                    return result
+                progress.message(f"running without the engine: {result}")
+    return fn(clients, *args, progress)
+
+
+def _call(sock: socket.socket, paths: EnginePaths, fn: Callable, clients: KafkaClients | None, args: tuple, name: str,
+          spark: SparkOptions | None, progress: Progress) -> tuple[bool, Any]:
+    send(sock, {"op": "call", "fn": fn, "args": args, "config": clients and clients.config, "name": name, "spark": spark,
+                "client_pid": os.getpid(), "version": __version__, "prefix": sys.prefix})
+    with _ForwardedStopSignals(sock):
+        while True:
+            try:
+                message = receive(sock)
+            except (EOFError, OSError):
+                progress.close()
+                raise EngineLostError(f"the engine stopped while running {name}; its log: {paths.log} "
+                                      f"(the checkpoint keeps what was committed: run again)") from None
+            kind = message[0]
+            if kind == "progress":
+                getattr(progress, message[1])(*message[2])
+            elif kind == "result":
+                return True, message[1]
+            elif kind == "refused":
+                return False, message[1]
+            elif kind == "error":
+                raise message[1]
+
+
+class _ForwardedStopSignals:
+    """Ctrl-C or SIGTERM to the client asks the hosted run to stop after its batch, as it would
+    a run of the client's own."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.previous: dict = {}
+
+    def _request_stop(self, *_: Any) -> None:
+        try:
+            send(self.sock, "stop")
+        except OSError:
+            pass
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,28 @@
+from kstool.errors import BusyError, KstoolError
+
+
+class EngineError(KstoolError):
+    """The engine could not be started, reached or used."""
+
+
+class EngineNotRunningError(EngineError):
+    pass
+
+
+class EngineRunningError(BusyError):
+    """A second engine for the same kstool home."""
+
+
+class EngineLostError(EngineError):
+    """The engine went away while a client waited for it."""
+
+
+class RemoteError(KstoolError):
+    """A failure inside the engine that cannot travel as itself: its message and exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def __reduce__(self):
+        return RemoteError, (str(self), self.exit_code)

@@ -1,0 +1,239 @@
+"""The engine process: one Spark session kept warm, serving clients on a private local socket.
+
+A client asks for a call: a kstool library function (run_app, reprocess, a state read) and its
+arguments. The engine runs it in a thread of its own, on the warm session, and sends back the
+run's progress, then its result or its error. The client's Ctrl-C (or its going away) asks the
+run to stop after the current batch, exactly as a signal does to a run of its own
+(kstool.engine.stopping). `python -m kstool.engine.daemon.server --master URL`; started by
+`kstool engine start`, which waits for the socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from kstool import __version__
+from kstool.engine.daemon.exceptions import RemoteError
+from kstool.engine.daemon.protocol import MAX_SOCKET_PATH, EnginePaths, receive, send
+from kstool.engine.session import SparkOptions
+from kstool.engine.stopping import hosted
+from kstool.errors import KstoolError
+from kstool.home import private_dir, write_private_text
+from kstool.kafka.client import KafkaClients
+
+_log = logging.getLogger("kstool.engine")
+
+
+@dataclass
+class HostedCall:
+    name: str  # the app id, or what the call reads
+    client_pid: int
+    started: float = field(default_factory=time.time)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class RemoteProgress:
+    """A Progress whose calls go to the client, which renders them as it would its own."""
+
+    def __init__(self, sock: socket.socket, lock: threading.Lock):
+        self.sock, self.lock = sock, lock
+
+    def _forward(self, method: str, *args: Any) -> None:
+        try:
+            with self.lock:
+                send(self.sock, ("progress", method, args))
+        except OSError:
+            pass  # the client went away: the run is stopping after its batch
+
+    def message(self, text: str) -> None:
+        self._forward("message", text)
+
+    def batch(self, status) -> None:
+        self._forward("batch", status)
+
+    def close(self) -> None:
+        self._forward("close")
+
+
+class Engine:
+    def __init__(self, paths: EnginePaths, master: str):
+        self.paths, self.master = paths, master
+        self.started = time.time()
+        self.calls: dict[int, HostedCall] = {}
+        self.calls_lock = threading.Lock()
+        self.closing = threading.Event()
+        self.spark: Any = None
+
+    def status(self) -> dict:
+        runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
+        with self.calls_lock:
+            calls = [{"name": c.name, "client_pid": c.client_pid, "running_s": round(time.time() - c.started, 1)}
+                     for c in self.calls.values()]
+        return {"running": True, "pid": os.getpid(), "version": __version__, "master": self.master,
+                "uptime_s": round(time.time() - self.started, 1),
+                "jvm_heap_used_bytes": runtime.totalMemory() - runtime.freeMemory(),
+                "jvm_heap_max_bytes": runtime.maxMemory(), "runs": calls,
+                "socket": str(self.paths.socket), "log": str(self.paths.log)}
+
+    def refusal(self, request: dict) -> str | None:
+        """Why this engine cannot host the call (the client then runs it itself), or None."""
+        if request.get("version") != __version__ or request.get("prefix") != sys.prefix:
+            return f"the engine runs kstool {__version__} from {sys.prefix}"
+        spark: SparkOptions | None = request.get("spark")
+        if spark is None:
+            return None
+        if spark.master not in (SparkOptions.master, self.master):
+            return f"the engine runs on {self.master}, this run asks for {spark.master}"
+        fixed = sorted(k for k in spark.conf if not k.startswith("spark.sql."))
+        if fixed:
+            return f"{', '.join(fixed)} can only be set when a Spark session starts"
+        if self.closing.is_set():
+            return "the engine is stopping"
+        return None
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                request = receive(conn)
+            except (EOFError, OSError):
+                return
+            op = request.get("op")
+            if op == "status":
+                send(conn, ("result", self.status()))
+            elif op == "shutdown":
+                send(conn, ("result", self.status()))
+                self.shut_down()
+            elif op == "call":
+                self.host(conn, request)
+
+    def host(self, conn: socket.socket, request: dict) -> None:
+        refusal = self.refusal(request)
+        if refusal:
+            send(conn, ("refused", refusal))
+            return
+        call = HostedCall(request["name"], request["client_pid"])
+        send_lock = threading.Lock()
+        with self.calls_lock:
+            self.calls[id(call)] = call
+        threading.Thread(target=self._watch_client, args=(conn, call), daemon=True).start()
+        try:
+            fn, args = request["fn"], request["args"]
+            _log.info("%s: %s for client pid %s", call.name, fn.__qualname__, call.client_pid)
+            with hosted(call.stop):
+                clients = KafkaClients(request["config"]) if request["config"] is not None else None
+                result = fn(clients, *args, RemoteProgress(conn, send_lock))
+            reply: tuple = ("result", result)
+        except KstoolError as exc:
+            reply = ("error", exc)
+        except BaseException as exc:  # a bug: logged here in full; the client gets kstool's one line
+            _log.error("%s failed:\n%s", call.name, traceback.format_exc())
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            reply = ("error", RemoteError(f"unexpected {type(exc).__name__}: {first_line} "
+                                          f"(the engine's log: {self.paths.log})", 1))
+        finally:
+            with self.calls_lock:
+                self.calls.pop(id(call), None)
+        try:
+            with send_lock:
+                try:
+                    send(conn, reply)
+                except Exception:  # an error that does not pickle still reaches the client
+                    error = reply[1]
+                    send(conn, ("error", RemoteError(str(error), getattr(error, "exit_code", 1))))
+        except OSError:
+            pass
+
+    @staticmethod
+    def _watch_client(conn: socket.socket, call: HostedCall) -> None:
+        """A stop request, or the client gone (closed, killed): the run stops after its batch."""
+        try:
+            while not call.stop.is_set():
+                if receive(conn) == "stop":
+                    call.stop.set()
+        except (EOFError, OSError):
+            call.stop.set()
+
+    def shut_down(self) -> None:
+        """Stop taking calls; hosted runs stop after their current batch."""
+        self.closing.set()
+        with self.calls_lock:
+            for call in self.calls.values():
+                call.stop.set()
+
+
+def _listen(paths: EnginePaths) -> socket.socket:
+    path = str(paths.socket)
+    if len(path.encode()) > MAX_SOCKET_PATH:
+        raise SystemExit(f"kstool: error: the engine's socket path is too long for a local socket "
+                         f"({len(path)} bytes): {path}; set KSTOOL_HOME to a shorter path")
+    paths.socket.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)  # the socket is created 0600: only its owner may connect
+    try:
+        server.bind(path)
+    finally:
+        os.umask(previous)
+    server.listen(16)
+    server.settimeout(0.5)
+    return server
+
+
+def serve(master: str) -> int:
+    paths = EnginePaths.of_home()
+    private_dir(paths.root)
+    lock = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.stderr.write("kstool: error: an engine already runs for this kstool home\n")
+        return 75
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    from kstool.engine.session import build_session
+
+    engine = Engine(paths, master)
+    engine.spark, _ = build_session(SparkOptions(master=master), app_name="kstool-engine", log_file=paths.spark_log)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: engine.shut_down())
+    server = _listen(paths)
+    write_private_text(paths.pid_file, str(os.getpid()))
+    _log.info("engine %s ready on %s (master %s)", os.getpid(), paths.socket, master)
+    workers: list[threading.Thread] = []
+    try:
+        while not engine.closing.is_set():
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                continue
+            worker = threading.Thread(target=engine.handle, args=(conn,), daemon=True)
+            worker.start()
+            workers = [w for w in workers if w.is_alive()] + [worker]
+    finally:
+        server.close()
+        paths.socket.unlink(missing_ok=True)
+        for worker in workers:
+            worker.join()  # hosted runs finish their current batch
+        paths.pid_file.unlink(missing_ok=True)
+        _log.info("engine %s stopped", os.getpid())
+        engine.spark.stop()
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="kstool-engine")
+    parser.add_argument("--master", default=SparkOptions.master)
+    sys.exit(serve(parser.parse_args().master))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""The warm engine (`kstool engine start|stop|status`): runs and state reads it hosts give what
+runs of their own give, byte for byte; the client behaves as a run of its own (Ctrl-C stops
+after the batch; killed, its query stops in the engine); an engine killed under a waiting
+client fails it in one line, and a rerun without the engine goes on from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KSTOOL, cli, cli_subprocess
+from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all
+from tests.oracles import word_counts as oracle
+from tests.test_join import STREAM_LEFT, STREAM_RIGHT, STREAM_STREAM
+
+
+def _status() -> dict:
+    result = cli("engine", "status", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def engine(kafka, jvm_archive):
+    started = cli_subprocess("engine", "start", timeout=320)
+    assert started.exit_code == 0, started.stderr
+    yield _status()
+    cli_subprocess("engine", "stop", timeout=620)
+
+
+def _wait_until(condition, what: str, limit_s: float = 180) -> None:
+    deadline = time.monotonic() + limit_s  # a hang guard, not a timing check
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.2)
+
+
+def _engine_log() -> str:
+    return (Path(os.environ["KSTOOL_HOME"]) / "engine" / "engine.log").read_text(errors="replace")
+
+
+def test_status_socket_is_private_and_one_engine_per_home(engine):
+    assert engine["running"] and engine["pid"] > 0 and engine["runs"] == []
+    assert engine["jvm_heap_used_bytes"] > 0 and engine["jvm_heap_max_bytes"] >= engine["jvm_heap_used_bytes"]
+    sock = Path(engine["socket"])
+    assert stat.S_ISSOCK(sock.stat().st_mode)
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    second = cli("engine", "start")
+    assert second.exit_code == 75 and f"already runs (pid {engine['pid']}" in second.stderr
+    assert second.stderr.count("\n") == 1
+
+
+def _records(kafka, topic: str) -> dict[tuple, list]:
+    """Each key's updates in offset order, per partition, as bytes. Keys of one partition may
+    interleave differently from run to run (the tasks of a batch write in parallel); one key's
+    updates may not."""
+    updates: dict[tuple, list] = {}
+    for m in read_all(kafka, topic):
+        updates.setdefault((m.partition(), m.key()), []).append((m.value(), m.timestamp()[1]))
+    return updates
+
+
+WORDS = [f"w{i % 23} w{i % 7} common" for i in range(400)]
+TOPOLOGIES = {
+    # name: (how the inputs are written, run arguments with {in} and {out} for the topics)
+    "wordcount": (lambda kafka, t: (create_topic(kafka, t, 2),
+                                    produce_batched(kafka, t, [(None, line.encode()) for line in WORDS])),
+                  ("wordcount", "--input", "{in}", "--output", "{out}", "--max-records-per-batch", "150")),
+    "tumbling": (lambda kafka, t: (create_topic(kafka, t, 1),
+                                   produce_keyed(kafka, t, [("a", "1", 1), ("a", "1", 12), ("b", "1", 2),
+                                                            ("a", "1", 16), ("a", "1", 4), ("b", "1", 25)])),
+                 ("aggregate", "--input", "{in}", "--output", "{out}", "--window", "tumbling:10s", "--grace", "5s",
+                  "--max-records-per-batch", "3")),
+    "stream-stream": (lambda kafka, t: (create_topic(kafka, t + "-l", 1), create_topic(kafka, t + "-r", 1),
+                                        produce_keyed(kafka, t + "-l", STREAM_LEFT),
+                                        produce_keyed(kafka, t + "-r", STREAM_RIGHT)),
+                      ("join", "--left", "{in}-l", "--right", "{in}-r", "--output", "{out}", *STREAM_STREAM,
+                       "--how", "outer")),
+}
+
+
+@pytest.mark.parametrize("name", list(TOPOLOGIES))
+def test_a_run_in_the_engine_writes_what_a_run_of_its_own_writes(kafka, spark, engine, topic_name, name):
+    write_inputs, arguments = TOPOLOGIES[name]
+    write_inputs(kafka, topic_name)
+    outputs = {}
+    for where, extra in (("engine", ()), ("own", ("--no-engine",))):
+        app = f"{topic_name}-{where}"
+        args = [a.format(**{"in": topic_name, "out": app + "-out"}) for a in arguments]
+        result = cli("run", *args, "--app-id", app, "--once", *extra)
+        assert result.exit_code == 0, result.stderr
+        outputs[where] = _records(kafka, app + "-out")
+        changelogs = sorted(t["topic"] for t in json.loads(cli("topics", "list", "-o", "json").stdout)
+                            if t["topic"].startswith(app + "-") and t["topic"].endswith("-changelog"))
+        outputs[where + " changelogs"] = [_records(kafka, t) for t in changelogs]
+    assert outputs["engine"] and outputs["engine"] == outputs["own"]
+    assert outputs["engine changelogs"] and outputs["engine changelogs"] == outputs["own changelogs"]
+    assert f"{topic_name}-engine: run_app" in _engine_log()
+    assert f"{topic_name}-own" not in _engine_log()
+
+
+def test_state_reads_in_the_engine_match_reads_of_their_own(kafka, spark, engine, topic_name):
+    create_topic(kafka, topic_name, 2)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS])
+    app = topic_name + "-app"
+    assert cli("run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app,
+               "--once").exit_code == 0
+    for query in (("get", "common", "w1", "nope"), ("all",), ("range", "--from", "w1", "--to", "w3"),
+                  ("changes", "--from-batch", "0")):
+        hosted = cli("state", *query, "--app-id", app, "-o", "json")
+        own = cli("state", *query, "--app-id", app, "-o", "json", "--no-engine")
+        assert (hosted.exit_code, hosted.stdout, hosted.stderr) == (own.exit_code, own.stdout, own.stderr)
+    assert json.loads(cli("state", "get", "common", "--app-id", app, "-o", "json").stdout)[0]["value"] == len(WORDS)
+    assert f"state of {app}: query_checkpoint" in _engine_log()
+
+
+def test_the_client_imports_neither_pyspark_nor_pandas(kafka, engine, topic_name):
+    create_topic(kafka, topic_name, 1)
+    produce_batched(kafka, topic_name, [(None, b"a b a")])
+    app = topic_name + "-app"
+    script = ("import json, sys\nfrom kstool.commands.main import run\n"
+              f"code = run(['run', 'wordcount', '--input', {topic_name!r}, '--output', {app + '-out'!r}, "
+              f"'--app-id', {app!r}, '--once', '-q'])\n"
+              "print(json.dumps([code, 'pyspark' in sys.modules, 'pandas' in sys.modules]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert json.loads(proc.stdout.splitlines()[-1]) == [0, False, False], proc.stderr
+    assert {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()} == {"a": 2, "b": 1}
+
+
+def _continuous(topic_name: str, app: str) -> subprocess.Popen:
+    return subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic_name, "--output", app + "-out",
+                             "--app-id", app, "--trigger", "300ms"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _hosting(app: str) -> bool:
+    return any(run["name"] == app for run in _status()["runs"])
+
+
+def _wrote_output(kafka, app: str) -> bool:
+    try:
+        return bool(read_all(kafka, app + "-out"))
+    except KeyError:  # not created yet
+        return False
+
+
+def test_ctrl_c_stops_the_hosted_run_after_its_batch(kafka, engine, topic_name):
+    create_topic(kafka, topic_name, 2)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS])
+    app = topic_name + "-app"
+    client = _continuous(topic_name, app)
+    _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
+    client.send_signal(signal.SIGINT)
+    _, stderr = client.communicate(timeout=180)
+    assert client.returncode == 0, stderr
+    assert "stopping after the current batch" in stderr and "Traceback" not in stderr
+    _wait_until(lambda: not _hosting(app), "the engine to finish the run")
+    counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
+    assert counts == dict(oracle(WORDS))
+
+
+def test_a_killed_client_stops_its_query_in_the_engine(kafka, engine, topic_name):
+    create_topic(kafka, topic_name, 2)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:200]])
+    app = topic_name + "-app"
+    client = _continuous(topic_name, app)
+    _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
+    assert _hosting(app)
+    client.kill()
+    client.wait(30)
+    _wait_until(lambda: not _hosting(app), "the engine to stop the orphaned query")
+    # the app is free again (no lock left behind), and a rerun finishes the input exactly
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[200:]])
+    rerun = cli("run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app, "--once")
+    assert rerun.exit_code == 0, rerun.stderr
+    counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
+    assert counts == dict(oracle(WORDS))
+
+
+def test_engine_stop_lets_each_of_its_runs_finish_its_batch(kafka, engine, topic_name):
+    """Two continuous apps at once, with different shuffle partition counts (their inputs'),
+    each in its own session of the engine; `engine stop` ends both after their batch."""
+    apps = {}
+    for partitions in (2, 3):
+        source = f"{topic_name}-{partitions}"
+        create_topic(kafka, source, partitions)
+        produce_batched(kafka, source, [(None, line.encode()) for line in WORDS])
+        apps[source + "-app"] = _continuous(source, source + "-app")
+    _wait_until(lambda: all(_hosting(app) and _wrote_output(kafka, app) for app in apps), "both apps' output")
+    stopped = cli("engine", "stop")
+    assert stopped.exit_code == 0 and f"(pid {engine['pid']}) stopped" in stopped.stderr
+    for app, client in apps.items():
+        _, stderr = client.communicate(timeout=60)
+        assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
+        counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
+        assert counts == dict(oracle(WORDS))
+    assert _status() == {"running": False}
+    assert cli_subprocess("engine", "start", timeout=320).exit_code == 0  # for the next test
+
+
+def test_an_engine_killed_under_a_waiting_client_fails_it_and_a_run_of_its_own_goes_on(
+        kafka, spark, engine, topic_name):
+    """The last test of the module: it kills the engine."""
+    create_topic(kafka, topic_name, 2)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:200]])
+    app = topic_name + "-app"
+    client = _continuous(topic_name, app)
+    _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
+    os.killpg(_status()["pid"], signal.SIGKILL)  # the engine, its Spark JVM and Python workers
+    _, stderr = client.communicate(timeout=60)
+    assert client.returncode == 1
+    assert stderr.strip().splitlines()[-1].startswith(f"kstool: error: the engine stopped while running {app}")
+    assert "Traceback" not in stderr
+    assert _status() == {"running": False}
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[200:]])
+    rerun = cli("run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app, "--once")
+    assert rerun.exit_code == 0, rerun.stderr
+    counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
+    assert counts == dict(oracle(WORDS))
