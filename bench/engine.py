@@ -84,13 +84,13 @@ def main() -> None:
     try:
         for topic in ("lines", "clicks", "left", "right"):
             create_topic(bootstrap, topic, 2)
-        for name, (_, inputs, args) in ONE_LINERS.items():  # the earlier run of each
+        for _, inputs, args in ONE_LINERS.values():  # the earlier run of each
             _feed(bootstrap, inputs, 99)
             _kstool(env, *args, "--no-engine")
         time.sleep(5)  # the first JVM writes the class-data archive as it exits
         without = measure(env, bootstrap, options.rounds, engine=False)
         _kstool(env, "engine", "start")
-        for name, (_, inputs, args) in ONE_LINERS.items():  # the engine's first run of each
+        for _, inputs, args in ONE_LINERS.values():  # the engine's first run of each
             _feed(bootstrap, inputs, 98)
             _kstool(env, *args)
         with_engine = measure(env, bootstrap, options.rounds, engine=True)
