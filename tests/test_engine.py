@@ -135,6 +135,17 @@ def test_the_client_imports_neither_pyspark_nor_pandas(kafka, engine, topic_name
     assert {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()} == {"a": 2, "b": 1}
 
 
+def test_a_hosted_run_fails_as_a_run_of_its_own_does(kafka, engine, topic_name):
+    """The error crosses the socket with its exit code and exactly its message (TopicNotFoundError
+    builds its message from the topic name: pickled as it is, it would come back garbled)."""
+    args = ("run", "wordcount", "--input", topic_name + "-missing", "--output", topic_name + "-out",
+            "--app-id", topic_name + "-app", "--once")
+    hosted, own = cli(*args), cli(*args, "--no-engine")
+    assert (hosted.exit_code, hosted.stderr) == (own.exit_code, own.stderr)
+    assert hosted.exit_code == 1 and hosted.stderr == f"kstool: error: topic '{topic_name}-missing' does not exist\n"
+    assert f"{topic_name}-app: run_app" in _engine_log()
+
+
 def _continuous(topic_name: str, app: str) -> subprocess.Popen:
     return subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic_name, "--output", app + "-out",
                              "--app-id", app, "--trigger", "300ms"],

@@ -14,6 +14,7 @@ import argparse
 import fcntl
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -90,16 +91,14 @@ class Engine:
         """Why this engine cannot host the call (the client then runs it itself), or None."""
         if request.get("version") != __version__ or request.get("prefix") != sys.prefix:
             return f"the engine runs kstool {__version__} from {sys.prefix}"
-        spark: SparkOptions | None = request.get("spark")
-        if spark is None:
-            return None
-        if spark.master not in (SparkOptions.master, self.master):
-            return f"the engine runs on {self.master}, this run asks for {spark.master}"
-        fixed = sorted(k for k in spark.conf if not k.startswith("spark.sql."))
-        if fixed:
-            return f"{', '.join(fixed)} can only be set when a Spark session starts"
         if self.closing.is_set():
             return "the engine is stopping"
+        spark: SparkOptions | None = request.get("spark")
+        if spark is not None and spark.master not in (SparkOptions.master, self.master):
+            return f"the engine runs on {self.master}, this run asks for {spark.master}"
+        fixed = sorted(k for k in spark.conf if not k.startswith("spark.sql.")) if spark is not None else []
+        if fixed:
+            return f"{', '.join(fixed)} can only be set when a Spark session starts"
         return None
 
     def handle(self, conn: socket.socket) -> None:
@@ -135,7 +134,7 @@ class Engine:
                 result = fn(clients, *args, RemoteProgress(conn, send_lock))
             reply: tuple = ("result", result)
         except KstoolError as exc:
-            reply = ("error", exc)
+            reply = ("error", _portable(exc))
         except BaseException as exc:  # a bug: logged here in full; the client gets kstool's one line
             _log.error("%s failed:\n%s", call.name, traceback.format_exc())
             first_line = (str(exc).strip().splitlines() or [""])[0][:300]
@@ -146,11 +145,7 @@ class Engine:
                 self.calls.pop(id(call), None)
         try:
             with send_lock:
-                try:
-                    send(conn, reply)
-                except Exception:  # an error that does not pickle still reaches the client
-                    error = reply[1]
-                    send(conn, ("error", RemoteError(str(error), getattr(error, "exit_code", 1))))
+                send(conn, reply)
         except OSError:
             pass
 
@@ -170,6 +165,19 @@ class Engine:
         with self.calls_lock:
             for call in self.calls.values():
                 call.stop.set()
+
+
+def _portable(error: KstoolError) -> KstoolError:
+    """The error as the client will raise it: itself when it comes through pickling unchanged,
+    else its message and exit code (an error whose __init__ builds the message from other
+    arguments would come back garbled)."""
+    try:
+        back = pickle.loads(pickle.dumps(error))
+        if type(back) is type(error) and str(back) == str(error):
+            return error
+    except Exception:
+        pass
+    return RemoteError(str(error), error.exit_code)
 
 
 def _listen(paths: EnginePaths) -> socket.socket:
