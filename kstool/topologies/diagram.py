@@ -59,6 +59,13 @@ def edges(doc: dict) -> list[tuple[str, str, str]]:
     return out
 
 
+def _beside(doc: dict) -> tuple[list[str], list[str]]:
+    """The topics and the stores drawn outside the sub-topologies' boxes."""
+    ends = {end for source, target, _ in edges(doc) for end in (source, target)}
+    return (sorted(e.removeprefix("topic:") for e in ends if e.startswith("topic:")),
+            sorted(e.removeprefix("store:") for e in ends if e.startswith("store:")))
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\\\\n", "\\n") + '"'
 
@@ -66,25 +73,21 @@ def _quote(text: str) -> str:
 def to_dot(doc: dict) -> str:
     lines = [f"digraph {_quote(doc.get('topology', 'topology'))} {{", "  rankdir=TB; fontname=\"Helvetica\";",
              '  node [fontname="Helvetica", fontsize=10];', '  edge [fontname="Helvetica", fontsize=9];']
-    topics: set[str] = set()
-    stores: set[str] = set()
     for sub in doc["sub_topologies"]:
         lines.append(f"  subgraph {_quote('cluster_' + str(sub['id']) + ('_global' if sub.get('global') else ''))} {{")
         lines.append(f"    label={_quote(_sub_label(sub))}; style=rounded;")
         for node in sub["nodes"]:
-            shape = {"source": "box", "sink": "box", "processor": "box"}[node["type"]]
             style = "rounded,filled" if node["type"] == "processor" else "filled"
             fill = {"source": "#dbeafe", "sink": "#dcfce7", "processor": "#f3f4f6"}[node["type"]]
-            lines.append(f"    {_quote(node['name'])} [shape={shape}, style={_quote(style)}, "
+            lines.append(f"    {_quote(node['name'])} [shape=box, style={_quote(style)}, "
                          f"fillcolor={_quote(fill)}, label={_quote(node['type'].capitalize() + ': ' + node['name'])}];")
-            stores.update(node.get("stores", []))
-            topics.update(_topics(node))
         lines.append("  }")
+    topics, stores = _beside(doc)
     internal = _internal_topics(doc)
-    for topic in sorted(topics):
+    for topic in topics:
         lines.append(f"  {_quote('topic:' + topic)} [shape=cds, label={_quote(topic)}"
                      + (", style=dashed" if topic in internal else "") + "];")
-    for store in sorted(stores):
+    for store in stores:
         lines.append(f"  {_quote('store:' + store)} [shape=cylinder, label={_quote(_store_label(doc, store))}];")
     for source, target, kind in edges(doc):
         attrs = " [style=dashed, arrowhead=none]" if kind == "store" else ""
@@ -103,18 +106,15 @@ def to_mermaid(doc: dict) -> str:
         return '"' + label.replace('"', "#quot;").replace("\\n", "<br/>") + '"'
 
     lines = ["flowchart TB"]
-    topics: set[str] = set()
-    stores: set[str] = set()
     for sub in doc["sub_topologies"]:
         lines.append(f"  subgraph sub{sub['id']}{'g' if sub.get('global') else ''}[{text(_sub_label(sub))}]")
         for node in sub["nodes"]:
             lines.append(f"    {ident(node['name'])}[{text(node['type'].capitalize() + ': ' + node['name'])}]")
-            stores.update(node.get("stores", []))
-            topics.update(_topics(node))
         lines.append("  end")
-    for topic in sorted(topics):
+    topics, stores = _beside(doc)
+    for topic in topics:
         lines.append(f"  {ident('topic:' + topic)}[/{text(topic)}/]")
-    for store in sorted(stores):
+    for store in stores:
         lines.append(f"  {ident('store:' + store)}[({text(_store_label(doc, store))})]")
     for source, target, kind in edges(doc):
         lines.append(f"  {ident(source)} {'-.-' if kind == 'store' else '-->'} {ident(target)}")
