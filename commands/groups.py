@@ -27,21 +27,26 @@ def list_(g: Globals, output: str):
 
 @groups.command()
 @click.argument("group", shell_complete=complete_groups)
+@click.option("--time-lag", is_flag=True,
+              help="Also the lag in time: how long the oldest unprocessed record of each partition has "
+                   "waited (reads one record per lagging partition).")
 @output_option()
 @pass_globals
-def describe(g: Globals, group: str, output: str):
+def describe(g: Globals, group: str, time_lag: bool, output: str):
     """State, members, and per partition the committed offset, log end offset and lag."""
-    doc = ops.describe_group(g.clients(), group)
+    doc = ops.describe_group(g.clients(), group, time_lag)
     members = Listing(doc["members"], [Column("member_id"), Column("client_id"), Column("host"),
                                        Column("assignment")])
+    in_time = f", max time lag {doc['max_time_lag_ms']} ms" if time_lag else ""
     emit(Listing(
         rows=doc["partitions"],
         columns=[Column("topic"), Column("partition", justify="right"),
                  Column("committed", justify="right"), Column("end_offset", justify="right"),
-                 Column("lag", justify="right")],
+                 Column("lag", justify="right")]
+                + ([Column("time_lag_ms", "TIME LAG MS", justify="right")] if time_lag else []),
         document=doc,
         title=f"group {group}: {doc['state']}, {len(doc['members'])} member(s), "
-              f"total lag {doc['total_lag']}",
+              f"total lag {doc['total_lag']}{in_time}",
         extra_tables=[members] if doc["members"] else [],
         footer=[doc["note"]] if doc["note"] else [],
     ), output)

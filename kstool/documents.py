@@ -4,7 +4,7 @@ is a change of kstool's interface."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class TopicRow(TypedDict):  # topics list
@@ -52,6 +52,7 @@ class GroupPartition(TypedDict):
     end_offset: int
     lag: int
     member_id: str | None
+    time_lag_ms: NotRequired[int | None]  # with --time-lag: the oldest unprocessed record's age
 
 
 class GroupDescription(TypedDict):  # groups describe
@@ -61,6 +62,7 @@ class GroupDescription(TypedDict):  # groups describe
     partitions: list[GroupPartition]
     total_lag: int
     note: str | None
+    max_time_lag_ms: NotRequired[int]  # with --time-lag
 
 
 class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --format jsonl

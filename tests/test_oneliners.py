@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -147,6 +148,32 @@ def test_groups_describe_shows_lag_of_committed_offsets(kafka, topic_name):
     assert doc["total_lag"] == 3
     listed = json.loads(cli("groups", "list", "-o", "json").stdout)
     assert group in [g["group"] for g in listed]
+
+
+def test_groups_describe_time_lag_is_the_age_of_the_oldest_unprocessed_record(kafka, topic_name):
+    _create(kafka, topic_name, 2)
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago
+    _produce_raw(kafka, topic_name, [{"key": None, "value": b"x", "partition": 0, "timestamp": base + i * 60_000}
+                                     for i in range(3)]  # p0: records 60 and 59 min old, and 58
+                 + [{"key": None, "value": b"y", "partition": 1, "timestamp": base}])
+    group = topic_name + "-g"
+    consumer = Consumer({**kafka.consumer_conf(), "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1), TopicPartition(topic_name, 1, 1)],
+                    asynchronous=False)
+    consumer.close()
+    before = int(time.time() * 1000)
+    result = cli("groups", "describe", group, "--time-lag", "-o", "json")
+    after = int(time.time() * 1000)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    parts = {p["partition"]: p for p in doc["partitions"]}
+    oldest = base + 60_000  # p0 committed 1: offset 1 waits; p1 is caught up
+    assert before - oldest <= parts[0]["time_lag_ms"] <= after - oldest
+    assert parts[1]["time_lag_ms"] == 0 and doc["max_time_lag_ms"] == parts[0]["time_lag_ms"]
+    plain = json.loads(cli("groups", "describe", group, "-o", "json").stdout)
+    assert "max_time_lag_ms" not in plain and "time_lag_ms" not in plain["partitions"][0]
+    table = cli("groups", "describe", group, "--time-lag").stdout
+    assert "TIME LAG MS" in table and "max time lag" in table
 
 
 def test_consume_with_group_commits_progress(kafka, topic_name):

@@ -9,6 +9,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from kstool.documents import GroupDescription, GroupMember, GroupPartition, GroupRow
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
+from kstool.kafka.timelag import time_lags_ms
 
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
@@ -59,7 +60,9 @@ def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int]
             if tp.offset != _NO_OFFSET and tp.offset >= 0}
 
 
-def describe_group(clients: KafkaClients, group: str) -> GroupDescription:
+def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) -> GroupDescription:
+    """time_lag: also each partition's lag in time (kstool.kafka.timelag), which reads a record
+    per lagging partition."""
     state, members = describe_members(clients, group)
     committed = committed_offsets(clients, group)
     note = None
@@ -76,7 +79,7 @@ def describe_group(clients: KafkaClients, group: str) -> GroupDescription:
         partitions.append({"topic": topic, "partition": partition, "committed": offset,
                            "end_offset": end, "lag": max(end - offset, 0),
                            "member_id": owners.get(f"{topic}:{partition}")})
-    return {
+    description: GroupDescription = {
         "group": group,
         "state": state,
         "members": members,
@@ -84,6 +87,13 @@ def describe_group(clients: KafkaClients, group: str) -> GroupDescription:
         "total_lag": sum(p["lag"] for p in partitions),
         "note": note,
     }
+    if time_lag:
+        lags = time_lags_ms(clients, committed, {tp: mark[1] for tp, mark in marks.items()})
+        for p in partitions:
+            p["time_lag_ms"] = lags[(p["topic"], p["partition"])]
+        known = [p["time_lag_ms"] for p in partitions if p["time_lag_ms"] is not None]
+        description["max_time_lag_ms"] = max(known, default=0)
+    return description
 
 
 def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, int], int]) -> None:
