@@ -14,6 +14,7 @@ from kstool.application.model import AppPaths, Manifest, StoreSpec, load_manifes
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import Formats, store_formats
 from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.engine.daemon.protocol import EnginePaths
 from kstool.engine.session import SparkOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
@@ -90,7 +91,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
                                 source.batch_id)
-    if source.use_engine:
+    if source.use_engine and EnginePaths.of_home().socket.exists():
         return HostedBackend(clients, source, backend.description), store
     return backend, store
 
@@ -114,8 +115,7 @@ class HostedBackend:
         from kstool.engine.progress import Silent
 
         return run_here_or_in_engine(query_checkpoint, self.clients, self.source, method, args,
-                                     name=f"state of {self.source.app_id}", spark=None, progress=Silent(),
-                                     use_engine=True)
+                                     name=f"state of {self.source.app_id}", spark=None, progress=Silent())
 
     def entries(self) -> list[Entry]:
         return self._read("entries")
