@@ -144,6 +144,8 @@ def test_a_hosted_run_fails_as_a_run_of_its_own_does(kafka, engine, topic_name):
     assert (hosted.exit_code, hosted.stderr) == (own.exit_code, own.stderr)
     assert hosted.exit_code == 1 and hosted.stderr == f"kstool: error: topic '{topic_name}-missing' does not exist\n"
     assert f"{topic_name}-app: run_app" in _engine_log()
+    debug = cli(*args, "--debug")  # Spark's log is only a Spark of the command's own to show
+    assert debug.exit_code == 1 and "running without the engine: --debug" in debug.stderr
 
 
 def _continuous(topic_name: str, app: str) -> subprocess.Popen:

@@ -94,6 +94,8 @@ class Engine:
         if self.closing.is_set():
             return "the engine is stopping"
         spark: SparkOptions | None = request.get("spark")
+        if spark is not None and spark.debug:
+            return "--debug shows Spark's own log, which only a Spark of the command's own can"
         if spark is not None and spark.master not in (SparkOptions.master, self.master):
             return f"the engine runs on {self.master}, this run asks for {spark.master}"
         fixed = sorted(k for k in spark.conf if not k.startswith("spark.sql.")) if spark is not None else []
