@@ -24,14 +24,18 @@ _SUCCESSORS = re.compile(r"^-[-=]> (?P<names>.+)$")  # older Kafka versions prin
 _PREDECESSORS = re.compile(r"^<-- (?P<names>.+)$")
 
 
+def _split(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
 def _names(text: str) -> list[str]:
-    text = text.strip()
-    return [] if text == "none" else [n.strip() for n in text.split(",") if n.strip()]
+    """A node's successors: names, or "none"."""
+    return [] if text.strip() == "none" else _split(text)
 
 
 def _listed(text: str) -> list[str]:
     """[a, b] as Java prints a collection."""
-    return _names(text.strip().removeprefix("[").removesuffix("]")) if text.strip() != "[]" else []
+    return _split(text.strip().removeprefix("[").removesuffix("]"))
 
 
 def _node(kind: str, name: str, detail: str, where: str) -> dict:
