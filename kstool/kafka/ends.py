@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -33,37 +33,53 @@ _END_READER: dict[str, Any] = {
 }
 
 
-def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]:
-    """Per partition, the offset after its last record: the reported end, confirmed or moved up
-    by reading from it. A partition that gives no answer in time keeps the furthest known end."""
-    if not reported:
-        return {}
-    ends = dict(reported)
-    pending = set(reported)
-    consumer = clients.consumer(**_END_READER)
+def read_until_answered(clients: "KafkaClients", positions: dict[TP, int], answered: Callable[[TP, Any], bool],
+                        settings: dict[str, Any] | None = None) -> set[TP]:
+    """Read each partition from its position, handing every record and end-of-partition event
+    to `answered`, until it says the partition has answered or the client timeout runs out.
+    Returns the partitions that never answered."""
+    pending = set(positions)
+    if not pending:
+        return pending
+    consumer = clients.consumer(**{**_END_READER, **(settings or {})})
     try:
-        consumer.assign([TopicPartition(t, p, max(o, 0)) for (t, p), o in reported.items()])
+        consumer.assign([TopicPartition(t, p, max(o, 0)) for (t, p), o in positions.items()])
         deadline = time.monotonic() + clients.timeout
         while pending and time.monotonic() < deadline:
             # consume() waits out its whole timeout unless it fills num_messages: short waits
             # let the loop end as soon as every partition has answered
             for msg in consumer.consume(num_messages=10_000, timeout=0.01):
-                topic, partition, offset = position_of(msg)
+                topic, partition, _ = position_of(msg)
                 tp = (topic, partition)
                 err = msg.error()
-                if err is None:
-                    ends[tp] = max(ends[tp], offset + 1)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    ends[tp] = max(ends[tp], offset)
-                    if tp in pending:
-                        pending.discard(tp)
-                        consumer.incremental_unassign([TopicPartition(*tp)])
-                elif not err.retriable():
-                    raise KafkaException(err)
+                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    if not err.retriable():
+                        raise KafkaException(err)
+                    continue
+                if tp in pending and answered(tp, msg):
+                    pending.discard(tp)
+                    consumer.incremental_unassign([TopicPartition(*tp)])
     except KafkaException as exc:
         raise clients.translate(exc) from None
     finally:
         consumer.close()
+    return pending
+
+
+def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]:
+    """Per partition, the offset after its last record: the reported end, confirmed or moved up
+    by reading from it. A partition that gives no answer in time keeps the furthest known end."""
+    ends = dict(reported)
+
+    def answered(tp: TP, msg: Any) -> bool:
+        offset = position_of(msg)[2]
+        if msg.error() is None:
+            ends[tp] = max(ends[tp], offset + 1)
+            return False
+        ends[tp] = max(ends[tp], offset)  # the end-of-partition event's offset is the end
+        return True
+
+    pending = read_until_answered(clients, reported, answered)
     if pending:
         _log.debug("no end-of-partition answer within %gs for %s; using %s", clients.timeout,
                    sorted(pending), {tp: ends[tp] for tp in sorted(pending)})

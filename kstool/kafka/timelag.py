@@ -8,46 +8,25 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-from kstool.kafka.records import position_of
+from kstool.kafka.ends import read_until_answered
 
 if TYPE_CHECKING:
     from kstool.kafka.client import KafkaClients
 
 TP = tuple[str, int]
-_FIRST_RECORD_READER: dict[str, Any] = {"enable.partition.eof": True, "fetch.wait.max.ms": 10}
 
 
 def first_timestamps(clients: "KafkaClients", positions: dict[TP, int]) -> dict[TP, int]:
     """Per partition, the timestamp (epoch ms) of the first record at or after its position;
     partitions with none (at their end, or no answer in time) are left out."""
     found: dict[TP, int] = {}
-    if not positions:
-        return found
-    pending = set(positions)
-    consumer = clients.consumer(**_FIRST_RECORD_READER)
-    try:
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
-        deadline = time.monotonic() + clients.timeout
-        while pending and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=1_000, timeout=0.05):
-                topic, partition, _ = position_of(msg)
-                tp = (topic, partition)
-                err = msg.error()
-                if tp not in pending:
-                    continue
-                if err is not None and err.code() != KafkaError._PARTITION_EOF and not err.retriable():
-                    raise KafkaException(err)
-                if err is None:
-                    found[tp] = msg.timestamp()[1]
-                if err is None or err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(tp)
-                    consumer.incremental_unassign([TopicPartition(*tp)])
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
-    finally:
-        consumer.close()
+
+    def answered(tp: TP, msg: Any) -> bool:
+        if msg.error() is None:
+            found[tp] = msg.timestamp()[1]
+        return True  # a record, or the partition's end
+
+    read_until_answered(clients, positions, answered)
     return found
 
 
