@@ -1,14 +1,23 @@
-"""kstool apps list|describe: the apps kstool finds in its state dir."""
+"""kstool apps list|describe|top: the apps kstool finds in its state dir."""
 
 from __future__ import annotations
 
+import sys
+import time
+from collections import deque
+
 import click
 
-from kstool import apps as ops
-from kstool.commands.completion import complete_apps
+from kstool.apps import describe as ops
+from kstool.apps.top import Top, TopOptions, check_lag
+from kstool.commands.completion import complete_apps, complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, state_dir_option
-from kstool.output import Column, Listing, emit
+from kstool.documents import AppTopRow
+from kstool.output import Column, Dashboard, Listing, emit, format_ms, sparkline, stdout_is_tty
+from kstool.timeutil import parse_duration
+
+SPARK_POINTS = 20  # lag samples in a dashboard row's trend
 
 
 @click.group()
@@ -49,3 +58,71 @@ def describe(g: Globals, app_id, state_dir, offline, output):
     emit(Listing(rows, [Column("topic"), Column("partition", justify="right"),
                         Column("offset", "PROCESSED", justify="right"), Column("lag", justify="right")],
                  document=doc, title=title, extra_tables=[stores]), output)
+
+
+@apps.command()
+@state_dir_option()
+@click.option("--group", "groups", multiple=True, metavar="GROUP", shell_complete=complete_groups,
+              help="Also watch this consumer group, e.g. a Kafka Streams app's application.id (repeatable).")
+@click.option("--interval", default="2s", show_default=True, metavar="DURATION",
+              help="Time between snapshots; rates are measured over it.")
+@click.option("--once", is_flag=True, help="Print one snapshot (rates over one --interval) and exit: for scripts.")
+@click.option("--fail-on-lag", metavar="DURATION",
+              help="With --once: exit 1 when an app's or group's time lag is over DURATION (cron health check).")
+@output_option()
+@pass_globals
+def top(g: Globals, state_dir, groups, interval, once, fail_on_lag, output):
+    """Live view of every app in the state dir (and any --group): running or not, input and output
+    rates, lag in records and in time, last batch, late and bad records. `q` or Ctrl-C quits.
+
+    Piped or with -o json|jsonl|csv it prints a snapshot per interval; --once prints one."""
+    limit_ms = parse_duration(fail_on_lag) if fail_on_lag else None
+    watcher = Top(g.clients(), TopOptions(state_dir, tuple(groups), parse_duration(interval)))
+    if once:
+        snapshots = watcher.watch(_sleep)
+        next(snapshots)  # rates need a snapshot before
+        rows = next(snapshots)
+        _emit(rows, output)
+        if limit_ms is not None:
+            check_lag(rows, limit_ms)
+    elif output == "table" and stdout_is_tty():
+        trends: dict[str, deque] = {}
+        with Dashboard() as dashboard:
+            for rows in watcher.watch(dashboard.wait):
+                for row in rows:
+                    trends.setdefault(row["name"], deque(maxlen=SPARK_POINTS)).append(row["lag"])
+                dashboard.show(_listing(rows, trends))
+    else:
+        for rows in watcher.watch(_sleep):
+            _emit(rows, output)
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return True
+
+
+def _emit(rows: list[AppTopRow], output: str) -> None:
+    if output == "table":
+        emit(_listing(rows), output)
+    else:
+        emit(Listing(list(rows), [Column(key) for key in AppTopRow.__annotations__]), output)
+    sys.stdout.flush()  # each snapshot reaches a pipe when taken
+
+
+_TOP_COLUMNS = [Column("name", "APP"), Column("state"), Column("in", "IN/S", justify="right"),
+                Column("out", "OUT/S", justify="right"), Column("lag", justify="right"),
+                Column("time_lag", "TIME LAG", justify="right"), Column("batch", justify="right"),
+                Column("took", justify="right"), Column("late_records", "LATE", justify="right"),
+                Column("bad_records", "BAD", justify="right")]
+
+
+def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> Listing:
+    shown = [{**row, "name": row["name"] + (" (group)" if row["kind"] == "group" else ""),
+              "state": f"running ({row['running_pid']})" if row["running_pid"] else row["state"],
+              "in": row["input_rate"], "out": row["output_rate"], "time_lag": format_ms(row["time_lag_ms"]),
+              "batch": row["last_batch"], "took": format_ms(row["last_batch_ms"]),
+              "trend": sparkline(list(trends[row["name"]])) if trends is not None else None} for row in rows]
+    columns = _TOP_COLUMNS + ([Column("trend", "LAG TREND")] if trends is not None else [])
+    title = time.strftime("kstool apps top  %H:%M:%S") + ("  (q quits)" if trends is not None else "")
+    return Listing(shown, columns, title=title)

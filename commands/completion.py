@@ -58,6 +58,6 @@ def complete_groups(ctx):
 @_quiet
 def complete_apps(ctx):
     from kstool.application.model import default_state_dir
-    from kstool.apps import list_apps
+    from kstool.apps.describe import list_apps
 
     return [a["app_id"] for a in list_apps(default_state_dir())]

@@ -5,6 +5,8 @@ EXAMPLES: dict[str, list[str]] = {
          "kstool reset --app-id wordcount --to-datetime 2024-05-01T00:00:00 --dry-run"],
     "apps describe": ["kstool apps describe wordcount", "kstool apps describe wordcount -o json | jq .stores"],
     "apps list": ["kstool apps list", "kstool apps list -o csv"],
+    "apps top": ["kstool apps top --group my-streams-app",
+                 "kstool apps top --once --fail-on-lag 5m -o json > /dev/null || echo lagging"],
     "broker start": ["kstool broker start", "kstool broker start --port 0"],
     "broker status": ["kstool broker status", "kstool broker status -o json | jq -r .bootstrap_servers"],
     "broker stop": ["kstool broker stop"],

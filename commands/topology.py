@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from kstool import apps as ops
 from kstool.application.model import AppPaths, default_state_dir, load_manifest
+from kstool.apps import describe as ops
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, setting_option
 from kstool.output import Column, Listing, emit, info, render_topology, stdout_is_tty

@@ -111,3 +111,34 @@ class AppDescription(TypedDict):  # apps describe: the manifest, then progress
     last_committed_batch: int | None
     processed_offsets: list[ProcessedOffset]
     group: AppGroup | None
+
+
+class BatchMetrics(TypedDict):  # one line of an app's metrics.jsonl, per micro-batch
+    time_ms: int  # epoch ms the batch was accounted
+    batch_id: int
+    input_records: int
+    written: dict[str, int]  # records per topic: outputs, changelogs, dead letters
+    duration_ms: int
+    records_per_second: float
+    lag: int | None  # records left in the inputs when the batch was planned
+    late: int
+    bad: int
+    late_total: int  # since the app's metrics began (a reset starts them again)
+    bad_total: int
+
+
+class AppTopRow(TypedDict):  # apps top: one row per kstool app, then per --group
+    name: str  # the app id (its consumer group), or the group given
+    kind: str  # "app" | "group"
+    state: str  # apps: "running" | "stopped"; groups: the group's state, e.g. "STABLE"
+    running_pid: int | None
+    input_rate: float | None  # records/s the group's committed offsets moved over the interval
+    output_rate: float | None  # records/s written to the app's output topics (apps only)
+    lag: int | None  # records not yet processed; None: nothing committed yet
+    time_lag_ms: int | None  # age of the oldest unprocessed record; 0: caught up
+    last_batch: int | None
+    last_batch_ms: int | None  # how long it took
+    last_batch_at: int | None  # epoch ms
+    late_records: int | None  # totals from the app's metrics.jsonl
+    bad_records: int | None
+    sampled_at: int  # epoch ms

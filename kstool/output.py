@@ -95,17 +95,22 @@ def _csv_cell(value: Any) -> str:
     return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else dumps(value)
 
 
+def _rich_table(listing: Listing):
+    from rich.table import Table
+
+    table = Table(title=listing.title, title_justify="left", box=None, header_style="bold")
+    for col in listing.columns:
+        table.add_column(col.title, justify=cast("JustifyMethod", col.justify))
+    for row in listing.rows:
+        table.add_row(*(_cell(row.get(c.key)) for c in listing.columns))
+    return table
+
+
 def _emit_table(listing: Listing, out) -> None:
     if out is sys.stdout and stdout_is_tty():
         from rich.console import Console
-        from rich.table import Table
 
-        table = Table(title=listing.title, title_justify="left", box=None, header_style="bold")
-        for col in listing.columns:
-            table.add_column(col.title, justify=cast("JustifyMethod", col.justify))
-        for row in listing.rows:
-            table.add_row(*(_cell(row.get(c.key)) for c in listing.columns))
-        Console().print(table)
+        Console().print(_rich_table(listing))
         return
     from tabulate import tabulate
 
@@ -176,6 +181,75 @@ class RunReporter:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[int | None]) -> str:
+    """Values as bars scaled to the largest (unknown ones as spaces)."""
+    top = max((v for v in values if v is not None), default=0)
+    return "".join(" " if v is None else _BARS[round(v / top * (len(_BARS) - 1)) if top else 0]
+                   for v in values)
+
+
+def format_ms(ms: int | None) -> str | None:
+    """A duration for people: 850ms, 4.2s, 3m07s, 2h05m."""
+    if ms is None:
+        return None
+    if ms < 1_000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+class Dashboard:
+    """A table redrawn in place on the terminal (rich Live); `q` or Ctrl-C quits."""
+
+    def __init__(self) -> None:
+        self._live: Any = None
+        self._saved_tty: Any = None
+
+    def __enter__(self) -> "Dashboard":
+        from rich.live import Live
+
+        if sys.stdin.isatty():  # keys arrive one by one, unechoed
+            import termios
+            import tty
+
+            self._saved_tty = termios.tcgetattr(sys.stdin)
+            tty.setcbreak(sys.stdin)
+        self._live = Live(auto_refresh=False, screen=False)
+        self._live.start()
+        return self
+
+    def show(self, listing: Listing) -> None:
+        self._live.update(_rich_table(listing), refresh=True)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; False when the user asked to quit."""
+        import os
+        import select
+        import time
+
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self._saved_tty is None:  # no keyboard: only Ctrl-C quits
+                time.sleep(left)
+                break
+            ready, _, _ = select.select([sys.stdin], [], [], left)
+            if ready and b"q" in os.read(sys.stdin.fileno(), 64).lower():
+                return False
+        return True
+
+    def __exit__(self, *exc: Any) -> None:
+        self._live.stop()
+        if self._saved_tty is not None:
+            import termios
+
+            termios.tcsetattr(sys.stdin, termios.TCSADRAIN, self._saved_tty)
 
 
 def info(message: str) -> None:

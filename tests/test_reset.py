@@ -60,6 +60,8 @@ def test_kstool_app_reset_to_datetime_reprocesses_exactly_the_later_records(kafk
     assert plan["app_kind"] == "kstool"
     assert sorted(plan["topics_to_delete"]) == [f"{app}-counts-changelog"]
     assert plan["local_state"]["kind"] == "kstool"
+    assert {"checkpoint", "metrics.jsonl", "app.json"} <= set(plan["local_state"]["entries"])
+    assert not (Path(plan["local_state"]["path"]) / "metrics.jsonl").exists(), "apps top starts over too"
     expected_targets = {p: sum(1 for i in range(80) if i % 2 == p and stamps[i] < cut) for p in range(2)}
     assert {o["partition"]: o["target"] for o in plan["offsets"]} == expected_targets
     assert {p: o for (t, p), o in _group_offsets(app).items()} == expected_targets

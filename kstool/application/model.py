@@ -1,6 +1,7 @@
 """An application's home on disk: its manifest (app.json), its run lock and its Spark
-checkpoint. Layout: <state-dir>/<app-id>/{app.json, checkpoint/, run.lock, spark.log}; the
-checkpoint may live elsewhere instead (the manifest's checkpoint_location, any Hadoop URI)."""
+checkpoint. Layout: <state-dir>/<app-id>/{app.json, checkpoint/, run.lock, spark.log,
+metrics.jsonl}; the checkpoint may live elsewhere instead (the manifest's checkpoint_location,
+any Hadoop URI)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ class AppPaths:
     @property
     def lock(self) -> Path:
         return self.root / "run.lock"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
 
     @property
     def spark_log(self) -> Path:

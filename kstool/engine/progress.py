@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kstool.application.metrics import MetricsLog
+from kstool.timeutil import now_ms
+
 
 @dataclass
 class BatchStatus:
@@ -39,3 +42,24 @@ class Silent:
 
     def close(self) -> None:
         pass
+
+
+class Recorded:
+    """A Progress that also keeps each batch's metrics in the app's folder, for `apps top`."""
+
+    def __init__(self, inner: Progress, log: MetricsLog):
+        self.inner, self.log = inner, log
+
+    def message(self, text: str) -> None:
+        self.inner.message(text)
+
+    def batch(self, status: BatchStatus) -> None:
+        try:
+            self.log.append(now_ms(), status.batch_id, status.input_records, status.written, status.duration_ms,
+                            status.records_per_second, status.lag, status.late, status.errors)
+        except OSError:
+            pass  # metrics never fail a run; a full disk is reported by what the run itself writes
+        self.inner.batch(status)
+
+    def close(self) -> None:
+        self.inner.close()

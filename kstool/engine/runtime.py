@@ -13,6 +13,7 @@ import time
 from kstool.application.checkpoint import committed_offsets, last_committed_batch, missing_state
 from kstool.application.exceptions import StateMissingError
 from kstool.application.location import CheckpointFiles, local_path
+from kstool.application.metrics import MetricsLog
 from kstool.application.model import AppLock, AppPaths, checkpoint_uri, load_manifest, save_manifest
 from kstool.contract import Topology
 from kstool.engine.checkpoint_files import open_checkpoint
@@ -20,7 +21,7 @@ from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.prepare import checkpoint_location, prepare
-from kstool.engine.progress import Progress, Silent
+from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query import make_sink, run_query, start_spark
 from kstool.engine.seed import plan_seed
 from kstool.kafka.client import KafkaClients
@@ -31,9 +32,9 @@ from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             progress: Progress | None = None) -> RunSummary:
     started = time.monotonic()
-    progress = progress or Silent()
     paths = AppPaths(options.state_dir, options.app_id)
     with AppLock(paths):
+        progress = Recorded(progress or Silent(), MetricsLog(paths))
         location = checkpoint_location(paths, options.checkpoint_location)
         checkpoint = open_checkpoint(checkpoint_uri(paths, location))
         if location is not None and local_path(location) is None:

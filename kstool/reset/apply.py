@@ -15,7 +15,7 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
 from kstool.kafka.topics import delete_topics
 from kstool.reset.exceptions import ResetIncompleteError, ResetRefusedError
-from kstool.reset.plan import ResetPlan, looks_like_kafka_streams_state
+from kstool.reset.plan import APP_FOLDER_ENTRIES, ResetPlan, looks_like_kafka_streams_state
 
 
 @dataclass
@@ -74,7 +74,7 @@ def delete_local_state(plan: ResetPlan, state_dir: Path) -> None:
             raise ResetRefusedError(f"refusing to delete {root}: no kstool manifest for {plan.app_id!r}")
         if local.checkpoint_location:
             delete_checkpoint(local.checkpoint_location)
-        for name in ("checkpoint", "spark.log", "app.json"):  # the manifest last: it is the guard
+        for name in APP_FOLDER_ENTRIES:
             target = root / name
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)

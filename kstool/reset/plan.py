@@ -184,12 +184,16 @@ def _clamp(offset: int, low: int, high: int) -> tuple[int, str | None]:
     return offset, None
 
 
+# what a reset deletes from a kstool app's folder; the manifest last: it is the guard
+APP_FOLDER_ENTRIES = ("checkpoint", "spark.log", "metrics.jsonl", "app.json")
+
+
 def _local_state(paths: AppPaths, manifest, options: ResetOptions) -> LocalState | None:
     root = paths.root
     if root.is_symlink():
         return None
     if manifest is not None and manifest.app_id == options.app_id:
-        entries = [e for e in ("checkpoint", "app.json", "spark.log") if (root / e).exists()]
+        entries = [e for e in APP_FOLDER_ENTRIES if (root / e).exists()]
         return LocalState(str(root), "kstool", entries, manifest.checkpoint_location)
     if options.state_dir_given and looks_like_kafka_streams_state(root):
         return LocalState(str(root), "kafka-streams", sorted(p.name for p in root.iterdir()))

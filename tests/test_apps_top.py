@@ -1,0 +1,152 @@
+"""kstool apps top: snapshots of running apps (rates from committed offsets over time, lag in
+records and in time) for scripts and cron (`--once`, `--fail-on-lag`), the live dashboard in a
+real terminal (tmux), and the per-batch metrics file a run keeps for it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kstool.application import metrics
+from kstool.application.model import AppPaths
+from tests.conftest import KSTOOL, cli_subprocess
+from tests.helpers import create_topic, produce_batched
+
+
+def _wait_until(condition, what, limit_s: float = 180) -> None:
+    """what: a text, or a function giving one (what was seen when it gave up)."""
+    deadline = time.monotonic() + limit_s  # a hang guard, not a timing check
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting: {what() if callable(what) else what}"
+        time.sleep(0.3)
+
+
+def _snapshot(state_dir: Path, *extra: str) -> tuple[int, dict, str]:
+    result = cli_subprocess("apps", "top", "--state-dir", state_dir, "--once", "--interval", "2s",
+                            "-o", "json", *extra)
+    rows = {row["name"]: row for row in json.loads(result.stdout)} if result.stdout else {}
+    return result.exit_code, rows, result.stderr
+
+
+class _SteadyProducer(threading.Thread):
+    """An independent producer writing one-word lines faster than the app may process them."""
+
+    def __init__(self, kafka, topic: str, per_second: int):
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20})
+        self.topic, self.per_second, self.stopped = topic, per_second, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.1):
+            for _ in range(self.per_second // 10):
+                self.producer.produce(self.topic, value=b"steady")
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+
+def test_top_once_shows_rates_and_a_growing_time_lag_then_the_dashboard_in_a_terminal(kafka, jvm_archive,
+                                                                                      topic_name, tmp_path):
+    create_topic(kafka, topic_name, 1)
+    produce_batched(kafka, topic_name, [(None, b"first words") for _ in range(40)])
+    app, state_dir = f"top-{uuid.uuid4().hex[:6]}", tmp_path / "apps"  # short: the dashboard's row fits
+    # at most 20 records per batch, a batch per second at best: 100 records/s is more than it takes
+    run = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic_name, "--output", app + "-out",
+                            "--app-id", app, "--state-dir", str(state_dir), "--trigger", "1s",
+                            "--max-records-per-batch", "20", "--no-engine"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    steady = _SteadyProducer(kafka, topic_name, per_second=100)
+    try:
+        _wait_until(lambda: (state_dir / app / "metrics.jsonl").exists(), "the app's first batch")
+        steady.start()
+        # a plain consumer group beside it, as a Kafka Streams app's group would be: 5 records behind
+        group = topic_name + "-plain"
+        consumer = Consumer({**kafka.consumer_conf(), "group.id": group})
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 35)], asynchronous=False)
+        consumer.close()
+
+        code, first, stderr = _snapshot(state_dir, "--group", group)
+        assert code == 0, stderr
+        row = first[app]
+        assert row["kind"] == "app" and row["state"] == "running" and row["running_pid"] == run.pid
+        assert row["input_rate"] > 0 and row["output_rate"] > 0
+        assert row["lag"] > 0 and row["time_lag_ms"] > 0
+        assert row["last_batch"] >= 0 and row["last_batch_ms"] > 0 and row["late_records"] == 0
+        plain = first[group]
+        assert plain["kind"] == "group" and plain["lag"] >= 5 and plain["input_rate"] == 0.0
+        assert plain["output_rate"] is None and plain["time_lag_ms"] > 0
+
+        time.sleep(3)
+        code, second, stderr = _snapshot(state_dir)
+        assert code == 0, stderr
+        assert second[app]["time_lag_ms"] > row["time_lag_ms"], "produced faster than processed: the wait grows"
+        assert second[app]["last_batch"] > row["last_batch"]
+        assert group not in second
+
+        code, _, stderr = _snapshot(state_dir, "--fail-on-lag", "1h")
+        assert code == 0, stderr
+        code, rows, stderr = _snapshot(state_dir, "--fail-on-lag", "100ms")
+        assert code == 1 and app in rows, "the snapshot is printed, then the check fails"
+        assert stderr.startswith(f"kstool: error: time lag over 0.1s: {app} ") and stderr.count("\n") == 1
+
+        _dashboard_in_tmux(state_dir, app)
+    finally:
+        steady.stopped.set()
+        run.send_signal(signal.SIGINT)
+        _, run_stderr = run.communicate(timeout=180)
+    assert run.returncode == 0, run_stderr
+    batches = metrics.read_metrics(AppPaths(state_dir, app))
+    ids = [m["batch_id"] for m in batches]
+    assert ids == sorted(set(ids)) and len(ids) > 3
+    reader = Consumer({**kafka.consumer_conf(), "group.id": app})
+    processed = reader.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset
+    reader.close()
+    assert sum(m["input_records"] for m in batches) == processed, "every processed record in one batch line"
+
+
+def _dashboard_in_tmux(state_dir: Path, app: str) -> None:
+    socket = f"kstool-test-{uuid.uuid4().hex[:8]}"  # a tmux server of its own, with this test's env
+    tmux = ["tmux", "-L", socket]
+    # the terminal's own size, not one a test runner exported
+    command = shlex.join(["env", "-u", "COLUMNS", "-u", "LINES",
+                          *KSTOOL, "apps", "top", "--state-dir", str(state_dir), "--interval", "1s"])
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "20",
+                    f"{command}; echo EXIT=$?; sleep 60"], check=True)
+    try:
+        def screen() -> str:
+            return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+        _wait_until(lambda: "LAG TREND" in screen() and app in screen(), lambda: f"the dashboard's table:\n{screen()}", 60)
+        _wait_until(lambda: any(c in screen() for c in "▂▃▄▅▆▇█"), lambda: f"a lag trend of some samples:\n{screen()}", 60)
+        shown = screen()
+        line = next(line for line in shown.splitlines() if line.strip().startswith(app))
+        assert "running" in line and "TIME LAG" in shown and "Traceback" not in shown
+        subprocess.run([*tmux, "send-keys", "q"], check=True)
+        _wait_until(lambda: "EXIT=0" in screen(), "q to quit the dashboard", 30)
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def test_metrics_file_is_bounded_and_keeps_the_totals(tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics, "MAX_LINES", 10)
+    paths = AppPaths(tmp_path, "app")
+    log = metrics.MetricsLog(paths)
+    for batch in range(11):
+        log.append(1_000 + batch, batch, 5, {"out": 5}, 100, 50.0, 0, late=1, bad=batch % 2)
+    kept = metrics.read_metrics(paths)
+    assert [m["batch_id"] for m in kept] == [6, 7, 8, 9, 10]
+    assert (kept[-1]["late_total"], kept[-1]["bad_total"]) == (11, 5)
+    with paths.metrics.open("a") as f:
+        f.write('{"time_ms": 1, "batch')  # a line cut short by a crash
+    again = metrics.MetricsLog(paths)  # the next run goes on counting
+    again.append(2_000, 11, 1, {}, 10, 1.0, None, late=0, bad=1)
+    kept = metrics.read_metrics(paths)
+    assert [m["batch_id"] for m in kept] == [6, 7, 8, 9, 10, 11]
+    assert (kept[-1]["late_total"], kept[-1]["bad_total"]) == (11, 6)
