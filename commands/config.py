@@ -22,7 +22,7 @@ def show(g: Globals, output):
     client properties from --command-config and -X. Secrets are masked."""
     doc = g.client_config().describe()
     rows = [{"scope": scope, "property": k, "value": v}
-            for scope in ("common", "producer", "consumer") for k, v in doc[scope].items()]
+            for scope in ("common", "producer", "consumer", "schema_registry") for k, v in doc[scope].items()]
     title = (f"bootstrap servers: {doc['bootstrap_servers']} (from {doc['bootstrap_source']}); "
              f"profile: {doc['profile'] or 'none'}")
     emit(Listing(rows, [Column("scope"), Column("property"), Column("value")], document=doc,

@@ -11,13 +11,14 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, output_option
+from kstool.commands.options import TIME, SchemaFlags, output_option, schema_options
 from kstool.errors import Interrupted
 from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
 from kstool.kafka.records import to_envelope
-from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty
-from kstool.serdes import RECORD_FORMATS, decoder
+from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty, warn
+from kstool.schemas.formats import RecordDecoder, record_decoder, schemas_for
+from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", justify="right"), Column("key"), Column("value"),
@@ -36,17 +37,19 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 @click.option("-e", "--exit", "exit_at_end", is_flag=True, help="Stop at the end offsets as of start.")
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--group", "-g", help="Commit progress as this consumer group (default: read-only).")
-@click.option("--key-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
-              help="raw: the bytes as they are (kcat's default); string: UTF-8, else base64 JSON.")
-@click.option("--value-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
-              help="As --key-format.")
+@click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+              show_default=True, help="raw: the bytes as they are (kcat's default); string: UTF-8, else "
+                                      "base64 JSON; avro: decoded with its schema.")
+@click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+              show_default=True, help="As --key-format.")
+@schema_options()
 @output_option(default=None, help_text="Record format; default: the value of each record, one per line.")
 @click.option("-f", "--format", "fmt", metavar="FMT",
               help="kcat-style format: %k key, %s value, %t topic, %p partition, %o offset, "
                    "%T timestamp, %h headers, \\n newline.")
 @pass_globals
 def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_end, max_messages,
-            group, key_format, value_format, output, fmt):
+            group, key_format, value_format, schema_flags: SchemaFlags, output, fmt):
     """Read records from TOPIC (follows new records until Ctrl-C unless -e, -n or --to-time)."""
     if output and fmt:
         raise click.UsageError("use either -o or -f, not both")
@@ -58,8 +61,10 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         partitions=list(partitions) or None, exit_at_end=exit_at_end,
         max_messages=max_messages, group=group)
     structured = output is not None  # raw bytes appear there as {"base64": ...}
-    decode_key = decoder("bytes" if structured and key_format == "raw" else key_format)
-    decode_value = decoder("bytes" if structured and value_format == "raw" else value_format)
+    schemas = schemas_for((key_format, value_format), schema_flags.options(g.client_config().schema_registry))
+    decode_key = record_decoder("bytes" if structured and key_format == "raw" else key_format, schemas, "key")
+    decode_value = record_decoder("bytes" if structured and value_format == "raw" else value_format, schemas,
+                                  "value")
     envelopes = (to_envelope(r, decode_key, decode_value)
                  for r in consume_records(g.clients(), options))
     count = 0
@@ -91,6 +96,9 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         envelopes.close()
         sys.stdout.flush()
         sys.stdout.buffer.flush()
+    failures = sum(d.failures for d in (decode_key, decode_value) if isinstance(d, RecordDecoder))
+    if failures:
+        warn(f"{failures} key(s)/value(s) did not decode: shown as {{\"error\", \"hex\"}}")
     if stderr_is_tty():
         info(f"consumed {count} record(s)")
 

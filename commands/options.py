@@ -13,6 +13,7 @@ from kstool.application.model import resolve_state_dir
 from kstool.commands.completion import complete_topics
 from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
+from kstool.schemas.formats import SchemaOptions
 from kstool.timeutil import parse_time
 from kstool.topologies.spec import FLAG, TOPIC, Setting
 
@@ -89,3 +90,38 @@ def setting_option(setting: Setting, for_describe: bool = False):
         show_default=setting.default is not None and setting.default is not False,
         metavar=setting.metavar, help=help_text,
         shell_complete=complete_topics if setting.kind == TOPIC else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaFlags:
+    schema_registry: str | None = None
+    key_schema: str | None = None
+    value_schema: str | None = None
+    no_header: bool = False
+    register_schemas: bool = False
+
+    def options(self, configured: dict[str, str]) -> SchemaOptions:
+        """configured: the registry settings from --command-config / -X (ClientConfig)."""
+        registry = {**configured, **({"url": self.schema_registry} if self.schema_registry else {})}
+        return SchemaOptions(registry, self.key_schema, self.value_schema, not self.no_header,
+                             self.register_schemas)
+
+
+def schema_options(writes: bool = False):
+    """--schema-registry, --key-schema, --value-schema, --no-header (and --register-schemas for
+    commands that write), for the formats that need a schema (avro)."""
+    flags = [
+        click.option("--schema-registry", metavar="URL",
+                     help="Schema Registry for avro keys/values (else schema.registry.url from --command-config)."),
+        click.option("--key-schema", type=click.Path(dir_okay=False), metavar="FILE",
+                     help="The keys' schema from a file (.avsc) instead of the registry."),
+        click.option("--value-schema", type=click.Path(dir_okay=False), metavar="FILE",
+                     help="The values' schema from a file (.avsc) instead of the registry."),
+        click.option("--no-header", is_flag=True,
+                     help="avro payloads are bare: no wire-format header (magic byte, schema id)."),
+    ]
+    if writes:
+        flags.append(click.option("--register-schemas", is_flag=True,
+                                  help="Register --key-schema/--value-schema under TOPIC-key/TOPIC-value "
+                                       "if new (default: look the id up)."))
+    return gathered("schema_flags", SchemaFlags, *flags)

@@ -8,11 +8,12 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME
+from kstool.commands.options import TIME, SchemaFlags, schema_options
 from kstool.config import parse_key_values
-from kstool.kafka.produce import INPUT_FORMATS, ON_ERROR, ProduceOptions, produce_lines
+from kstool.kafka.produce import INPUT_FORMATS, ON_ERROR, FieldEncoders, ProduceOptions, produce_lines
 from kstool.output import info, stderr_is_tty
-from kstool.serdes import RECORD_FORMATS
+from kstool.schemas.formats import record_encoder, schemas_for
+from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 
 
 @click.command()
@@ -25,23 +26,28 @@ from kstool.serdes import RECORD_FORMATS
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Write to this partition.")
 @click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="Header (repeatable).")
 @click.option("--timestamp", type=TIME, metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
-@click.option("--key-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
-              help="How text becomes key bytes; string and raw send the bytes as they are.")
-@click.option("--value-format", type=click.Choice(RECORD_FORMATS), default="string", show_default=True,
-              help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
+@click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+              show_default=True, help="How text becomes key bytes; string and raw send the bytes as they are; "
+                                      "avro: JSON encoded with its schema.")
+@click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+              show_default=True, help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
+@schema_options(writes=True)
 @click.option("--on-error", type=click.Choice(ON_ERROR), default="fail", show_default=True,
               help="A bad line: stop there (fail) or report and go on (skip).")
 @pass_globals
 def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partition, headers,
-            timestamp, key_format, value_format, on_error):
+            timestamp, key_format, value_format, schema_flags: SchemaFlags, on_error):
     """Write records to TOPIC from stdin (or --file), one per line."""
     options = ProduceOptions(
         topic=topic, input_format=input_format, key_delimiter=key_delimiter, key=key,
         partition=partition, headers=list(parse_key_values(headers, "--header").items()),
         timestamp=timestamp,
         key_format=key_format, value_format=value_format, on_error=on_error)
+    schemas = schemas_for((key_format, value_format), schema_flags.options(g.client_config().schema_registry))
+    encoders = FieldEncoders(record_encoder(key_format, schemas, "key", topic),
+                             record_encoder(value_format, schemas, "value", topic))
     stream = file_ if file_ is not None else sys.stdin.buffer
-    result = produce_lines(g.clients(), options, stream)
+    result = produce_lines(g.clients(), options, stream, encoders)
     for skipped in result.skipped:
         info(f"kstool: skipped line {skipped['line']}: {skipped['error']}")
     info(f"wrote {result.written} record(s) to {topic}"

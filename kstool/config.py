@@ -18,7 +18,7 @@ from kstool.errors import UsageError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 MASK = "********"
-_SECRET_KEY = re.compile(r"password|secret|ssl\.key\.pem|sasl\.jaas\.config|private", re.I)
+_SECRET_KEY = re.compile(r"password|secret|ssl\.key\.pem|sasl\.jaas\.config|private|user\.info|auth\.token", re.I)
 _JAAS_CREDENTIAL = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS escapes \"
 
 
@@ -137,6 +137,7 @@ class ClientConfig:
     single_record_tail: bool = False
     timeout_s: float = 10.0
     debug: bool = False
+    schema_registry: dict[str, str] = field(default_factory=dict)  # SchemaRegistryClient settings
 
     def base(self) -> dict[str, str]:
         return {**self.common, "bootstrap.servers": self.bootstrap_servers}
@@ -158,6 +159,7 @@ class ClientConfig:
             "common": mask_config(self.common),
             "producer": mask_config(self.producer),
             "consumer": mask_config(self.consumer),
+            "schema_registry": mask_config(self.schema_registry),
         }
 
 
@@ -190,6 +192,7 @@ def build_client_config(
     else:
         servers, source = DEFAULT_BOOTSTRAP, "default"
     user_props.pop("bootstrap.servers", None)
+    registry = _schema_registry_settings(user_props)
 
     common, producer, consumer, profile_name, tail = {}, {}, {}, None, False
     if profile is not None and profile.bootstrap_servers == servers:
@@ -206,4 +209,18 @@ def build_client_config(
         single_record_tail=tail,
         timeout_s=timeout_s,
         debug=debug,
+        schema_registry=registry,
     )
+
+
+def _schema_registry_settings(props: dict[str, str]) -> dict[str, str]:
+    """Take the Schema Registry keys out of the client properties (librdkafka rejects them), as
+    confluent-kafka's SchemaRegistryClient names them: schema.registry.url -> url, other
+    schema.registry.* without the prefix, basic.auth.* and bearer.auth.* as they are. Java's
+    basic.auth.credentials.source goes: a user.info given is what it names."""
+    settings: dict[str, str] = {}
+    for key in [k for k in props if k.startswith(("schema.registry.", "basic.auth.", "bearer.auth."))]:
+        value = props.pop(key)
+        if key != "basic.auth.credentials.source":
+            settings[key.removeprefix("schema.registry.")] = value
+    return settings

@@ -74,6 +74,8 @@ class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --for
     key: Any  # decoded with --key-format; {"base64": ...} where the decoder cannot represent it
     value: Any
     headers: list[list[Any]]  # [[name, value], ...]
+    key_schema_id: NotRequired[int | None]  # decoded with a schema: the id its header named
+    value_schema_id: NotRequired[int | None]
 
 
 class AppRow(TypedDict):  # apps list

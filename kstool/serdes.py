@@ -9,6 +9,7 @@ import base64
 import binascii
 import json
 import struct
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from kstool.errors import UsageError
@@ -17,6 +18,19 @@ FORMATS = ("string", "bytes", "hex", "base64", "json", "long", "int", "double")
 # produce and consume also take `raw`: the bytes as they are, kcat's default (a decoded raw value
 # is bytes, so structured outputs show it as {"base64": ...})
 RECORD_FORMATS = (*FORMATS, "raw")
+# formats that need a schema (kstool.schemas): from a registry, or a local file
+SCHEMA_FORMATS = ("avro",)
+
+# encodes a field's value; the schema id comes from a decoded record (None: the encoder's own)
+FieldEncoder = Callable[[Any, int | None], bytes | None]
+
+
+@dataclass(frozen=True)
+class WithSchemaId:
+    """A decoded value and the schema id its record's wire-format header named."""
+
+    value: Any
+    schema_id: int | None
 
 
 class EncodeError(ValueError):
@@ -139,17 +153,22 @@ ENCODERS: dict[str, Callable[[Any], bytes]] = {
 }
 
 
-def decoder(name: str) -> Callable[[bytes | None], Any]:
+def _known(name: str) -> None:
+    if name in SCHEMA_FORMATS:
+        raise UsageError(f"format {name!r} needs a schema, and this command takes none")
     if name not in DECODERS:
         raise UsageError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
+
+
+def decoder(name: str) -> Callable[[bytes | None], Any]:
+    _known(name)
     inner = DECODERS[name]
     return lambda data: None if data is None else inner(data)
 
 
 def encoder(name: str) -> Callable[[Any], bytes | None]:
     """Encodes a value; None stays None (a null key or a tombstone) and {"base64"} is raw bytes."""
-    if name not in ENCODERS:
-        raise UsageError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
+    _known(name)
     inner = ENCODERS[name]
 
     def encode(value: Any) -> bytes | None:
@@ -159,3 +178,9 @@ def encoder(name: str) -> Callable[[Any], bytes | None]:
             return unraw(value)
         return inner(value)
     return encode
+
+
+def plain_encoder(name: str) -> FieldEncoder:
+    """encoder(name) as a FieldEncoder (a plain format has no schema id to use)."""
+    encode = encoder(name)
+    return lambda value, schema_id: encode(value)

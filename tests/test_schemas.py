@@ -14,6 +14,8 @@ from kstool.schemas import wire
 from kstool.schemas.avro import AvroCodec
 from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileError, SchemaNotFoundError
 from kstool.schemas.registry import Registry
+from tests.conftest import cli
+from tests.helpers import create_topic, produce_batched, read_all
 from tests.schema_registry import StandInRegistry
 
 ORDER = json.dumps({
@@ -83,3 +85,125 @@ def test_records_that_are_not_what_their_schema_says_fail_one_by_one():
         codec.encode({"id": "one", "customer": "x", "amount": 1.0, "tags": [], "raw": ""})
     with pytest.raises(SchemaFileError, match="orders.avsc: not an Avro schema"):
         AvroCodec('{"type": "record", "name": "X", "fields": [{"name": "a"}]}', "orders.avsc")
+
+
+KEY = json.dumps({"type": "record", "name": "OrderKey", "namespace": "shop",
+                  "fields": [{"name": "region", "type": "string"}, {"name": "id", "type": "long"}]})
+
+
+def _write_avro(kafka, registry_url: str, topic: str) -> list:
+    """Avro keys and values as any Java or Python app writes them: confluent-kafka's serializers
+    and a normally batching producer. Returns the messages as the broker keeps them."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": registry_url})
+    keys, values = AvroSerializer(client, KEY), AvroSerializer(client, ORDER)
+    create_topic(kafka, topic, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
+    for order in ORDERS:
+        key = {"region": "eu", "id": order["id"]}
+        producer.produce(topic, key=keys(key, SerializationContext(topic, MessageField.KEY)),
+                         value=values(order, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+    return read_all(kafka, topic)
+
+
+def test_consume_decodes_avro_and_produce_writes_the_same_bytes_back(kafka, registry_url, topic_name):
+    written = _write_avro(kafka, registry_url, topic_name)
+    dumped = cli("consume", topic_name, "-e", "-o", "jsonl", "--key-format", "avro", "--value-format", "avro",
+                 "--schema-registry", registry_url)
+    assert dumped.exit_code == 0, dumped.stderr
+    envelopes = [json.loads(line) for line in dumped.stdout.splitlines()]
+    assert [e["value"]["customer"] for e in envelopes] == ["ann", "bob"]
+    assert [e["key"] for e in envelopes] == [{"region": "eu", "id": 1}, {"region": "eu", "id": 2}]
+    assert [e["value_schema_id"] for e in envelopes] == [wire.split(m.value())[0] for m in written]
+    assert [e["key_schema_id"] for e in envelopes] == [wire.split(m.key())[0] for m in written]
+
+    copy = topic_name + "-copy"
+    create_topic(kafka, copy, 1)
+    produced = cli("produce", copy, "--format", "jsonl", "--key-format", "avro", "--value-format", "avro",
+                   "--schema-registry", registry_url, input=dumped.stdout)
+    assert produced.exit_code == 0, produced.stderr
+    assert [(m.key(), m.value()) for m in read_all(kafka, copy)] == [(m.key(), m.value()) for m in written]
+
+
+def test_schema_files_framed_or_bare(kafka, registry_url, topic_name, tmp_path):
+    import io
+
+    import fastavro
+
+    written = _write_avro(kafka, registry_url, topic_name)
+    schema = tmp_path / "order.avsc"
+    schema.write_text(ORDER)
+    # a file's schema reads framed records without asking the registry for their ids
+    dumped = cli("consume", topic_name, "-e", "-o", "jsonl", "--value-format", "avro", "--value-schema", schema)
+    assert dumped.exit_code == 0, dumped.stderr
+    assert [json.loads(line)["value"]["id"] for line in dumped.stdout.splitlines()] == [1, 2]
+    # text lines of JSON, framed with the id the file's schema has under TOPIC-value: looked up,
+    # or registered when asked (the registry gives a schema it knows the same id)
+    again = topic_name + "-again"
+    create_topic(kafka, again, 1)
+    lines = "".join(json.dumps({**o, "raw": o["raw"].decode("latin-1")}) + "\n" for o in ORDERS)
+    args = ("produce", again, "--value-format", "avro", "--value-schema", schema, "--schema-registry", registry_url)
+    unknown = cli(*args, input=lines)
+    assert unknown.exit_code == 1 and f"line 1: value: schema under {again}-value: not in the schema registry" \
+        in unknown.stderr
+    produced = cli(*args, "--register-schemas", input=lines)
+    assert produced.exit_code == 0, produced.stderr
+    assert [m.value() for m in read_all(kafka, again)] == [m.value() for m in written]
+    # bare payloads, as fastavro writes them without a registry
+    bare = topic_name + "-bare"
+    create_topic(kafka, bare, 1)
+    produced = cli("produce", bare, "--value-format", "avro", "--value-schema", schema, "--no-header", input=lines)
+    assert produced.exit_code == 0, produced.stderr
+    parsed = fastavro.parse_schema(json.loads(ORDER))
+    expected = []
+    for order in ORDERS:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, parsed, order)
+        expected.append(buffer.getvalue())
+    assert [m.value() for m in read_all(kafka, bare)] == expected
+    shown = cli("consume", bare, "-e", "--value-format", "avro", "--value-schema", schema, "--no-header")
+    assert [json.loads(line)["customer"] for line in shown.stdout.splitlines()] == ["ann", "bob"]
+    # without a registry a file's schema has no id to frame with
+    unframed = cli("produce", bare, "--value-format", "avro", "--value-schema", schema, input=lines)
+    assert unframed.exit_code == 1 and "line 1: value: records need a schema id" in unframed.stderr
+
+
+def test_records_that_do_not_decode_are_shown_in_place_and_counted(kafka, registry_url, topic_name):
+    written = _write_avro(kafka, registry_url, topic_name)
+    good = written[0].value()
+    schema_id = wire.split(good)[0]
+    bad = [b'{"id": 1}', wire.frame(987654, good[5:]), good[:-3]]  # no header, unknown id, cut short
+    produce_batched(kafka, topic_name, [(None, value) for value in bad])
+    result = cli("consume", topic_name, "-e", "-o", "jsonl", "--value-format", "avro",
+                 "--schema-registry", registry_url)
+    assert result.exit_code == 0, result.stderr
+    values = [json.loads(line)["value"] for line in result.stdout.splitlines()]
+    assert [v["customer"] for v in values[:2]] == ["ann", "bob"]
+    errors = values[2:]
+    assert [e["hex"] for e in errors] == [b.hex() for b in bad]
+    assert "no schema registry header" in errors[0]["error"]
+    assert "schema id 987654: not in the schema registry" in errors[1]["error"]
+    assert "not Avro of this schema" in errors[2]["error"]
+    assert result.stderr == ('kstool: warning: 3 key(s)/value(s) did not decode: shown as {"error", "hex"}\n')
+
+    unreachable = cli("consume", topic_name, "-e", "-n", "1", "-o", "jsonl", "--value-format", "avro",
+                      "--schema-registry", "http://127.0.0.1:9")
+    assert unreachable.exit_code == 0 and "cannot reach the schema registry" in unreachable.stdout
+    assert schema_id > 0
+
+    target = topic_name + "-target"
+    create_topic(kafka, target, 1)
+    lines = (json.dumps({"value": {**ORDERS[1], "raw": ""}, "value_schema_id": schema_id}) + "\n"
+             + json.dumps({"value": {"id": "two"}, "value_schema_id": schema_id}) + "\n")
+    refused = cli("produce", target, "--format", "jsonl", "--value-format", "avro",
+                  "--schema-registry", registry_url, input=lines)
+    assert refused.exit_code == 1 and refused.stderr.count("\n") == 1
+    assert "line 2: value: does not match the Avro schema" in refused.stderr
+    assert len(read_all(kafka, target)) == 1, "the line before it is written, nothing of line 2"
+    needs = cli("consume", target, "-e", "--value-format", "avro")
+    assert needs.exit_code == 2 and "--value-format avro needs a schema" in needs.stderr

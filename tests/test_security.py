@@ -74,13 +74,18 @@ def test_reset_with_a_state_dir_without_the_app_refuses_and_deletes_nothing(kafk
 def test_config_show_masks_secrets_and_debug_output_never_shows_them(kafka, tmp_path):
     props = tmp_path / "client.properties"
     props.write_text(f"sasl.username=ops\nsasl.password={SECRET}\nssl.key.password={SECRET}\n"
-                     f"sasl.oauthbearer.client.secret={SECRET}\nmy.custom.secret={SECRET}\n")
+                     f"sasl.oauthbearer.client.secret={SECRET}\nmy.custom.secret={SECRET}\n"
+                     f"schema.registry.url=http://sr:8081\nbasic.auth.credentials.source=USER_INFO\n"
+                     f"basic.auth.user.info=ops:{SECRET}\n")
     shown = cli("--command-config", str(props), "config", "show", "-o", "json")
     assert shown.exit_code == 0, shown.stderr
     doc = json.loads(shown.stdout)
     assert doc["common"]["sasl.username"] == "ops"
     assert all(doc["common"][k] == "********" for k in
                ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client.secret", "my.custom.secret"))
+    # the registry's settings, as confluent-kafka's client names them, kept from librdkafka's
+    assert doc["schema_registry"] == {"url": "http://sr:8081", "basic.auth.user.info": "********"}
+    assert not [k for k in doc["common"] if "schema" in k or "basic.auth" in k]
     env = {**os.environ}
     for args in (["config", "show"], ["topics", "list"], ["consume", "no-such-topic", "-e"],
                  ["-X", "security.protocol=SSL", "--timeout", "2", "topics", "list"]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -12,7 +13,7 @@ from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, require_partitions
 from kstool.kafka.exceptions import BadInputLine, EnvelopeError
 from kstool.kafka.records import Record, from_envelope
-from kstool.serdes import EncodeError, encoder
+from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, plain_encoder
 
 INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
 ON_ERROR = ("fail", "skip")  # a bad line: stop there | report it and go on
@@ -43,27 +44,46 @@ class ProduceResult:
 BINARY_SAFE = ("string", "bytes", "raw")
 
 
-def _text_parser(options: ProduceOptions) -> Callable[[bytes], Record]:
-    encode_key = encoder(options.key_format)
-    encode_value = encoder(options.value_format)
-    binary_safe = options.value_format in BINARY_SAFE
+@dataclass(frozen=True)
+class FieldEncoders:
+    """How keys and values become bytes: by format name, or schema-aware (kstool.schemas)."""
+
+    key: FieldEncoder
+    value: FieldEncoder
+
+    @classmethod
+    def plain(cls, options: ProduceOptions) -> "FieldEncoders":
+        return cls(plain_encoder(options.key_format), plain_encoder(options.value_format))
+
+
+def _text_parser(options: ProduceOptions, encoders: FieldEncoders) -> Callable[[bytes], Record]:
     delim = options.key_delimiter.encode("utf-8") if options.key_delimiter is not None else None
+
+    def encoded(data: bytes, fmt: str, encode: FieldEncoder) -> bytes | None:
+        if fmt in BINARY_SAFE:
+            return data
+        text = data.decode("utf-8")
+        if fmt in SCHEMA_FORMATS:  # the line is the record as JSON
+            try:
+                return encode(json.loads(text), None)
+            except json.JSONDecodeError as exc:
+                raise EncodeError(f"not valid JSON ({exc})") from None
+        return encode(text, None)
 
     def parse(line: bytes) -> Record:
         key: bytes | None = None
         body = line
         if delim is not None and delim in body:  # no delimiter: a null key, as kcat -K does
             raw_key, body = body.split(delim, 1)
-            key = raw_key if options.key_format in BINARY_SAFE else encode_key(raw_key.decode("utf-8"))
-        value = body if binary_safe else encode_value(body.decode("utf-8"))
-        return Record(options.topic, None, None, None, key, value)
+            key = encoded(raw_key, options.key_format, encoders.key)
+        return Record(options.topic, None, None, None, key, encoded(body, options.value_format, encoders.value))
     return parse
 
 
-def _jsonl_parser(options: ProduceOptions) -> Callable[[bytes], Record]:
+def _jsonl_parser(encoders: FieldEncoders) -> Callable[[bytes], Record]:
     def parse(line: bytes) -> Record:
         try:
-            return from_envelope(line.decode("utf-8"), options.key_format, options.value_format)
+            return from_envelope(line.decode("utf-8"), encoders.key, encoders.value)
         except UnicodeDecodeError:
             raise EnvelopeError("not valid UTF-8") from None
     return parse
@@ -74,25 +94,28 @@ def _lines(stream: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
         yield lineno, line.rstrip(b"\n").rstrip(b"\r")
 
 
-def _fixed_key(options: ProduceOptions) -> bytes | None:
+def _fixed_key(options: ProduceOptions, encoders: FieldEncoders) -> bytes | None:
     if options.key is None:
         return None
     try:
-        return encoder(options.key_format)(options.key)
-    except EncodeError as exc:
+        key = json.loads(options.key) if options.key_format in SCHEMA_FORMATS else options.key
+        return encoders.key(key, None)
+    except ValueError as exc:  # EncodeError, or --key not JSON
         raise UsageError(f"--key {options.key!r} is not a valid {options.key_format}: {exc}") from None
 
 
-def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes]) -> ProduceResult:
+def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes],
+                  encoders: FieldEncoders | None = None) -> ProduceResult:
     """Write one record per input line, in batches. With on_error=fail the first bad line stops
     the run: every record before it is written (and flushed), nothing from it on."""
+    encoders = encoders or FieldEncoders.plain(options)
     if options.input_format not in INPUT_FORMATS:
         raise UsageError(f"unknown input format {options.input_format!r}")
     partitions = clients.topic_partitions(options.topic)
     if options.partition is not None:
         require_partitions(options.topic, [options.partition], partitions)
-    parse = _text_parser(options) if options.input_format == "text" else _jsonl_parser(options)
-    fixed_key = _fixed_key(options)
+    parse = _text_parser(options, encoders) if options.input_format == "text" else _jsonl_parser(encoders)
+    fixed_key = _fixed_key(options, encoders)
     headers = [(k, v.encode("utf-8")) for k, v in options.headers]
     result = ProduceResult(options.topic)
     writer = BulkWriter(clients, {options.topic: len(partitions)})

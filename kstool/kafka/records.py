@@ -5,7 +5,9 @@
      "key", "value", "headers": [[name, value], ...]}
 
 Keys, values and header values are decoded with the chosen serde; bytes it cannot represent
-are {"base64": "..."}; null stays null.
+are {"base64": "..."}; null stays null. Keys and values decoded with a schema add
+"key_schema_id" / "value_schema_id" (as kcat -J does), which produce uses to encode them back to
+the same bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Me
 
 from kstool.documents import RecordEnvelope
 from kstool.kafka.exceptions import EnvelopeError
-from kstool.serdes import EncodeError, decoder, encoder
+from kstool.serdes import EncodeError, FieldEncoder, WithSchemaId, decoder, encoder, plain_encoder
 
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 
@@ -46,19 +48,26 @@ class Record:
 def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
                 decode_value: Callable[[bytes | None], Any]) -> RecordEnvelope:
     decode_header = decoder("string")
-    return {
+    key, value = decode_key(record.key), decode_value(record.value)
+    envelope: RecordEnvelope = {
         "topic": record.topic,
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": record.timestamp,
         "timestamp_type": record.timestamp_type,
-        "key": decode_key(record.key),
-        "value": decode_value(record.value),
+        "key": key.value if isinstance(key, WithSchemaId) else key,
+        "value": value.value if isinstance(value, WithSchemaId) else value,
         "headers": [[name, decode_header(value)] for name, value in record.headers],
     }
+    if isinstance(key, WithSchemaId):
+        envelope["key_schema_id"] = key.schema_id
+    if isinstance(value, WithSchemaId):
+        envelope["value_schema_id"] = value.schema_id
+    return envelope
 
 
-def from_envelope(line: str, key_format: str = "string", value_format: str = "string") -> Record:
+def from_envelope(line: str, encode_key: FieldEncoder = plain_encoder("string"),
+                  encode_value: FieldEncoder = plain_encoder("string")) -> Record:
     """Parse one jsonl line back into a record; topic and offset are informational only."""
     try:
         obj = json.loads(line)
@@ -67,8 +76,8 @@ def from_envelope(line: str, key_format: str = "string", value_format: str = "st
     if not isinstance(obj, dict):
         raise EnvelopeError("expected a JSON object")
     try:
-        key = encoder(key_format)(obj.get("key"))
-        value = encoder(value_format)(obj.get("value"))
+        key = encode_key(obj.get("key"), _optional_int(obj, "key_schema_id"))
+        value = encode_value(obj.get("value"), _optional_int(obj, "value_schema_id"))
         headers = [_header(h) for h in obj.get("headers") or []]
     except EncodeError as exc:
         raise EnvelopeError(str(exc)) from None

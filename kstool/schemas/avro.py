@@ -15,6 +15,7 @@ from kstool.schemas.exceptions import SchemaError, SchemaFileError
 
 class AvroCodec:
     def __init__(self, schema_str: str, origin: str = "the schema"):
+        self.schema_str = schema_str
         try:
             self.schema = fastavro.parse_schema(json.loads(schema_str))
         except Exception as exc:  # not JSON, or fastavro's UnknownType, SchemaParseException, ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kstool.errors import UsageError
 from kstool.schemas.exceptions import RegistryError, SchemaNotFoundError
 
 # the registry's error code for an unknown schema id or subject (Confluent's REST API)
@@ -25,7 +26,10 @@ class Registry:
         from confluent_kafka.schema_registry import SchemaRegistryClient
 
         self.url = settings["url"]
-        self._client = SchemaRegistryClient(settings)
+        try:
+            self._client = SchemaRegistryClient(settings)
+        except ValueError as exc:  # unknown or malformed settings
+            raise UsageError(f"schema registry settings: {exc}") from None
         self._by_id: dict[int, RegisteredSchema] = {}
 
     def _call(self, what: str, fn, *args):

@@ -1,0 +1,147 @@
+"""Keys and values with schemas, for the commands that read and write records: decoders that
+give the value and the schema id its header named (kstool.serdes.WithSchemaId), and encoders
+that write a decoded value back to the same bytes.
+
+Schemas come from a Schema Registry (by the id in each record's header, cached for the command)
+or from a local file (--key-schema / --value-schema). Records carry the Confluent wire-format
+header unless `framed` is off (bare payloads, e.g. written by a serializer without a registry)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kstool.errors import UsageError
+from kstool.schemas import wire
+from kstool.schemas.avro import AvroCodec
+from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileError
+from kstool.schemas.registry import Registry
+from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, WithSchemaId, decoder, plain_encoder
+
+SCHEMA_TYPES = {"avro": "AVRO"}  # the registry's name for each format
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    registry: dict[str, str] = field(default_factory=dict)  # SchemaRegistryClient settings; {}: none
+    key_schema: str | None = None  # local schema files
+    value_schema: str | None = None
+    framed: bool = True  # records carry the wire-format header (magic byte, schema id)
+    register: bool = False  # produce: register a file's schema under its subject if it is new
+
+
+def schemas_for(formats: tuple[str, ...], options: SchemaOptions) -> "Schemas | None":
+    """The command's schemas when one of its formats needs them."""
+    return Schemas(options) if any(f in SCHEMA_FORMATS for f in formats) else None
+
+
+class Schemas:
+    """One command's schemas: the registry client and the local files, each parsed once."""
+
+    def __init__(self, options: SchemaOptions):
+        self.options = options
+        self.registry = Registry(options.registry) if options.registry.get("url") else None
+        self._by_id: dict[int, AvroCodec] = {}
+        self._files = {name: _read_codec(path) for name, path in
+                       (("key", options.key_schema), ("value", options.value_schema)) if path}
+        self._subject_ids: dict[str, int] = {}
+
+    def file_codec(self, part: str) -> AvroCodec | None:
+        return self._files.get(part)
+
+    def codec(self, schema_id: int) -> AvroCodec:
+        if schema_id not in self._by_id:
+            if self.registry is None:
+                raise SchemaError(f"schema id {schema_id}: give --schema-registry, or --{{key,value}}-schema FILE")
+            schema = self.registry.by_id(schema_id)
+            if schema.schema_type != "AVRO":
+                raise SchemaError(f"schema id {schema_id} is {schema.schema_type}, not AVRO")
+            self._by_id[schema_id] = AvroCodec(schema.schema_str, f"schema id {schema_id}")
+        return self._by_id[schema_id]
+
+    def subject_id(self, subject: str, codec: AvroCodec) -> int:
+        """The id of a file's schema under its subject (TopicNameStrategy: TOPIC-key, TOPIC-value)."""
+        if subject not in self._subject_ids:
+            if self.registry is None:
+                raise SchemaError("records need a schema id in their header: give --schema-registry to look "
+                                  "the schema up, or --no-header for bare payloads")
+            ask = self.registry.register if self.options.register else self.registry.lookup
+            self._subject_ids[subject] = ask(subject, "AVRO", codec.schema_str)
+        return self._subject_ids[subject]
+
+
+def _read_codec(path: str) -> AvroCodec:
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SchemaFileError(f"cannot read schema file {path}: {exc.strerror}") from None
+    if not path.endswith((".avsc", ".json")):
+        raise SchemaFileError(f"schema file {path}: expected an Avro schema (.avsc)")
+    return AvroCodec(text, path)
+
+
+class RecordDecoder:
+    """bytes -> WithSchemaId(value, id); a record that does not decode becomes
+    {"error": ..., "hex": ...} in place, and is counted."""
+
+    def __init__(self, schemas: Schemas, part: str):
+        self.schemas, self.part, self.failures = schemas, part, 0
+
+    def __call__(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return self._decode(data)
+        except (SchemaError, RegistryError) as exc:
+            self.failures += 1
+            return {"error": f"{self.part}: {exc}", "hex": data.hex()}
+
+    def _decode(self, data: bytes) -> WithSchemaId:
+        own = self.schemas.file_codec(self.part)
+        if not self.schemas.options.framed:
+            if own is None:
+                raise SchemaError("bare payloads (--no-header) need --key-schema / --value-schema")
+            return WithSchemaId(own.decode(data), None)
+        schema_id, payload = wire.split(data)
+        return WithSchemaId((own or self.schemas.codec(schema_id)).decode(payload), schema_id)
+
+
+def record_decoder(fmt: str, schemas: Schemas | None, part: str) -> Callable[[bytes | None], Any]:
+    if fmt not in SCHEMA_FORMATS:
+        return decoder(fmt)
+    return RecordDecoder(_required(schemas, fmt, part), part)
+
+
+def record_encoder(fmt: str, schemas: Schemas | None, part: str, topic: str) -> FieldEncoder:
+    """JSON value -> bytes: framed with the id the value was decoded with, else with the id of
+    the file's schema under TOPIC-key / TOPIC-value; bare with --no-header."""
+    if fmt not in SCHEMA_FORMATS:
+        return plain_encoder(fmt)
+    given = _required(schemas, fmt, part)
+
+    def encode(value: Any, schema_id: int | None) -> bytes | None:
+        if value is None:
+            return None
+        try:
+            own = given.file_codec(part)
+            if not given.options.framed:
+                if own is None:
+                    raise SchemaError("bare payloads (--no-header) need --key-schema / --value-schema")
+                return own.encode(value)
+            if schema_id is None:
+                if own is None:
+                    raise SchemaError(f"no schema for this {part}: give --{part}-schema FILE, or records "
+                                      f"with {part}_schema_id (as consume -o jsonl writes them)")
+                schema_id = given.subject_id(f"{topic}-{part}", own)
+            return wire.frame(schema_id, (own or given.codec(schema_id)).encode(value))
+        except (SchemaError, RegistryError) as exc:
+            raise EncodeError(f"{part}: {exc}") from None
+    return encode
+
+
+def _required(schemas: Schemas | None, fmt: str, part: str) -> Schemas:
+    if schemas is None or (schemas.registry is None and schemas.file_codec(part) is None):
+        raise UsageError(f"--{part}-format {fmt} needs a schema: --schema-registry URL (or schema.registry.url "
+                         f"in --command-config), or --{part}-schema FILE")
+    return schemas
