@@ -10,10 +10,10 @@ import click
 from kstool.changelog import operations as ops
 from kstool.commands.completion import complete_groups, complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option, state_dir_option
+from kstool.commands.options import SchemaFlags, output_option, schema_options, state_dir_option
 from kstool.kafka.consume import StartSpec
 from kstool.output import Column, Listing, dumps, emit, warn
-from kstool.serdes import FORMATS
+from kstool.serdes import FORMATS, SCHEMA_FORMATS
 from kstool.timeutil import parse_time
 
 ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
@@ -44,11 +44,17 @@ def list_(g: Globals, app_id, state_dir, output):
 
 
 def _format_options(func):
+    func = schema_options()(func)
     func = click.option("--detect", is_flag=True, help="Guess the layout and formats from the bytes.")(func)
-    func = click.option("--value-format", type=click.Choice(FORMATS), help="Value serde.")(func)
+    func = click.option("--value-format", type=click.Choice([*FORMATS, *SCHEMA_FORMATS]), help="Value serde.")(func)
     func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT",
-                        help="Key serde and layout, e.g. string, windowed:long, session:json.")(func)
+                        help="Key serde and layout, e.g. string, windowed:long, session:avro.")(func)
     return _state_dir_option(func)
+
+
+def _formats(g: Globals, clients, topic, state_dir, key_format, value_format, detect, schema_flags: SchemaFlags):
+    return ops.resolve_formats(clients, topic, state_dir, key_format, value_format, detect,
+                               schema_flags.options(g.client_config().schema_registry))
 
 
 @changelog.command()
@@ -56,11 +62,11 @@ def _format_options(func):
 @_format_options
 @output_option()
 @pass_globals
-def describe(g: Globals, topic, key_format, value_format, detect, state_dir, output):
+def describe(g: Globals, topic, key_format, value_format, detect, state_dir, schema_flags, output):
     """Per partition: offsets, records, distinct keys, tombstones, records per key,
     timestamps; and the detected layout with its evidence."""
     clients = g.clients()
-    formats = ops.resolve_formats(clients, topic, state_dir, key_format, value_format, detect)
+    formats = _formats(g, clients, topic, state_dir, key_format, value_format, detect, schema_flags)
     doc = ops.describe(clients, topic, formats)
     total, layout = doc["total"], doc["layout"]
     emit(Listing(doc["partitions"],
@@ -99,11 +105,11 @@ def _position(text: str | None):
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True)
 @output_option()
 @pass_globals
-def dump(g: Globals, topic, key_format, value_format, detect, state_dir, compact, show_tombstones, key,
-         key_prefix, from_, to, follow, partitions, output):
+def dump(g: Globals, topic, key_format, value_format, detect, state_dir, schema_flags, compact, show_tombstones,
+         key, key_prefix, from_, to, follow, partitions, output):
     """Decoded records of a changelog topic (or the compacted view)."""
     clients = g.clients()
-    formats = ops.resolve_formats(clients, topic, state_dir, key_format, value_format, detect)
+    formats = _formats(g, clients, topic, state_dir, key_format, value_format, detect, schema_flags)
     start_offset, start_time = _position(from_)
     to_offset, to_time = _position(to)
     options = ops.DumpOptions(

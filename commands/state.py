@@ -4,15 +4,24 @@ kstool state restore: rebuild them from their changelogs."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import click
 
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, confirm_or_refuse, gathered, output_option, state_dir_option
+from kstool.commands.options import (
+    TIME,
+    SchemaFlags,
+    confirm_or_refuse,
+    gathered,
+    output_option,
+    schema_options,
+    state_dir_option,
+)
 from kstool.engine.session import SparkOptions
 from kstool.output import Column, Listing, emit, info, warn
-from kstool.serdes import FORMATS
+from kstool.serdes import FORMATS, SCHEMA_FORMATS
 from kstool.state import query as ops
 from kstool.state.exceptions import KeyNotFoundError
 
@@ -29,7 +38,7 @@ _SOURCE_OPTIONS = [
     click.option("--changelog-topic", metavar="TOPIC",
                  help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
     click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
-    click.option("--value-format", type=click.Choice(FORMATS), help="With --changelog-topic."),
+    click.option("--value-format", type=click.Choice([*FORMATS, *SCHEMA_FORMATS]), help="With --changelog-topic."),
     click.option("--no-engine", "use_engine", flag_value=False, default=True,
                  help="Read the checkpoint in this process even when the warm engine runs."),
 ]
@@ -38,18 +47,23 @@ _BATCH_OPTION = click.option("--batch-id", type=click.IntRange(min=0),
 
 
 def source_options(with_batch: bool = True):
-    return gathered("source", ops.StateSource, *_SOURCE_OPTIONS, *([_BATCH_OPTION] if with_batch else []))
+    """The store to read, as one StateSource (schema flags included, for avro changelogs)."""
+    gather = gathered("source", ops.StateSource, *_SOURCE_OPTIONS, *([_BATCH_OPTION] if with_batch else []))
+
+    def decorate(func):
+        @functools.wraps(func)
+        def with_schemas(*args, source: ops.StateSource, schema_flags: SchemaFlags, **kwargs):
+            configured = click.get_current_context().ensure_object(Globals).client_config().schema_registry
+            return func(*args, source=dataclasses.replace(source, schemas=schema_flags.options(configured)),
+                        **kwargs)
+        return gather(schema_options()(with_schemas))
+    return decorate
 
 
 def _open(g: Globals, source: ops.StateSource):
     source = dataclasses.replace(source, spark=SparkOptions(master="local[1]", debug=g.debug))
     needs_kafka = source.from_changelog or source.changelog_topic
     return ops.open_backend(g.clients() if needs_kafka else None, source)
-
-
-def _key(text: str, store):
-    """A key typed on the command line, as the store holds it (text without a manifest)."""
-    return ops.coerce_key(text, store.key_format if store else None)
 
 
 def _emit(entries, output):
@@ -111,10 +125,11 @@ def stores(app_id, state_dir, output):
 def get(g: Globals, keys, output, source: ops.StateSource):
     """Values of KEY...; a missing key prints "not found" and exits 1."""
     backend, store = _open(g, source)
-    wanted = [_key(k, store) for k in keys]
+    wanted = [ops.typed_key(k, source, store) for k in keys]
     found = backend.lookup(wanted)
     _emit(found, output)
-    missing = [str(k) for k in wanted if k not in {e.key for e in found}]
+    found_keys = [e.key for e in found]  # a list: avro keys are dicts
+    missing = [text for text, k in zip(keys, wanted) if k not in found_keys]
     if missing:
         raise KeyNotFoundError(f"not found: {', '.join(missing)}")
 
@@ -128,8 +143,8 @@ def get(g: Globals, keys, output, source: ops.StateSource):
 def range_(g: Globals, low, high, output, source: ops.StateSource):
     """Entries with keys from --from to --to (inclusive), in key order."""
     backend, store = _open(g, source)
-    entries = ops.key_range(backend.entries(), None if low is None else _key(low, store),
-                            None if high is None else _key(high, store))
+    entries = ops.key_range(backend.entries(), None if low is None else ops.typed_key(low, source, store),
+                            None if high is None else ops.typed_key(high, source, store))
     _emit(entries, output)
 
 
@@ -167,7 +182,7 @@ def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
     """Window and session stores: KEY's windows or sessions in a time range."""
     backend, store = _open(g, source)
     kind = store.kind if store else backend.formats.key.layout
-    entries = ops.fetch(backend.entries(), _key(key, store),
+    entries = ops.fetch(backend.entries(), ops.typed_key(key, source, store),
                         time_from, time_to, kind)
     _emit(entries, output)
 

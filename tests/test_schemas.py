@@ -207,3 +207,61 @@ def test_records_that_do_not_decode_are_shown_in_place_and_counted(kafka, regist
     assert len(read_all(kafka, target)) == 1, "the line before it is written, nothing of line 2"
     needs = cli("consume", target, "-e", "--value-format", "avro")
     assert needs.exit_code == 2 and "--value-format avro needs a schema" in needs.stderr
+
+
+def test_a_kafka_streams_changelog_with_avro_keys_and_values(kafka, registry_url, topic_name):
+    """Changelogs as a Kafka Streams app with Avro serdes writes them: a key-value store's (the
+    serialized key and value, each framed), and a window store's, whose keys are the serialized
+    key, the 8-byte window start and a 4-byte sequence number (WindowKeySchema#toStoreKeyBinary,
+    lines 187-196 at apache/kafka 1eb7644349c)."""
+    import struct
+
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": registry_url})
+    store, windows = topic_name, topic_name + "-windows"
+    keys = AvroSerializer(client, KEY)
+    values = AvroSerializer(client, ORDER)
+
+    def key(n: int) -> bytes:
+        return keys({"region": "eu", "id": n}, SerializationContext(store, MessageField.KEY))
+
+    def value(order: dict) -> bytes:
+        return values(order, SerializationContext(store, MessageField.VALUE))
+
+    updated = {**ORDERS[0], "amount": 99.0}
+    create_topic(kafka, store, 1, {"cleanup.policy": "compact"})
+    create_topic(kafka, windows, 1, {"cleanup.policy": "compact,delete"})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
+    for k, v in [(key(1), value(ORDERS[0])), (key(2), value(ORDERS[1])), (key(1), value(updated)), (key(2), None)]:
+        producer.produce(store, key=k, value=v)
+    start = 1_735_689_600_000  # 2025-01-01T00:00:00Z
+    producer.produce(windows, key=key(1) + struct.pack(">qi", start, 0), value=value(ORDERS[0]))
+    producer.produce(windows, key=key(1) + struct.pack(">qi", start + 60_000, 0), value=value(updated))
+    assert producer.flush(30) == 0
+    avro = ("--key-format", "avro", "--value-format", "avro", "--schema-registry", registry_url)
+
+    dumped = cli("changelog", "dump", store, *avro, "-o", "jsonl")
+    assert dumped.exit_code == 0 and dumped.stderr == "", dumped.stderr
+    rows = [json.loads(line) for line in dumped.stdout.splitlines()]
+    assert [(r["key"]["id"], r["value"] and r["value"]["amount"], r["tombstone"]) for r in rows] == \
+        [(1, 12.5, False), (2, 0.0, False), (1, 99.0, False), (2, None, True)]
+    compacted = json.loads(cli("changelog", "dump", store, *avro, "--compact", "-o", "json").stdout)
+    assert [(r["key"], r["value"]["amount"]) for r in compacted] == [({"region": "eu", "id": 1}, 99.0)]
+
+    # a key typed as JSON, its fields in any order
+    got = cli("state", "get", "--changelog-topic", store, *avro, '{"id": 1, "region": "eu"}', "-o", "json")
+    assert got.exit_code == 0, got.stderr
+    assert [e["value"]["amount"] for e in json.loads(got.stdout)] == [99.0]
+    gone = cli("state", "get", "--changelog-topic", store, *avro, '{"id": 2, "region": "eu"}')
+    assert gone.exit_code == 1 and "not found" in gone.stderr
+
+    windowed = cli("changelog", "dump", windows, "--key-format", "windowed:avro", "--value-format", "avro",
+                   "--schema-registry", registry_url, "-o", "jsonl")
+    assert windowed.exit_code == 0 and windowed.stderr == "", windowed.stderr
+    rows = [json.loads(line) for line in windowed.stdout.splitlines()]
+    assert [(r["key"], r["window_start"], r["seqnum"], r["value"]["amount"]) for r in rows] == \
+        [({"region": "eu", "id": 1}, start, 0, 12.5), ({"region": "eu", "id": 1}, start + 60_000, 0, 99.0)]

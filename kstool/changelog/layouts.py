@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kstool.errors import UsageError
-from kstool.serdes import FORMATS, decoder, raw
+from kstool.schemas.formats import Schemas, record_decoder
+from kstool.serdes import FORMATS, SCHEMA_FORMATS, WithSchemaId, raw
 from kstool.store_keys import SESSION_SUFFIX, WINDOW_SUFFIX, split_session_store_key, split_window_store_key
 
 LAYOUTS = ("key-value", "window", "session")
 # timestamps a real window bound can take: 2000-01-01 .. 2100-01-01
 _PLAUSIBLE = (946_684_800_000, 4_102_444_800_000)
-KEY_FORMATS = FORMATS
+KEY_FORMATS = (*FORMATS, *SCHEMA_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,19 @@ class DecodedKey:
     ok: bool = True
 
 
-def key_decoder(spec: KeySpec) -> Callable[[bytes | None], DecodedKey]:
-    inner = decoder(spec.key_format)
+def _inner_decoder(fmt: str, schemas: Schemas | None, part: str) -> Callable[[bytes | None], Any]:
+    """A format's decoder; a schema's value without its id (changelog rows do not show ids)."""
+    decode = record_decoder(fmt, schemas, part)
+
+    def inner(data: bytes | None) -> Any:
+        value = decode(data)
+        return value.value if isinstance(value, WithSchemaId) else value
+    return inner
+
+
+def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[bytes | None], DecodedKey]:
+    """schemas: for avro keys (around which the window and session layouts sit)."""
+    inner = _inner_decoder(spec.key_format, schemas, "key")
 
     def decode(data: bytes | None) -> DecodedKey:
         if data is None:
@@ -55,27 +67,32 @@ def key_decoder(spec: KeySpec) -> Callable[[bytes | None], DecodedKey]:
             if len(data) < WINDOW_SUFFIX:
                 return DecodedKey(raw(data), ok=False)
             key, start, seq = split_window_store_key(data)
-            return _checked(inner(key), start=start, seqnum=seq)
+            return _checked(inner(key), spec.key_format, start=start, seqnum=seq)
         if spec.layout == "session":
             if len(data) < SESSION_SUFFIX:
                 return DecodedKey(raw(data), ok=False)
             key, start, end = split_session_store_key(data)
-            return _checked(inner(key), start=start, end=end)
+            return _checked(inner(key), spec.key_format, start=start, end=end)
         value = inner(data)
         return DecodedKey(value, ok=not _is_fallback(value, spec.key_format))
     return decode
 
 
-def _checked(key: Any, start: int, end: int | None = None, seqnum: int | None = None) -> DecodedKey:
-    return DecodedKey(key, start, end, seqnum, ok=not isinstance(key, dict) or "base64" not in key)
+def _checked(key: Any, fmt: str, start: int, end: int | None = None, seqnum: int | None = None) -> DecodedKey:
+    failed = _is_fallback(key, fmt) if fmt in SCHEMA_FORMATS else isinstance(key, dict) and "base64" in key
+    return DecodedKey(key, start, end, seqnum, ok=not failed)
 
 
 def _is_fallback(value: Any, fmt: str) -> bool:
+    """A value the format could not decode: {"base64"} from a plain format, {"error", "hex"}
+    from a schema."""
+    if fmt in SCHEMA_FORMATS:
+        return isinstance(value, dict) and set(value) == {"error", "hex"}
     return fmt != "bytes" and isinstance(value, dict) and set(value) == {"base64"}
 
 
-def value_decoder(fmt: str) -> Callable[[bytes | None], tuple[Any, bool]]:
-    inner = decoder(fmt)
+def value_decoder(fmt: str, schemas: Schemas | None = None) -> Callable[[bytes | None], tuple[Any, bool]]:
+    inner = _inner_decoder(fmt, schemas, "value")
 
     def decode(data: bytes | None):
         value = inner(data)

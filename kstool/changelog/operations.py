@@ -22,6 +22,7 @@ from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume
 from kstool.kafka.groups import list_groups
 from kstool.kafka.topics import topics_configs
+from kstool.schemas.formats import SchemaOptions, Schemas, schemas_for
 from kstool.serdes import as_text
 
 SUFFIX = "-changelog"
@@ -70,12 +71,13 @@ class Formats:
     value: str
     source: str  # flags | manifest | detected | default
     evidence: str = ""
+    schemas: Schemas | None = None  # for avro keys or values
 
 
 def resolve_formats(clients: KafkaClients, topic: str, state_dir: Path, key_format: str | None,
-                    value_format: str | None, detect: bool) -> Formats:
+                    value_format: str | None, detect: bool, schemas: SchemaOptions | None = None) -> Formats:
     if key_format or value_format:
-        return Formats(KeySpec.parse(key_format or "string"), value_format or "string", "flags")
+        return flag_formats(key_format, value_format, schemas)
     known = _manifest_stores(state_dir)
     if topic in known:
         app_id, store = known[topic]
@@ -83,6 +85,12 @@ def resolve_formats(clients: KafkaClients, topic: str, state_dir: Path, key_form
     if detect:
         return detect_formats(clients, topic)
     return Formats(KeySpec("key-value", "string"), "string", "default")
+
+
+def flag_formats(key_format: str | None, value_format: str | None, schemas: SchemaOptions | None) -> Formats:
+    """Formats given on the command line (string unless given)."""
+    spec, value = KeySpec.parse(key_format or "string"), value_format or "string"
+    return Formats(spec, value, "flags", schemas=schemas_for((spec.key_format, value), schemas or SchemaOptions()))
 
 
 def store_formats(store, evidence: str = "") -> Formats:
@@ -126,7 +134,8 @@ class DecodeStats:
 def dump(clients: KafkaClients, options: DumpOptions, stats: DecodeStats) -> Iterator[dict]:
     if options.compact and options.follow:
         raise UsageError("--compact shows a finished view; it cannot be combined with --follow")
-    decode_key, decode_value = key_decoder(options.formats.key), value_decoder(options.formats.value)
+    formats = options.formats
+    decode_key, decode_value = key_decoder(formats.key, formats.schemas), value_decoder(formats.value, formats.schemas)
     consume_options = ConsumeOptions(options.topic, start=options.start, from_time=options.from_time,
                                      to_time=options.to_time, partitions=options.partitions,
                                      exit_at_end=not options.follow)

@@ -3,6 +3,7 @@ for Kafka Streams apps too, given the formats)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kstool.changelog.operations import DecodeStats, DumpOptions, Formats, dump
@@ -32,9 +33,15 @@ class ChangelogBackend:
         return row["window_end"]
 
     def lookup(self, keys: list[Any]) -> list[Entry]:
-        wanted = set(map(str, keys))
-        return [e for e in self.entries() if str(e.key) in wanted]
+        wanted = set(map(_comparable, keys))
+        return [e for e in self.entries() if _comparable(e.key) in wanted]
 
     def changes(self, from_batch: int, to_batch: int | None) -> list[Change]:
         raise UnsupportedQueryError("the change feed by batch needs the app's checkpoint "
                                     "(drop --from-changelog)")
+
+
+def _comparable(key: Any) -> str:
+    """Keys as text to match them: records (avro, json) as canonical JSON, whatever the order
+    their fields were typed in."""
+    return json.dumps(key, sort_keys=True, separators=(",", ":")) if isinstance(key, (dict, list)) else str(key)

@@ -4,6 +4,7 @@ against either backend."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,15 @@ from kstool.application.checkpoint import committed_batches
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths, Manifest, StoreSpec, load_manifest
 from kstool.changelog.layouts import KeySpec
-from kstool.changelog.operations import Formats, store_formats
+from kstool.changelog.operations import flag_formats, store_formats
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.daemon.protocol import EnginePaths
 from kstool.engine.session import SparkOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.names import validate_name
+from kstool.schemas.formats import SchemaOptions
+from kstool.serdes import SCHEMA_FORMATS
 from kstool.state.backend import Change, Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend
 from kstool.state.checkpoint import CheckpointBackend
@@ -37,6 +40,7 @@ class StateSource:
     batch_id: int | None = None
     spark: SparkOptions | None = None
     use_engine: bool = True  # checkpoint reads go to the warm engine when one runs
+    schemas: SchemaOptions | None = None  # --changelog-topic with avro keys or values
 
 
 def list_stores(state_dir: Path, app_id: str) -> list[dict]:
@@ -78,8 +82,7 @@ def _online(clients: KafkaClients | None) -> KafkaClients:
 
 def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[StateBackend, StoreSpec | None]:
     if source.changelog_topic:
-        spec = KeySpec.parse(source.key_format or "string")
-        formats = Formats(spec, source.value_format or "string", "flags")
+        formats = flag_formats(source.key_format, source.value_format, source.schemas)
         return ChangelogBackend(_online(clients), source.changelog_topic, formats), None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
@@ -127,6 +130,14 @@ class HostedBackend:
         return self._read("changes", from_batch, to_batch)
 
 
+def typed_key(text: str, source: StateSource, store: StoreSpec | None) -> Any:
+    """A key typed on the command line, as the store holds it: by the manifest's key format, or
+    the --key-format given with --changelog-topic (text without either)."""
+    if store is not None:
+        return coerce_key(text, store.key_format)
+    return coerce_key(text, KeySpec.parse(source.key_format).key_format if source.key_format else None)
+
+
 def coerce_key(text: str, key_format: str | None) -> Any:
     """A key typed on the command line, as the store holds it."""
     if key_format in ("long", "int"):
@@ -139,6 +150,11 @@ def coerce_key(text: str, key_format: str | None) -> Any:
             return float(text)
         except ValueError:
             raise UsageError(f"the store's keys are doubles; {text!r} is not one") from None
+    if key_format in SCHEMA_FORMATS:
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise UsageError(f"the store's keys are {key_format} records: give them as JSON, not {text!r}") from None
     return text
 
 
