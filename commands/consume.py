@@ -39,7 +39,7 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 @click.option("--group", "-g", help="Commit progress as this consumer group (default: read-only).")
 @click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="raw: the bytes as they are (kcat's default); string: UTF-8, else "
-                                      "base64 JSON; avro: decoded with its schema.")
+                                      "base64 JSON; avro, protobuf: decoded with its schema.")
 @click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="As --key-format.")
 @schema_options()
@@ -61,7 +61,8 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         partitions=list(partitions) or None, exit_at_end=exit_at_end,
         max_messages=max_messages, group=group)
     structured = output is not None  # raw bytes appear there as {"base64": ...}
-    schemas = schemas_for((key_format, value_format), schema_flags.options(g.client_config().schema_registry))
+    schemas = schemas_for({"key": key_format, "value": value_format},
+                          schema_flags.options(g.client_config().schema_registry))
     decode_key = record_decoder("bytes" if structured and key_format == "raw" else key_format, schemas, "key")
     decode_value = record_decoder("bytes" if structured and value_format == "raw" else value_format, schemas,
                                   "value")

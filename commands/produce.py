@@ -28,7 +28,7 @@ from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 @click.option("--timestamp", type=TIME, metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
 @click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="How text becomes key bytes; string and raw send the bytes as they are; "
-                                      "avro: JSON encoded with its schema.")
+                                      "avro, protobuf: JSON encoded with its schema.")
 @click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
 @schema_options(writes=True)
@@ -43,7 +43,8 @@ def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partitio
         partition=partition, headers=list(parse_key_values(headers, "--header").items()),
         timestamp=timestamp,
         key_format=key_format, value_format=value_format, on_error=on_error)
-    schemas = schemas_for((key_format, value_format), schema_flags.options(g.client_config().schema_registry))
+    schemas = schemas_for({"key": key_format, "value": value_format},
+                          schema_flags.options(g.client_config().schema_registry))
     encoders = FieldEncoders(record_encoder(key_format, schemas, "key", topic),
                              record_encoder(value_format, schemas, "value", topic))
     stream = file_ if file_ is not None else sys.stdin.buffer

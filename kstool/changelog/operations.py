@@ -90,7 +90,7 @@ def resolve_formats(clients: KafkaClients, topic: str, state_dir: Path, key_form
 def flag_formats(key_format: str | None, value_format: str | None, schemas: SchemaOptions | None) -> Formats:
     """Formats given on the command line (string unless given)."""
     spec, value = KeySpec.parse(key_format or "string"), value_format or "string"
-    return Formats(spec, value, "flags", schemas=schemas_for((spec.key_format, value), schemas or SchemaOptions()))
+    return Formats(spec, value, "flags", schemas=schemas_for({"key": spec.key_format, "value": value}, schemas or SchemaOptions()))
 
 
 def store_formats(store, evidence: str = "") -> Formats:

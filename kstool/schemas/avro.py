@@ -21,7 +21,8 @@ class AvroCodec:
         except Exception as exc:  # not JSON, or fastavro's UnknownType, SchemaParseException, ...
             raise SchemaFileError(f"{origin}: not an Avro schema ({exc})") from None
 
-    def decode(self, payload: bytes) -> Any:
+    def decode(self, payload: bytes, framed: bool = True) -> Any:
+        """framed: the payload followed a wire-format header (no difference for Avro)."""
         buffer = io.BytesIO(payload)
         try:
             value = fastavro.schemaless_reader(buffer, self.schema, None)
@@ -31,7 +32,7 @@ class AvroCodec:
             raise SchemaError(f"not Avro of this schema ({len(payload) - buffer.tell()} bytes left over)")
         return _to_json(value)
 
-    def encode(self, value: Any) -> bytes:
+    def encode(self, value: Any, framed: bool = True) -> bytes:
         buffer = io.BytesIO()
         try:
             fastavro.schemaless_writer(buffer, self.schema, _from_json(value, self.schema))

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from kstool.errors import UsageError
 from kstool.schemas import wire
 from kstool.schemas.avro import AvroCodec
 from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileError
+from kstool.schemas.protobuf import ProtobufCodec
 from kstool.schemas.registry import Registry
 from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, WithSchemaId, decoder, plain_encoder
 
-SCHEMA_TYPES = {"avro": "AVRO"}  # the registry's name for each format
+SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF"}  # the registry's name for each format
+CODECS: dict[str, Callable[[str, str], Codec]] = {"avro": AvroCodec, "protobuf": ProtobufCodec}
+FILE_SUFFIXES = {"avro": (".avsc", ".json"), "protobuf": (".proto",)}
 
 
 @dataclass(frozen=True)
@@ -31,54 +34,65 @@ class SchemaOptions:
     register: bool = False  # produce: register a file's schema under its subject if it is new
 
 
-def schemas_for(formats: tuple[str, ...], options: SchemaOptions) -> "Schemas | None":
-    """The command's schemas when one of its formats needs them."""
-    return Schemas(options) if any(f in SCHEMA_FORMATS for f in formats) else None
+class Codec(Protocol):
+    schema_str: str
+
+    def decode(self, payload: bytes, framed: bool = True) -> Any: ...
+
+    def encode(self, value: Any, framed: bool = True) -> bytes: ...
+
+
+def schemas_for(formats: dict[str, str], options: SchemaOptions) -> "Schemas | None":
+    """The command's schemas when one of its formats needs them; formats: {"key": ..., "value": ...}."""
+    return Schemas(options, formats) if any(f in SCHEMA_FORMATS for f in formats.values()) else None
 
 
 class Schemas:
     """One command's schemas: the registry client and the local files, each parsed once."""
 
-    def __init__(self, options: SchemaOptions):
-        self.options = options
+    def __init__(self, options: SchemaOptions, formats: dict[str, str]):
+        self.options, self.formats = options, formats
         self.registry = Registry(options.registry) if options.registry.get("url") else None
-        self._by_id: dict[int, AvroCodec] = {}
-        self._files = {name: _read_codec(path) for name, path in
+        self._by_id: dict[int, Codec] = {}
+        self._files = {part: _read_codec(path, formats.get(part, "")) for part, path in
                        (("key", options.key_schema), ("value", options.value_schema)) if path}
         self._subject_ids: dict[str, int] = {}
 
-    def file_codec(self, part: str) -> AvroCodec | None:
+    def file_codec(self, part: str) -> Codec | None:
         return self._files.get(part)
 
-    def codec(self, schema_id: int) -> AvroCodec:
+    def codec(self, schema_id: int, part: str) -> Codec:
         if schema_id not in self._by_id:
             if self.registry is None:
-                raise SchemaError(f"schema id {schema_id}: give --schema-registry, or --{{key,value}}-schema FILE")
+                raise SchemaError(f"schema id {schema_id}: give --schema-registry, or --{part}-schema FILE")
             schema = self.registry.by_id(schema_id)
-            if schema.schema_type != "AVRO":
-                raise SchemaError(f"schema id {schema_id} is {schema.schema_type}, not AVRO")
-            self._by_id[schema_id] = AvroCodec(schema.schema_str, f"schema id {schema_id}")
+            fmt = self.formats[part]
+            if schema.schema_type != SCHEMA_TYPES[fmt]:
+                raise SchemaError(f"schema id {schema_id} is {schema.schema_type}, not {SCHEMA_TYPES[fmt]}")
+            self._by_id[schema_id] = CODECS[fmt](schema.schema_str, f"schema id {schema_id}")
         return self._by_id[schema_id]
 
-    def subject_id(self, subject: str, codec: AvroCodec) -> int:
+    def subject_id(self, part: str, subject: str, codec: Codec) -> int:
         """The id of a file's schema under its subject (TopicNameStrategy: TOPIC-key, TOPIC-value)."""
         if subject not in self._subject_ids:
             if self.registry is None:
                 raise SchemaError("records need a schema id in their header: give --schema-registry to look "
                                   "the schema up, or --no-header for bare payloads")
             ask = self.registry.register if self.options.register else self.registry.lookup
-            self._subject_ids[subject] = ask(subject, "AVRO", codec.schema_str)
+            self._subject_ids[subject] = ask(subject, SCHEMA_TYPES[self.formats[part]], codec.schema_str)
         return self._subject_ids[subject]
 
 
-def _read_codec(path: str) -> AvroCodec:
+def _read_codec(path: str, fmt: str) -> Codec:
+    if fmt not in SCHEMA_FORMATS:
+        raise UsageError(f"schema file {path}: its {fmt or 'plain'} format takes no schema")
+    if not path.endswith(FILE_SUFFIXES[fmt]):
+        raise SchemaFileError(f"schema file {path}: a {fmt} schema is a {' or '.join(FILE_SUFFIXES[fmt])} file")
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
         raise SchemaFileError(f"cannot read schema file {path}: {exc.strerror}") from None
-    if not path.endswith((".avsc", ".json")):
-        raise SchemaFileError(f"schema file {path}: expected an Avro schema (.avsc)")
-    return AvroCodec(text, path)
+    return CODECS[fmt](text, path)
 
 
 class RecordDecoder:
@@ -102,9 +116,9 @@ class RecordDecoder:
         if not self.schemas.options.framed:
             if own is None:
                 raise SchemaError("bare payloads (--no-header) need --key-schema / --value-schema")
-            return WithSchemaId(own.decode(data), None)
+            return WithSchemaId(own.decode(data, framed=False), None)
         schema_id, payload = wire.split(data)
-        return WithSchemaId((own or self.schemas.codec(schema_id)).decode(payload), schema_id)
+        return WithSchemaId((own or self.schemas.codec(schema_id, self.part)).decode(payload), schema_id)
 
 
 def record_decoder(fmt: str, schemas: Schemas | None, part: str) -> Callable[[bytes | None], Any]:
@@ -128,13 +142,13 @@ def record_encoder(fmt: str, schemas: Schemas | None, part: str, topic: str) -> 
             if not given.options.framed:
                 if own is None:
                     raise SchemaError("bare payloads (--no-header) need --key-schema / --value-schema")
-                return own.encode(value)
+                return own.encode(value, framed=False)
             if schema_id is None:
                 if own is None:
                     raise SchemaError(f"no schema for this {part}: give --{part}-schema FILE, or records "
                                       f"with {part}_schema_id (as consume -o jsonl writes them)")
-                schema_id = given.subject_id(f"{topic}-{part}", own)
-            return wire.frame(schema_id, (own or given.codec(schema_id)).encode(value))
+                schema_id = given.subject_id(part, f"{topic}-{part}", own)
+            return wire.frame(schema_id, (own or given.codec(schema_id, part)).encode(value))
         except (SchemaError, RegistryError) as exc:
             raise EncodeError(f"{part}: {exc}") from None
     return encode
