@@ -10,7 +10,7 @@ import click
 from kstool.application.location import normalize_location
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import gathered, setting_option, state_dir_option
+from kstool.commands.options import SchemaFlags, gathered, setting_option, state_dir_option
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
@@ -53,6 +53,9 @@ class EngineArgs:
     quiet: bool
     report: str
     no_engine: bool
+    schema_registry: str | None
+    value_schema: str | None
+    no_header: bool
 
 
 engine_options = gathered(
@@ -87,6 +90,13 @@ engine_options = gathered(
                  show_default=True, help="Final summary: a line on stderr, or JSON on stdout."),
     click.option("--no-engine", is_flag=True,
                  help="Run in this process even when the warm engine (kstool engine start) runs."),
+    click.option("--schema-registry", metavar="URL",
+                 help="With --input-value-format avro|protobuf: the Schema Registry (else schema.registry.url "
+                      "from --command-config)."),
+    click.option("--value-schema", type=click.Path(dir_okay=False), metavar="FILE",
+                 help="With --input-value-format avro|protobuf: the values' schema file (.avsc, .proto)."),
+    click.option("--no-header", is_flag=True,
+                 help="With --input-value-format avro|protobuf: bare payloads, no wire-format header."),
 )
 
 
@@ -104,7 +114,9 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
         processing_guarantee=engine.processing_guarantee, late_topic=engine.late_topic,
         broker_timeout_s=parse_duration(engine.broker_timeout) / 1000,
         spark=SparkOptions(master=engine.master, conf=parse_key_values(engine.spark_conf, "--conf"),
-                           ui=engine.spark_ui, debug=g.debug))
+                           ui=engine.spark_ui, debug=g.debug),
+        input_schemas=SchemaFlags(engine.schema_registry, value_schema=engine.value_schema,
+                                  no_header=engine.no_header).options(g.client_config().schema_registry))
 
 
 def progress_for(app_id: str, quiet: bool):

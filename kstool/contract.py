@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kstool.serdes import SCHEMA_FORMATS
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -18,6 +20,15 @@ LATE = "late"  # a record dropped because its windows had closed (counted; writt
 # The source's column that marks a store entry read back from a changelog (a restore's first
 # batch) among the input records: Spark's own aggregations take it as their state so far.
 RESTORED = "restored"
+# The source's column with each input value decoded to JSON text, for topologies whose values are
+# Avro or Protobuf (their input_value_format); null elsewhere, and where a value does not decode.
+VALUE_JSON = "value_json"
+
+
+def value_schema_format(topology: "Topology") -> str | None:
+    """The schema format (avro, protobuf) of the topology's input values, if they have one."""
+    fmt = getattr(topology, "input_value_format", None)
+    return fmt if fmt in SCHEMA_FORMATS else None
 
 
 def changelog_role(store: str) -> str:

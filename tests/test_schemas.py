@@ -15,7 +15,7 @@ from kstool.schemas.avro import AvroCodec
 from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileError, SchemaNotFoundError
 from kstool.schemas.registry import Registry
 from tests.conftest import cli
-from tests.helpers import create_topic, produce_batched, read_all
+from tests.helpers import create_topic, latest_per_key, produce_batched, read_all
 from tests.schema_registry import StandInRegistry
 
 ORDER = json.dumps({
@@ -206,7 +206,7 @@ def test_records_that_do_not_decode_are_shown_in_place_and_counted(kafka, regist
     assert "line 2: value: does not match the Avro schema" in refused.stderr
     assert len(read_all(kafka, target)) == 1, "the line before it is written, nothing of line 2"
     needs = cli("consume", target, "-e", "--value-format", "avro")
-    assert needs.exit_code == 2 and "--value-format avro needs a schema" in needs.stderr
+    assert needs.exit_code == 2 and "avro values need a schema: --schema-registry URL" in needs.stderr
 
 
 def test_a_kafka_streams_changelog_with_avro_keys_and_values(kafka, registry_url, topic_name):
@@ -364,3 +364,39 @@ def test_protobuf_schema_files_framed_or_bare(kafka, registry_url, topic_name, o
         f'kstool: error: {broken}: not a .proto protoc accepts (line 1:44: Expected ";".)\n')
     wrong = cli("consume", bare, "-e", "--value-format", "protobuf", "--value-schema", tmp_path / "order.avsc")
     assert wrong.exit_code == 2 and "a protobuf schema is a .proto file" in wrong.stderr
+
+
+def test_aggregate_sums_a_field_of_avro_values_per_customer(kafka, spark, registry_url, topic_name):
+    """aggregate --value-field over Avro values (the run's executors decode them), grouped by
+    another field; a value that is not Avro goes where --on-error says, as it was."""
+    import struct
+
+    written = _write_avro(kafka, registry_url, topic_name)
+    more = [{**ORDERS[0], "id": 3, "amount": 7.25}, {**ORDERS[1], "id": 4, "amount": 1.5}]
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serialize = AvroSerializer(SchemaRegistryClient({"url": registry_url}), ORDER)
+    produce_batched(kafka, topic_name, [(None, serialize(o, SerializationContext(topic_name, MessageField.VALUE)))
+                                        for o in more] + [(None, b"not avro")])
+    orders = ORDERS + more
+    sink, dlq = topic_name + "-sums", topic_name + "-dlq"
+    result = cli("run", "aggregate", "--input", topic_name, "--output", sink, "--agg", "sum",
+                 "--input-value-format", "avro", "--value-field", "amount", "--group-by", "field:customer",
+                 "--schema-registry", registry_url, "--app-id", topic_name + "-app", "--once",
+                 "--on-error", f"dlq:{dlq}", "--report", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["bad_records"] == 1
+    expected: dict[bytes, float] = {}
+    for order in orders:
+        expected[order["customer"].encode()] = expected.get(order["customer"].encode(), 0.0) + order["amount"]
+    got = {k: struct.unpack(">d", v)[0] for k, v in latest_per_key(read_all(kafka, sink)).items()}
+    assert got == expected
+    assert [m.value() for m in read_all(kafka, dlq)] == [b"not avro"], "the bad record as it was"
+    assert len(written) == 2
+
+    missing = cli("run", "aggregate", "--input", topic_name, "--output", sink, "--agg", "sum",
+                  "--input-value-format", "avro", "--value-field", "amount", "--app-id", topic_name + "-other",
+                  "--once")
+    assert missing.exit_code == 2 and "avro values need a schema" in missing.stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kstool.engine.errors_policy import ErrorPolicy
 from kstool.engine.session import SparkOptions
+from kstool.schemas.formats import SchemaOptions
 
 STARTING = ("earliest", "latest")  # where a new app starts
 GUARANTEES = ("at_least_once", "exactly_once_v2")
@@ -30,6 +31,7 @@ class RunOptions:
     late_topic: str | None = None  # where records dropped as late go (per-task topologies)
     checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
     broker_timeout_s: float = 120.0  # how long a run waits out a Kafka outage (kstool.engine.outage)
+    input_schemas: SchemaOptions | None = None  # where Avro or Protobuf input values find their schemas
 
 
 @dataclass

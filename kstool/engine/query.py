@@ -11,7 +11,7 @@ from typing import Callable
 
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
-from kstool.contract import LATE, RESTORED, SinkTarget, Topology
+from kstool.contract import LATE, RESTORED, SinkTarget, Topology, value_schema_format
 from kstool.engine import errors_policy
 from kstool.engine.failures import translate
 from kstool.engine.options import RunOptions, RunSummary
@@ -20,6 +20,7 @@ from kstool.engine.seed import Seed
 from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
 from kstool.engine.stopping import stop_request
 from kstool.kafka.client import KafkaClients
+from kstool.schemas.formats import SchemaOptions
 
 
 def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions,
@@ -49,7 +50,7 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
               progress: Progress, seed: Seed | None = None) -> None:
     """seed: what a restore puts back in the first batch (kstool.engine.seed)."""
     from kstool.engine.shuffle import shuffle_partitions_for
-    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, write_client_config
+    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, VALUE_SCHEMA_OPTION, write_client_config
 
     spark_started = time.monotonic()
     spark_options = options.spark
@@ -64,8 +65,18 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
                      f"{'catching up' if options.once else 'running'}")
 
     config = clients.config
-    source = (spark.readStream.format(SOURCE_NAME)
-              .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config)))
+    value_schema = None
+    fmt = value_schema_format(topology)
+    if fmt is not None:  # the executors decode the values; the registry's settings go with the client's
+        given = (options.input_schemas or SchemaOptions()).with_texts()
+        value_schema = json.dumps({"format": fmt, "value_schema": given.value_schema,
+                                   "value_schema_text": given.value_schema_text, "framed": given.framed})
+        config = dataclasses.replace(config, schema_registry=given.registry)
+    reader = (spark.readStream.format(SOURCE_NAME)
+              .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config))))
+    if value_schema is not None:
+        reader = reader.option(VALUE_SCHEMA_OPTION, value_schema)
+    source = (reader
               .option("topics", ",".join(topology.input_topics()))
               .option("group", options.app_id)
               .option("starting", options.starting)

@@ -15,7 +15,7 @@ from kstool.application.exceptions import StateMissingError
 from kstool.application.location import CheckpointFiles, local_path
 from kstool.application.metrics import MetricsLog
 from kstool.application.model import AppLock, AppPaths, checkpoint_uri, load_manifest, save_manifest
-from kstool.contract import Topology
+from kstool.contract import Topology, value_schema_format
 from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions, RunSummary
@@ -27,12 +27,16 @@ from kstool.engine.seed import plan_seed
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
+from kstool.schemas.formats import SchemaOptions, value_json_decoder
 
 
 def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             progress: Progress | None = None) -> RunSummary:
     started = time.monotonic()
     paths = AppPaths(options.state_dir, options.app_id)
+    fmt = value_schema_format(topology)
+    if fmt is not None:  # a schema that cannot serve fails now, not after Spark started
+        value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
     with AppLock(paths):
         progress = Recorded(progress or Silent(), MetricsLog(paths))
         location = checkpoint_location(paths, options.checkpoint_location)

@@ -8,11 +8,12 @@ committed to that group, so `kstool groups describe <app-id>` and every lag tool
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +35,7 @@ from pyspark.sql.types import (
 
 from kstool.application.checkpoint import FIRST_BATCH_MARKER
 from kstool.config import ClientConfig
-from kstool.contract import RESTORED
+from kstool.contract import RESTORED, VALUE_JSON
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
@@ -45,6 +46,9 @@ SOURCE_NAME = "kstool_kafka"
 # The client configuration may hold secrets (SASL passwords): it travels to the executors as
 # the path of a private file, never as an option value that plans and debug logs would show.
 CLIENT_CONFIG_FILE_OPTION = "client_config_file"
+# Avro or Protobuf input values: their format and schema source (kstool.schemas.formats.SchemaOptions
+# as JSON, without the registry's settings, which travel in the client configuration)
+VALUE_SCHEMA_OPTION = "value_schema"
 ARROW_BATCH_ROWS = 65_536
 # A range's records are known to be there: a longer fetch wait costs nothing where the broker
 # returns them at once, and lets one that gathers many small batches slowly return them (the
@@ -63,6 +67,7 @@ SCHEMA = StructType([
                                                  StructField("value", BinaryType())]))),
     # a store entry from a changelog, not an input record (only in a restore's first batch)
     StructField(RESTORED, BooleanType(), False),
+    StructField(VALUE_JSON, StringType()),
 ])
 # read() must return exactly the Arrow form Spark derives from SCHEMA
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
@@ -71,7 +76,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
     pa.field("offset", pa.int64(), nullable=False), pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     pa.field("timestamp_type", pa.int32(), nullable=False), pa.field("headers", HEADERS_TYPE),
-    pa.field(RESTORED, pa.bool_(), nullable=False),
+    pa.field(RESTORED, pa.bool_(), nullable=False), pa.field(VALUE_JSON, pa.string()),
 ])
 
 Offsets = dict[str, dict[str, int]]
@@ -139,6 +144,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # for Spark's own aggregations its rows are these changelogs' entries
         self.seed_batch = options.get("seed_batch", "false") == "true"
         self.seed_topics = [t for t in options.get("seed_topics", "").split(",") if t]
+        self.value_schema = options.get(VALUE_SCHEMA_OPTION)
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -252,7 +258,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if partition.restore:
             yield from compacted(read_range(self.config, partition))
         else:
-            yield from read_range(self.config, partition)
+            to_json = _value_json(self.value_schema, self.config) if self.value_schema else None
+            yield from read_range(self.config, partition, to_json)
+
+
+@functools.lru_cache(maxsize=8)
+def _value_json_cached(spec: str, registry: tuple[tuple[str, str], ...]) -> Callable[[bytes | None], str | None]:
+    from kstool.schemas.formats import SchemaOptions, value_json_decoder
+
+    given = json.loads(spec)
+    return value_json_decoder(given.pop("format"), SchemaOptions(registry=dict(registry), **given))
+
+
+def _value_json(spec: str, config: ClientConfig) -> Callable[[bytes | None], str | None]:
+    """The decoder of a run's Avro or Protobuf values, one per executor process (its registry
+    client caches the schemas it fetched)."""
+    return _value_json_cached(spec, tuple(sorted(config.schema_registry.items())))
 
 
 def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -275,8 +296,8 @@ def _cap(start: dict, end: dict, budget: int) -> dict:
 class _Columns:
     """The Arrow columns of one record batch of a partition range, filled record by record."""
 
-    def __init__(self, rng: OffsetRange):
-        self.rng = rng
+    def __init__(self, rng: OffsetRange, to_json: Callable[[bytes | None], str | None] | None = None):
+        self.rng, self.to_json = rng, to_json
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.offsets: list[int] = []
@@ -305,17 +326,19 @@ class _Columns:
             pa.array(self.offsets, pa.int64()), pa.array(self.stamps, pa.timestamp("us", tz="UTC")),
             pa.array(self.types, pa.int32()), pa.array(self.headers, HEADERS_TYPE),
             pa.array(np.full(n, self.rng.restore)),
+            pa.array([self.to_json(v) for v in self.values], pa.string()) if self.to_json else pa.nulls(n, pa.string()),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-def read_range(config: ClientConfig, rng: OffsetRange):
-    """Yield Arrow record batches of the records in [start, end) of one partition."""
+def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes | None], str | None] | None = None):
+    """Yield Arrow record batches of the records in [start, end) of one partition; to_json
+    decodes Avro or Protobuf values into the VALUE_JSON column."""
     if rng.start >= rng.end:
         return
     consumer = KafkaClients(config).consumer(**RANGE_READ_SETTINGS)
     consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
-    columns = _Columns(rng)
+    columns = _Columns(rng, to_json)
     position = rng.start
     stall_limit = max(60.0, 3 * config.timeout_s)
     last_progress = time.monotonic()
@@ -347,7 +370,7 @@ def read_range(config: ClientConfig, rng: OffsetRange):
                 position = offset + 1
             if len(columns) >= ARROW_BATCH_ROWS:
                 yield columns.batch()
-                columns = _Columns(rng)
+                columns = _Columns(rng, to_json)
         if len(columns):
             yield columns.batch()
     finally:

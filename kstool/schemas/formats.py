@@ -8,6 +8,8 @@ header unless `framed` is off (bare payloads, e.g. written by a serializer witho
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -32,6 +34,13 @@ class SchemaOptions:
     value_schema: str | None = None
     framed: bool = True  # records carry the wire-format header (magic byte, schema id)
     register: bool = False  # produce: register a file's schema under its subject if it is new
+    value_schema_text: str | None = None  # the value schema file's text, read where it is (executors may lack it)
+
+    def with_texts(self) -> "SchemaOptions":
+        """The value schema file read now, for a process elsewhere."""
+        if self.value_schema is None or self.value_schema_text is not None:
+            return self
+        return dataclasses.replace(self, value_schema_text=_read_text(self.value_schema))
 
 
 class Codec(Protocol):
@@ -54,8 +63,9 @@ class Schemas:
         self.options, self.formats = options, formats
         self.registry = Registry(options.registry) if options.registry.get("url") else None
         self._by_id: dict[int, Codec] = {}
-        self._files = {part: _read_codec(path, formats.get(part, "")) for part, path in
-                       (("key", options.key_schema), ("value", options.value_schema)) if path}
+        self._files = {part: _codec_of_file(path, formats.get(part, ""), text) for part, path, text in
+                       (("key", options.key_schema, None), ("value", options.value_schema, options.value_schema_text))
+                       if path}
         self._subject_ids: dict[str, int] = {}
 
     def file_codec(self, part: str) -> Codec | None:
@@ -83,16 +93,19 @@ class Schemas:
         return self._subject_ids[subject]
 
 
-def _read_codec(path: str, fmt: str) -> Codec:
+def _codec_of_file(path: str, fmt: str, text: str | None) -> Codec:
     if fmt not in SCHEMA_FORMATS:
         raise UsageError(f"schema file {path}: its {fmt or 'plain'} format takes no schema")
     if not path.endswith(FILE_SUFFIXES[fmt]):
         raise SchemaFileError(f"schema file {path}: a {fmt} schema is a {' or '.join(FILE_SUFFIXES[fmt])} file")
+    return CODECS[fmt](_read_text(path) if text is None else text, path)
+
+
+def _read_text(path: str) -> str:
     try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
+        return Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
         raise SchemaFileError(f"cannot read schema file {path}: {exc.strerror}") from None
-    return CODECS[fmt](text, path)
 
 
 class RecordDecoder:
@@ -156,6 +169,17 @@ def record_encoder(fmt: str, schemas: Schemas | None, part: str, topic: str) -> 
 
 def _required(schemas: Schemas | None, fmt: str, part: str) -> Schemas:
     if schemas is None or (schemas.registry is None and schemas.file_codec(part) is None):
-        raise UsageError(f"--{part}-format {fmt} needs a schema: --schema-registry URL (or schema.registry.url "
+        raise UsageError(f"{fmt} {part}s need a schema: --schema-registry URL (or schema.registry.url "
                          f"in --command-config), or --{part}-schema FILE")
     return schemas
+
+
+def value_json_decoder(fmt: str, options: SchemaOptions) -> Callable[[bytes | None], str | None]:
+    """Topology inputs: each value as JSON text, None where it does not decode (the record then
+    fails the topology's check, and --on-error decides)."""
+    decode = record_decoder(fmt, Schemas(options, {"value": fmt}), "value")
+
+    def as_json(data: bytes | None) -> str | None:
+        value = decode(data)
+        return json.dumps(value.value, ensure_ascii=False) if isinstance(value, WithSchemaId) else None
+    return as_json

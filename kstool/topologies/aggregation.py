@@ -2,7 +2,8 @@
 come from, which records are valid, and their Topology#describe() nodes.
 
 Numbers come from the value as text (default), as Kafka's 8-byte Long or Double, or from a
-JSON field (`--value-field a.b`). Groups: the record key, or a JSON field of the value
+JSON field (`--value-field a.b`) of a JSON, Avro or Protobuf value (the engine's source decodes
+those to JSON, the `value_json` column). Groups: the record key, or a JSON field of the value
 (`--group-by field:PATH`, Kafka Streams' groupBy re-keying). Values that are not numbers (or
 not JSON where JSON is read) follow --on-error; null values and null group keys are ignored,
 as Kafka Streams ignores them.
@@ -13,10 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kstool.application.model import StoreSpec
+from kstool.contract import VALUE_JSON
 from kstool.errors import UsageError
+from kstool.serdes import SCHEMA_FORMATS
 from kstool.streams.aggregate import AGGREGATIONS
 
-INPUT_FORMATS = ("text", "long", "double", "json")
+INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
 VALUE_FORMATS = ("auto", "string", "json")
 INVALID_REASON = "not a number (or not JSON)"
 
@@ -33,19 +36,25 @@ class NumberInput:
             raise UsageError(f"--agg must be one of {', '.join(AGGREGATIONS)}")
         if self.group_by != "key" and not (self.group_by.startswith("field:") and len(self.group_by) > 6):
             raise UsageError("--group-by is key or field:PATH")
-        if self.value_field and self.input_value_format not in ("json", "text"):
-            raise UsageError("--value-field reads JSON values: use --input-value-format json")
-        if self.value_field:
+        if self.value_field and self.input_value_format not in ("json", "text", *SCHEMA_FORMATS):
+            raise UsageError("--value-field reads a field: use --input-value-format json, avro or protobuf")
+        if self.value_field and self.input_value_format == "text":
             self.input_value_format = "json"
 
     def parameters(self) -> dict:
         return {"agg": self.agg, "value_field": self.value_field, "group_by": self.group_by,
                 "input_value_format": self.input_value_format}
 
-    def _json_text(self):
+    @property
+    def structured(self) -> bool:
+        """Values whose number and group key are fields (JSON, or decoded to it)."""
+        return self.input_value_format in ("json", *SCHEMA_FORMATS)
+
+    def json_text(self):
+        """The value as JSON text (Avro and Protobuf values decoded by the source)."""
         from pyspark.sql import functions as F
 
-        return F.col("value").cast("string")
+        return F.col(VALUE_JSON if self.input_value_format in SCHEMA_FORMATS else "value").cast("string")
 
     def number(self):
         """The record's number as a double (null when it is not one)."""
@@ -55,9 +64,9 @@ class NumberInput:
             return decode_long(F.col("value")).cast("double")
         if self.input_value_format == "double":
             return decode_double(F.col("value"))
-        if self.input_value_format == "json":
+        if self.structured:
             path = "$." + (self.value_field or "value")
-            return F.get_json_object(self._json_text(), path).try_cast("double")
+            return F.get_json_object(self.json_text(), path).try_cast("double")
         return F.trim(F.col("value").cast("string")).try_cast("double")
 
     def group_key(self):
@@ -65,14 +74,14 @@ class NumberInput:
 
         if self.group_by == "key":
             return F.col("key")
-        return F.encode(F.get_json_object(self._json_text(), "$." + self.group_by[6:]), "UTF-8")
+        return F.encode(F.get_json_object(self.json_text(), "$." + self.group_by[6:]), "UTF-8")
 
     def valid(self):
         from pyspark.sql import functions as F
 
         # null values and null group keys are ignored (build drops them), as in Kafka Streams
-        json_ok = (F.get_json_object(self._json_text(), "$").isNotNull()
-                   if self.input_value_format == "json" or self.group_by != "key" else F.lit(True))
+        json_ok = (F.get_json_object(self.json_text(), "$").isNotNull()
+                   if self.structured or self.group_by != "key" else F.lit(True))
         number_ok = F.lit(True) if self.agg == "count" else self.number().isNotNull()
         return F.col("value").isNull() | F.coalesce(json_ok & (number_ok | self.group_key().isNull()), F.lit(False))
 

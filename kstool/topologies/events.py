@@ -14,22 +14,23 @@ def check_time(spec: str) -> str:
     return spec
 
 
-def event_time(spec: str):
+def event_time(spec: str, json_text=None):
     """Epoch ms: the record timestamp, or a JSON field of the value holding epoch ms or an
-    ISO-8601 time (null when it holds neither)."""
+    ISO-8601 time (null when it holds neither). json_text: the value as JSON text, when it is
+    not the value itself (Avro or Protobuf values, decoded)."""
     from pyspark.sql import functions as F
 
     if spec == "record":
         return F.unix_millis(F.col("timestamp"))
-    text = F.get_json_object(F.col("value").cast("string"), "$." + spec[6:])
+    text = F.get_json_object(F.col("value").cast("string") if json_text is None else json_text, "$." + spec[6:])
     return F.coalesce(text.try_cast("long"), F.unix_millis(text.try_cast("timestamp")))
 
 
-def valid_time(spec: str):
+def valid_time(spec: str, json_text=None):
     """A Column: the record has a usable event time (Kafka Streams drops negative ones)."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(event_time(spec) >= 0, F.lit(False))
+    return F.coalesce(event_time(spec, json_text) >= 0, F.lit(False))
 
 
 def task(key, repartition: bool, tasks: int):

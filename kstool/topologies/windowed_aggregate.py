@@ -84,7 +84,7 @@ class WindowedAggregation:
         pass  # one input
 
     def valid_record(self):
-        return self.numbers.valid() & events.valid_time(self.time)
+        return self.numbers.valid() & events.valid_time(self.time, self.numbers.json_text())
 
     def processor(self):
         kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
@@ -99,7 +99,7 @@ class WindowedAggregation:
         rows = source.filter(F.col("value").isNotNull()).select(
             events.task(group_key, self.group_by != "key", tasks).alias("task"),
             F.lit(0).alias("side"), group_key.alias("key"), F.col("value"),
-            self.numbers.number().alias("number"), events.event_time(self.time).alias("event_time"),
+            self.numbers.number().alias("number"), events.event_time(self.time, self.numbers.json_text()).alias("event_time"),
             "partition", "offset")
         return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor, seed)
 
