@@ -39,7 +39,7 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 @click.option("--group", "-g", help="Commit progress as this consumer group (default: read-only).")
 @click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="raw: the bytes as they are (kcat's default); string: UTF-8, else "
-                                      "base64 JSON; avro, protobuf: decoded with its schema.")
+                                      "base64 JSON; avro, protobuf, jsonschema: decoded with its schema.")
 @click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="As --key-format.")
 @schema_options()

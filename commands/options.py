@@ -109,15 +109,15 @@ class SchemaFlags:
 
 def schema_options(writes: bool = False):
     """--schema-registry, --key-schema, --value-schema, --no-header (and --register-schemas for
-    commands that write), for the formats that need a schema (avro, protobuf)."""
+    commands that write), for the formats that need a schema (avro, protobuf, jsonschema)."""
     flags = [
         click.option("--schema-registry", metavar="URL",
-                     help="Schema Registry for avro/protobuf keys and values (else schema.registry.url "
+                     help="Schema Registry for keys and values with schemas (else schema.registry.url "
                           "from --command-config)."),
         click.option("--key-schema", type=click.Path(dir_okay=False), metavar="FILE",
-                     help="The keys' schema from a file (.avsc, .proto) instead of the registry."),
+                     help="The keys' schema from a file (.avsc, .proto, .json) instead of the registry."),
         click.option("--value-schema", type=click.Path(dir_okay=False), metavar="FILE",
-                     help="The values' schema from a file (.avsc, .proto) instead of the registry."),
+                     help="The values' schema from a file (.avsc, .proto, .json) instead of the registry."),
         click.option("--no-header", is_flag=True,
                      help="Schema payloads are bare: no wire-format header (magic byte, schema id)."),
     ]

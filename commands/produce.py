@@ -28,7 +28,7 @@ from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 @click.option("--timestamp", type=TIME, metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
 @click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="How text becomes key bytes; string and raw send the bytes as they are; "
-                                      "avro, protobuf: JSON encoded with its schema.")
+                                      "avro, protobuf, jsonschema: JSON encoded with its schema.")
 @click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
               show_default=True, help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
 @schema_options(writes=True)

@@ -91,12 +91,12 @@ engine_options = gathered(
     click.option("--no-engine", is_flag=True,
                  help="Run in this process even when the warm engine (kstool engine start) runs."),
     click.option("--schema-registry", metavar="URL",
-                 help="With --input-value-format avro|protobuf: the Schema Registry (else schema.registry.url "
+                 help="With --input-value-format avro|protobuf|jsonschema: the Schema Registry (else schema.registry.url "
                       "from --command-config)."),
     click.option("--value-schema", type=click.Path(dir_okay=False), metavar="FILE",
-                 help="With --input-value-format avro|protobuf: the values' schema file (.avsc, .proto)."),
+                 help="With --input-value-format avro|protobuf|jsonschema: the values' schema file (.avsc, .proto, .json)."),
     click.option("--no-header", is_flag=True,
-                 help="With --input-value-format avro|protobuf: bare payloads, no wire-format header."),
+                 help="With --input-value-format avro|protobuf|jsonschema: bare payloads, no wire-format header."),
 )
 
 

@@ -19,7 +19,7 @@ FORMATS = ("string", "bytes", "hex", "base64", "json", "long", "int", "double")
 # is bytes, so structured outputs show it as {"base64": ...})
 RECORD_FORMATS = (*FORMATS, "raw")
 # formats that need a schema (kstool.schemas): from a registry, or a local file
-SCHEMA_FORMATS = ("avro", "protobuf")
+SCHEMA_FORMATS = ("avro", "protobuf", "jsonschema")
 
 # encodes a field's value; the schema id comes from a decoded record (None: the encoder's own)
 FieldEncoder = Callable[[Any, int | None], bytes | None]

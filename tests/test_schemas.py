@@ -400,3 +400,43 @@ def test_aggregate_sums_a_field_of_avro_values_per_customer(kafka, spark, regist
                   "--input-value-format", "avro", "--value-field", "amount", "--app-id", topic_name + "-other",
                   "--once")
     assert missing.exit_code == 2 and "avro values need a schema" in missing.stderr
+
+
+ORDER_JSON_SCHEMA = json.dumps({
+    "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+    "properties": {"id": {"type": "integer"}, "customer": {"type": "string"}, "amount": {"type": "number"}},
+    "required": ["id", "customer"]})
+
+
+def test_json_schema_values_round_trip_and_a_value_off_its_schema_is_shown_in_place(kafka, registry_url, topic_name):
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = JSONSerializer(ORDER_JSON_SCHEMA, SchemaRegistryClient({"url": registry_url}))
+    create_topic(kafka, topic_name, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
+    for order in ({"id": 1, "customer": "änn", "amount": 12.5}, {"id": 2, "customer": "bob"}):
+        producer.produce(topic_name, value=serializer(order, SerializationContext(topic_name, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+    written = read_all(kafka, topic_name)
+    schema_id = wire.split(written[0].value())[0]
+    produce_batched(kafka, topic_name, [(None, wire.frame(schema_id, b'{"id": "three"}'))])
+
+    dumped = cli("consume", topic_name, "-e", "-o", "jsonl", "--value-format", "jsonschema",
+                 "--schema-registry", registry_url)
+    assert dumped.exit_code == 0, dumped.stderr
+    envelopes = [json.loads(line) for line in dumped.stdout.splitlines()]
+    assert [e["value"] for e in envelopes[:2]] == [{"id": 1, "customer": "änn", "amount": 12.5},
+                                                   {"id": 2, "customer": "bob"}]
+    assert "does not match the JSON Schema (at id: 'three' is not of type 'integer')" in envelopes[2]["value"]["error"]
+    assert "1 key(s)/value(s) did not decode" in dumped.stderr
+
+    copy = topic_name + "-copy"
+    create_topic(kafka, copy, 1)
+    good = "".join(line + "\n" for line in dumped.stdout.splitlines()[:2])
+    produced = cli("produce", copy, "--format", "jsonl", "--value-format", "jsonschema",
+                   "--schema-registry", registry_url, input=good)
+    assert produced.exit_code == 0, produced.stderr
+    assert [m.value() for m in read_all(kafka, copy)] == [m.value() for m in written]

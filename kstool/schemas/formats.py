@@ -18,13 +18,15 @@ from kstool.errors import UsageError
 from kstool.schemas import wire
 from kstool.schemas.avro import AvroCodec
 from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileError
+from kstool.schemas.json_schema import JsonSchemaCodec
 from kstool.schemas.protobuf import ProtobufCodec
 from kstool.schemas.registry import Registry
 from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, WithSchemaId, decoder, plain_encoder
 
-SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF"}  # the registry's name for each format
-CODECS: dict[str, Callable[[str, str], Codec]] = {"avro": AvroCodec, "protobuf": ProtobufCodec}
-FILE_SUFFIXES = {"avro": (".avsc", ".json"), "protobuf": (".proto",)}
+SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "jsonschema": "JSON"}  # the registry's names
+CODECS: dict[str, Callable[[str, str], Codec]] = {"avro": AvroCodec, "protobuf": ProtobufCodec,
+                                                  "jsonschema": JsonSchemaCodec}
+FILE_SUFFIXES = {"avro": (".avsc", ".json"), "protobuf": (".proto",), "jsonschema": (".json",)}
 
 
 @dataclass(frozen=True)
