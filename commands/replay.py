@@ -9,11 +9,12 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, output_option
+from kstool.commands.options import TIME, SchemaFlags, output_option, schema_options
 from kstool.errors import UsageError
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count
 from kstool.replay.copy import replay as run_replay
+from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 
 
 def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:
@@ -47,6 +48,12 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
               help="Only these source partitions.")
 @click.option("--filter-key", metavar="REGEX", help="Only records whose key (as text) matches.")
+@click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+              show_default=True, help="How --filter-key reads keys (avro, protobuf, jsonschema: as JSON), "
+                                      "and a --from-file dump's keys.")
+@click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+              show_default=True, help="A --from-file dump's values (as consume -o jsonl wrote them).")
+@schema_options(writes=True)
 @click.option("--rate", metavar="N/s", help="At most N records per second.")
 @click.option("--keep-partitions", "partitioning", flag_value="keep",
               help="Same partition as the source [default when the partition counts match].")
@@ -60,8 +67,8 @@ def parse_rate(text: str | None) -> float | None:
 @output_option()
 @pass_globals
 def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from_offset, to_offset,
-           partitions, filter_key, rate, partitioning, now, no_provenance, transactional, dry_run, yes,
-           output):
+           partitions, filter_key, key_format, value_format, schema_flags: SchemaFlags, rate, partitioning, now,
+           no_provenance, transactional, dry_run, yes, output):
     """Copy records for reprocessing: keys, values, headers and timestamps kept, plus
     provenance headers (source topic, partition, offset)."""
     options = ReplayOptions(
@@ -72,7 +79,8 @@ def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from
         partitions=list(partitions) or None, filter_key=filter_key, rate=parse_rate(rate),
         by_key=None if partitioning is None else partitioning == "by-key", now=now,
         provenance=not no_provenance, transactional=transactional, dry_run=dry_run,
-        allow_same_topic=yes)
+        allow_same_topic=yes, key_format=key_format, value_format=value_format,
+        schemas=schema_flags.options(g.client_config().schema_registry))
     clients = g.clients()
     if stderr_is_tty():
         from rich.progress import Progress

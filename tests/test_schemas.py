@@ -440,3 +440,25 @@ def test_json_schema_values_round_trip_and_a_value_off_its_schema_is_shown_in_pl
                    "--schema-registry", registry_url, input=good)
     assert produced.exit_code == 0, produced.stderr
     assert [m.value() for m in read_all(kafka, copy)] == [m.value() for m in written]
+
+
+def test_replay_filters_avro_keys_and_copies_a_decoded_dump_back_byte_for_byte(kafka, registry_url, topic_name,
+                                                                               tmp_path):
+    written = _write_avro(kafka, registry_url, topic_name)
+    avro = ("--key-format", "avro", "--schema-registry", registry_url)
+    second = topic_name + "-second"
+    create_topic(kafka, second, 1)
+    result = cli("replay", "--from-topic", topic_name, "--to-topic", second, *avro, "--filter-key", '"id":2}',
+                 "--no-provenance", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert [(m.key(), m.value()) for m in read_all(kafka, second)] == [(written[1].key(), written[1].value())]
+
+    dump = tmp_path / "orders.jsonl"
+    dumped = cli("consume", topic_name, "-e", "-o", "jsonl", *avro, "--value-format", "avro")
+    dump.write_text(dumped.stdout)
+    again = topic_name + "-again"
+    create_topic(kafka, again, 1)
+    result = cli("replay", "--from-file", dump, "--to-topic", again, *avro, "--value-format", "avro",
+                 "--no-provenance", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert [(m.key(), m.value()) for m in read_all(kafka, again)] == [(m.key(), m.value()) for m in written]

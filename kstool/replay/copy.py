@@ -21,6 +21,8 @@ from kstool.kafka.exceptions import EnvelopeError
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.records import Record, from_envelope
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
+from kstool.schemas.formats import SchemaOptions, Schemas, record_decoder, record_encoder, schemas_for
+from kstool.serdes import FieldEncoder, WithSchemaId, as_text
 from kstool.timeutil import format_time
 
 PROVENANCE = ("kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset")
@@ -46,6 +48,10 @@ class ReplayOptions:
     transactional: bool = False
     dry_run: bool = False
     allow_same_topic: bool = False
+    # the dump's keys and values (--from-file), and the keys --filter-key matches, decoded as text
+    key_format: str = "string"
+    value_format: str = "string"
+    schemas: SchemaOptions | None = None  # for avro, protobuf, jsonschema
 
 
 @dataclass
@@ -123,6 +129,11 @@ def replay(clients: KafkaClients, options: ReplayOptions,
         key_filter = re.compile(options.filter_key) if options.filter_key else None
     except re.error as exc:
         raise UsageError(f"invalid --filter-key regex: {exc}") from None
+    schemas = schemas_for({"key": options.key_format, "value": options.value_format},
+                          options.schemas or SchemaOptions())
+    key_text = _key_text(options.key_format, schemas)
+    encoders = (record_encoder(options.key_format, schemas, "key", options.to_topic),
+                record_encoder(options.value_format, schemas, "value", options.to_topic))
     target_partitions = len(clients.topic_partitions(options.to_topic))
     if options.from_topic is not None:
         source_partitions = len(clients.topic_partitions(options.from_topic))
@@ -136,8 +147,8 @@ def replay(clients: KafkaClients, options: ReplayOptions,
         by_key = bool(options.by_key)
         # a whole first pass: a bad line or partition fails the replay before anything is written
         source_file = cast(Path, options.from_file)  # a replay has a topic or a file
-        _check_file(source_file, None if by_key else target_partitions, options.to_topic)
-        records = _from_file(source_file)
+        _check_file(source_file, encoders, None if by_key else target_partitions, options.to_topic)
+        records = _from_file(source_file, encoders)
     summary = ReplaySummary(options.from_topic or str(options.from_file), options.to_topic,
                             options.dry_run, "by-key" if by_key else "keep-partitions",
                             resumed_from=resumed, from_file=options.from_file is not None)
@@ -146,8 +157,7 @@ def replay(clients: KafkaClients, options: ReplayOptions,
     limiter = _RateLimiter(options.rate)
     try:
         for record, position in records:
-            if key_filter is not None and not key_filter.search(
-                    (record.key or b"").decode("utf-8", "replace")):
+            if key_filter is not None and not key_filter.search(key_text(record.key)):
                 summary.skipped_by_filter += 1
                 continue
             if writer is not None:
@@ -193,7 +203,19 @@ def _from_topic(clients: KafkaClients, options: ReplayOptions) -> tuple[Iterator
     return ((r, cast(int, r.offset)) for r in consume(clients, _consume_options(options, resume))), resume
 
 
-def _from_file(path: Path) -> Iterator[tuple[Record, int]]:
+def _key_text(fmt: str, schemas: Schemas | None) -> Callable[[bytes | None], str]:
+    """A key as --filter-key sees it: UTF-8 text, or decoded with its format (records as JSON)."""
+    if fmt == "string":
+        return lambda key: (key or b"").decode("utf-8", "replace")
+    decode = record_decoder(fmt, schemas, "key")
+
+    def text(key: bytes | None) -> str:
+        value = decode(key)
+        return as_text(value.value if isinstance(value, WithSchemaId) else value)
+    return text
+
+
+def _from_file(path: Path, encoders: tuple[FieldEncoder, FieldEncoder]) -> Iterator[tuple[Record, int]]:
     """The dump's records with their line numbers."""
     try:
         handle = open(path, encoding="utf-8")
@@ -204,13 +226,14 @@ def _from_file(path: Path) -> Iterator[tuple[Record, int]]:
             if not line.strip():
                 continue
             try:
-                yield from_envelope(line), lineno
+                yield from_envelope(line, *encoders), lineno
             except EnvelopeError as exc:
                 raise UsageError(f"{path}:{lineno}: {exc}") from None
 
 
-def _check_file(path: Path, target_partitions: int | None, target: str) -> None:
-    for record, lineno in _from_file(path):
+def _check_file(path: Path, encoders: tuple[FieldEncoder, FieldEncoder], target_partitions: int | None,
+                target: str) -> None:
+    for record, lineno in _from_file(path, encoders):
         if target_partitions is not None and (record.partition or 0) >= target_partitions:
             raise UsageError(f"{path}:{lineno}: partition {record.partition} does not exist in "
                              f"{target!r} ({target_partitions} partitions); nothing was written "
