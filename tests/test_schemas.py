@@ -462,3 +462,36 @@ def test_replay_filters_avro_keys_and_copies_a_decoded_dump_back_byte_for_byte(k
                  "--no-provenance", "-o", "json")
     assert result.exit_code == 0, result.stderr
     assert [(m.key(), m.value()) for m in read_all(kafka, again)] == [(m.key(), m.value()) for m in written]
+
+
+def test_a_stream_table_join_of_avro_values_shows_both_sides_decoded(kafka, spark, registry_url, topic_name):
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    customer = json.dumps({"type": "record", "name": "Customer", "namespace": "shop",
+                           "fields": [{"name": "name", "type": "string"}, {"name": "tier", "type": "string"}]})
+    client = SchemaRegistryClient({"url": registry_url})
+    orders, customers, out = topic_name, topic_name + "-customers", topic_name + "-out"
+    for topic in (orders, customers):
+        create_topic(kafka, topic, 1)
+    order_value, customer_value = AvroSerializer(client, ORDER), AvroSerializer(client, customer)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
+    base = 1_735_689_600_000
+    producer.produce(customers, key=b"ann", timestamp=base,
+                     value=customer_value({"name": "Ann", "tier": "gold"},
+                                          SerializationContext(customers, MessageField.VALUE)))
+    producer.produce(orders, key=b"ann", timestamp=base + 1000,
+                     value=order_value(ORDERS[0], SerializationContext(orders, MessageField.VALUE)))
+    producer.produce(orders, key=b"zed", timestamp=base + 2000, value=b"not avro")
+    assert producer.flush(30) == 0
+
+    result = cli("run", "join", "--left", orders, "--right", customers, "--output", out, "--kind", "stream-table",
+                 "--how", "left", "--input-value-format", "avro", "--schema-registry", registry_url,
+                 "--app-id", topic_name + "-app", "--once", "--on-error", "skip", "--report", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["bad_records"] == 1
+    joined = [(m.key(), json.loads(m.value())) for m in read_all(kafka, out)]
+    assert joined == [(b"ann", {"left": {**ORDERS[0], "raw": ORDERS[0]["raw"].decode("latin-1")},
+                                "right": {"name": "Ann", "tier": "gold"}})]

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kstool.application.model import StoreSpec
-from kstool.contract import SinkTarget
+from kstool.contract import VALUE_JSON, SinkTarget
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
+from kstool.serdes import SCHEMA_FORMATS
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT
 from kstool.topologies import events
@@ -23,6 +24,9 @@ from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 # the join stores' kinds (their changelog key layouts)
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
                 "join-left-table": "key-value", "join-right-table": "key-value"}
+
+
+INPUT_FORMATS = ("bytes", *SCHEMA_FORMATS)
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Join:
     joiner: str = "json"
     separator: str = ","
     repartition: bool = False
+    input_value_format: str = "bytes"  # bytes: as they are; avro, protobuf, jsonschema: decoded to JSON
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
@@ -56,6 +61,10 @@ class Join:
             raise UsageError(f"--joiner must be one of {', '.join(JOINERS)}")
         if self.left_topic == self.right_topic:
             raise UsageError("the two sides of a join must be different topics")
+        if self.input_value_format not in INPUT_FORMATS:
+            raise UsageError(f"--input-value-format must be one of {', '.join(INPUT_FORMATS)}")
+        if self.input_value_format != "bytes":
+            self.invalid_reason = f"no usable timestamp, or a value that is not {self.input_value_format}"
 
     def input_topics(self) -> list[str]:
         return [self.left_topic, self.right_topic]
@@ -66,7 +75,9 @@ class Join:
     def parameters(self) -> dict[str, Any]:
         return {"kind": self.kind, "how": self.how, "within": self.within, "grace": self.grace,
                 "joiner": self.joiner, "separator": self.separator, "repartition": self.repartition,
-                "left_topic": self.left_topic, "right_topic": self.right_topic}
+                "left_topic": self.left_topic, "right_topic": self.right_topic,
+                # only when set: apps made before it have no such parameter
+                **({"input_value_format": self.input_value_format} if self.input_value_format != "bytes" else {})}
 
     def processor(self):
         joiner = make_joiner(self.joiner, self.separator)
@@ -100,7 +111,12 @@ class Join:
                 "to re-group both sides by key")
 
     def valid_record(self):
-        return events.valid_time("record")
+        from pyspark.sql import functions as F
+
+        if self.input_value_format == "bytes":
+            return events.valid_time("record")
+        decoded = F.col("value").isNull() | F.col(VALUE_JSON).isNotNull()  # a tombstone has nothing to decode
+        return events.valid_time("record") & decoded
 
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
@@ -108,8 +124,11 @@ class Join:
         from kstool.topologies.tasks import run_tasks
 
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
+        # decoded values join as their JSON text (what the joiner shows and the stores keep)
+        value = F.col("value") if self.input_value_format == "bytes" else F.encode(F.col(VALUE_JSON), "UTF-8")
         rows = source.select(
-            events.task(F.col("key"), self.repartition, tasks).alias("task"), side.alias("side"), "key", "value",
+            events.task(F.col("key"), self.repartition, tasks).alias("task"), side.alias("side"), "key",
+            value.alias("value"),
             F.lit(None).cast("double").alias("number"), events.event_time("record").alias("event_time"),
             "partition", "offset")
         return run_tasks(rows, self.processor, seed)
@@ -156,7 +175,11 @@ TYPE = TopologyType(
              default="json", choices=JOINERS),
      Setting("separator", "--separator", "For --joiner concat.", default=","),
      Setting("repartition", "--repartition", "Re-group both inputs by key when their partition counts differ.",
-             default=False, kind=FLAG)),
+             default=False, kind=FLAG),
+     Setting("input_value_format", "--input-value-format",
+             "avro, protobuf, jsonschema: both sides' values decoded to JSON before the join (with "
+             "--schema-registry or --value-schema); the stores keep that JSON.",
+             default="bytes", choices=INPUT_FORMATS)),
     Join,
     topics_of=lambda manifest: {"output_topic": manifest.output_topics[0]},  # sides: in its parameters
     describe_topics=lambda input_topic, output_topic: {
