@@ -65,6 +65,7 @@ class Schemas:
         self.options, self.formats = options, formats
         self.registry = Registry(options.registry) if options.registry.get("url") else None
         self._by_id: dict[int, Codec] = {}
+        self._unusable: dict[int, str] = {}  # ids whose schema could not be had or used, and why
         self._files = {part: _codec_of_file(path, formats.get(part, ""), text) for part, path, text in
                        (("key", options.key_schema, None), ("value", options.value_schema, options.value_schema_text))
                        if path}
@@ -74,6 +75,15 @@ class Schemas:
         return self._files.get(part)
 
     def codec(self, schema_id: int, part: str) -> Codec:
+        if schema_id in self._unusable:  # asked once per command, not per record
+            raise SchemaError(self._unusable[schema_id])
+        try:
+            return self._codec(schema_id, part)
+        except (SchemaError, RegistryError) as exc:
+            self._unusable[schema_id] = str(exc)
+            raise
+
+    def _codec(self, schema_id: int, part: str) -> Codec:
         if schema_id not in self._by_id:
             if self.registry is None:
                 raise SchemaError(f"schema id {schema_id}: give --schema-registry, or --{part}-schema FILE")
@@ -81,7 +91,10 @@ class Schemas:
             fmt = self.formats[part]
             if schema.schema_type != SCHEMA_TYPES[fmt]:
                 raise SchemaError(f"schema id {schema_id} is {schema.schema_type}, not {SCHEMA_TYPES[fmt]}")
-            self._by_id[schema_id] = CODECS[fmt](schema.schema_str, f"schema id {schema_id}")
+            try:
+                self._by_id[schema_id] = CODECS[fmt](schema.schema_str, f"schema id {schema_id}")
+            except SchemaFileError as exc:  # a registry schema kstool cannot use: a per-record error
+                raise SchemaError(str(exc)) from None
         return self._by_id[schema_id]
 
     def subject_id(self, part: str, subject: str, codec: Codec) -> int:
