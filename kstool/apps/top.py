@@ -47,6 +47,8 @@ class _Position:
 
 
 class Top:
+    """Takes the snapshots; remembers each row's last position, so the next one has rates."""
+
     def __init__(self, clients: KafkaClients, options: TopOptions):
         self.clients, self.options = clients, options
         self._before: dict[tuple[str, str], _Position] = {}
