@@ -144,3 +144,22 @@ class AppTopRow(TypedDict):  # apps top: one row per kstool app, then per --grou
     late_records: int | None  # totals from the app's metrics.jsonl
     bad_records: int | None
     sampled_at: int  # epoch ms
+
+
+class EngineRun(TypedDict):
+    name: str  # the app (or the state read) it hosts
+    client_pid: int
+    running_s: float
+
+
+class EngineStatus(TypedDict):  # engine status -o json; only {"running": false} when none runs
+    running: bool
+    pid: NotRequired[int]
+    version: NotRequired[str]
+    master: NotRequired[str]
+    uptime_s: NotRequired[float]
+    jvm_heap_used_bytes: NotRequired[int]
+    jvm_heap_max_bytes: NotRequired[int]
+    runs: NotRequired[list[EngineRun]]
+    socket: NotRequired[str]
+    log: NotRequired[str]

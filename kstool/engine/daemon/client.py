@@ -11,10 +11,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from kstool import __version__
 from kstool.broker.profile import pid_alive
+from kstool.documents import EngineStatus
 from kstool.engine.daemon.exceptions import (
     EngineError,
     EngineLostError,
@@ -26,8 +27,6 @@ from kstool.engine.progress import Progress
 from kstool.engine.session import SparkOptions
 from kstool.home import private_dir
 from kstool.kafka.client import KafkaClients
-
-NOT_RUNNING = {"running": False}
 
 
 def _connect(paths: EnginePaths) -> socket.socket:
@@ -53,15 +52,15 @@ def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict:
     return value
 
 
-def status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> dict:
+def status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> EngineStatus:
     """The engine's status document, or {"running": false}."""
     try:
-        return _ask(paths or EnginePaths.of_home(), "status", timeout_s)
+        return cast(EngineStatus, _ask(paths or EnginePaths.of_home(), "status", timeout_s))
     except EngineNotRunningError:
-        return dict(NOT_RUNNING)
+        return EngineStatus(running=False)
 
 
-def start(master: str, timeout_s: float = 300.0) -> dict:
+def start(master: str, timeout_s: float = 300.0) -> EngineStatus:
     """Start the engine in the background; returns its status once it serves."""
     paths = EnginePaths.of_home()
     running = status(paths)
@@ -88,13 +87,13 @@ def start(master: str, timeout_s: float = 300.0) -> dict:
     raise EngineError(f"the engine did not start within {timeout_s:.0f}s; its log: {paths.log}")
 
 
-def stop(timeout_s: float = 600.0) -> dict:
+def stop(timeout_s: float = 600.0) -> EngineStatus:
     """Stop the engine after its hosted runs finish their current batch; returns its last status."""
     paths = EnginePaths.of_home()
     try:
-        last = _ask(paths, "shutdown", 30.0)
+        last = cast(EngineStatus, _ask(paths, "shutdown", 30.0))
     except EngineNotRunningError:
-        return dict(NOT_RUNNING)
+        return EngineStatus(running=False)
     deadline = time.monotonic() + timeout_s
     while pid_alive(last["pid"]) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstool import __version__
+from kstool.documents import EngineRun, EngineStatus
 from kstool.engine.daemon.exceptions import RemoteError
 from kstool.engine.daemon.protocol import MAX_SOCKET_PATH, EnginePaths, receive, send
 from kstool.engine.session import SparkOptions
@@ -76,11 +77,12 @@ class Engine:
         self.closing = threading.Event()
         self.spark: Any = None
 
-    def status(self) -> dict:
+    def status(self) -> EngineStatus:
         runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
         with self.calls_lock:
-            calls = [{"name": c.name, "client_pid": c.client_pid, "running_s": round(time.time() - c.started, 1)}
-                     for c in self.calls.values()]
+            calls: list[EngineRun] = [
+                {"name": c.name, "client_pid": c.client_pid, "running_s": round(time.time() - c.started, 1)}
+                for c in self.calls.values()]
         return {"running": True, "pid": os.getpid(), "version": __version__, "master": self.master,
                 "uptime_s": round(time.time() - self.started, 1),
                 "jvm_heap_used_bytes": runtime.totalMemory() - runtime.freeMemory(),
