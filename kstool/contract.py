@@ -20,8 +20,8 @@ LATE = "late"  # a record dropped because its windows had closed (counted; writt
 # The source's column that marks a store entry read back from a changelog (a restore's first
 # batch) among the input records: Spark's own aggregations take it as their state so far.
 RESTORED = "restored"
-# The source's column with each input value decoded to JSON text, for topologies whose values are
-# Avro or Protobuf (their input_value_format); null elsewhere, and where a value does not decode.
+# The source's column with each input value decoded to JSON text, for topologies whose values
+# have a schema (their input_value_format); null elsewhere, and where a value does not decode.
 VALUE_JSON = "value_json"
 
 

@@ -31,7 +31,7 @@ class RunOptions:
     late_topic: str | None = None  # where records dropped as late go (per-task topologies)
     checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
     broker_timeout_s: float = 120.0  # how long a run waits out a Kafka outage (kstool.engine.outage)
-    input_schemas: SchemaOptions | None = None  # where Avro or Protobuf input values find their schemas
+    input_schemas: SchemaOptions | None = None  # where input values with a schema find it
 
 
 @dataclass

@@ -46,7 +46,7 @@ SOURCE_NAME = "kstool_kafka"
 # The client configuration may hold secrets (SASL passwords): it travels to the executors as
 # the path of a private file, never as an option value that plans and debug logs would show.
 CLIENT_CONFIG_FILE_OPTION = "client_config_file"
-# Avro or Protobuf input values: their format and schema source (kstool.schemas.formats.SchemaOptions
+# Input values with a schema: their format and schema source (kstool.schemas.formats.SchemaOptions
 # as JSON, without the registry's settings, which travel in the client configuration)
 VALUE_SCHEMA_OPTION = "value_schema"
 ARROW_BATCH_ROWS = 65_536
@@ -271,7 +271,7 @@ def _value_json_cached(spec: str, registry: tuple[tuple[str, str], ...]) -> Call
 
 
 def _value_json(spec: str, config: ClientConfig) -> Callable[[bytes | None], str | None]:
-    """The decoder of a run's Avro or Protobuf values, one per executor process (its registry
+    """The decoder of a run's values with a schema, one per executor process (its registry
     client caches the schemas it fetched)."""
     return _value_json_cached(spec, tuple(sorted(config.schema_registry.items())))
 
@@ -333,7 +333,7 @@ class _Columns:
 
 def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes | None], str | None] | None = None):
     """Yield Arrow record batches of the records in [start, end) of one partition; to_json
-    decodes Avro or Protobuf values into the VALUE_JSON column."""
+    decodes values with a schema into the VALUE_JSON column."""
     if rng.start >= rng.end:
         return
     consumer = KafkaClients(config).consumer(**RANGE_READ_SETTINGS)

@@ -57,7 +57,7 @@ def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
         "timestamp_type": record.timestamp_type,
         "key": key.value if isinstance(key, WithSchemaId) else key,
         "value": value.value if isinstance(value, WithSchemaId) else value,
-        "headers": [[name, decode_header(value)] for name, value in record.headers],
+        "headers": [[name, decode_header(data)] for name, data in record.headers],
     }
     if isinstance(key, WithSchemaId):
         envelope["key_schema_id"] = key.schema_id

@@ -2,8 +2,8 @@
 come from, which records are valid, and their Topology#describe() nodes.
 
 Numbers come from the value as text (default), as Kafka's 8-byte Long or Double, or from a
-JSON field (`--value-field a.b`) of a JSON, Avro or Protobuf value (the engine's source decodes
-those to JSON, the `value_json` column). Groups: the record key, or a JSON field of the value
+field (`--value-field a.b`) of a JSON value, or of an Avro, Protobuf or JSON Schema one (the
+engine's source decodes those to JSON, the `value_json` column). Groups: the record key, or a JSON field of the value
 (`--group-by field:PATH`, Kafka Streams' groupBy re-keying). Values that are not numbers (or
 not JSON where JSON is read) follow --on-error; null values and null group keys are ignored,
 as Kafka Streams ignores them.

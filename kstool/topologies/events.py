@@ -17,7 +17,7 @@ def check_time(spec: str) -> str:
 def event_time(spec: str, json_text=None):
     """Epoch ms: the record timestamp, or a JSON field of the value holding epoch ms or an
     ISO-8601 time (null when it holds neither). json_text: the value as JSON text, when it is
-    not the value itself (Avro or Protobuf values, decoded)."""
+    not the value itself (values with a schema, decoded)."""
     from pyspark.sql import functions as F
 
     if spec == "record":
