@@ -10,10 +10,9 @@ import click
 from kstool.changelog import operations as ops
 from kstool.commands.completion import complete_groups, complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import SchemaFlags, output_option, schema_options, state_dir_option
+from kstool.commands.options import STORE_FORMATS, SchemaFlags, output_option, schema_options, state_dir_option
 from kstool.kafka.consume import StartSpec
 from kstool.output import Column, Listing, dumps, emit, warn
-from kstool.serdes import FORMATS, SCHEMA_FORMATS
 from kstool.timeutil import parse_time
 
 ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
@@ -46,7 +45,7 @@ def list_(g: Globals, app_id, state_dir, output):
 def _format_options(func):
     func = schema_options()(func)
     func = click.option("--detect", is_flag=True, help="Guess the layout and formats from the bytes.")(func)
-    func = click.option("--value-format", type=click.Choice([*FORMATS, *SCHEMA_FORMATS]), help="Value serde.")(func)
+    func = click.option("--value-format", type=STORE_FORMATS, help="Value serde.")(func)
     func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT",
                         help="Key serde and layout, e.g. string, windowed:long, session:avro.")(func)
     return _state_dir_option(func)

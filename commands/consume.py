@@ -11,14 +11,13 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, SchemaFlags, output_option, schema_options
+from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
 from kstool.errors import Interrupted
 from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
 from kstool.kafka.records import to_envelope
 from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty, warn
 from kstool.schemas.formats import RecordDecoder, record_decoder, schemas_for
-from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", justify="right"), Column("key"), Column("value"),
@@ -37,11 +36,9 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 @click.option("-e", "--exit", "exit_at_end", is_flag=True, help="Stop at the end offsets as of start.")
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--group", "-g", help="Commit progress as this consumer group (default: read-only).")
-@click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-              show_default=True, help="raw: the bytes as they are (kcat's default); string: UTF-8, else "
-                                      "base64 JSON; avro, protobuf, jsonschema: decoded with its schema.")
-@click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-              show_default=True, help="As --key-format.")
+@record_format_option("key", "raw: the bytes as they are (kcat's default); string: UTF-8, else base64 JSON; "
+                            "avro, protobuf, jsonschema: decoded with its schema.")
+@record_format_option("value", "As --key-format.")
 @schema_options()
 @output_option(default=None, help_text="Record format; default: the value of each record, one per line.")
 @click.option("-f", "--format", "fmt", metavar="FMT",

@@ -14,6 +14,8 @@ from kstool.commands.completion import complete_topics
 from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
 from kstool.schemas.formats import SchemaOptions
+from kstool.serdes import FORMATS as SERDE_FORMATS
+from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 from kstool.timeutil import parse_time
 from kstool.topologies.spec import FLAG, TOPIC, Setting
 
@@ -38,6 +40,16 @@ def output_option(default: str | None = "table", extra: tuple[str, ...] = (), lo
     """-o: every command that shows data takes kstool.output's FORMATS (and maybe its own)."""
     return click.option("-o", long, dest, type=click.Choice([*extra, *FORMATS]), default=default,
                         show_default=default is not None, help=help_text)
+
+
+# what a store's keys and values (changelogs, state) and whole records (also `raw`) may be in
+STORE_FORMATS = click.Choice([*SERDE_FORMATS, *SCHEMA_FORMATS])
+
+
+def record_format_option(part: str, help_text: str):
+    """--key-format / --value-format of the commands that read or write records."""
+    return click.option(f"--{part}-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
+                        show_default=True, help=help_text)
 
 
 def state_dir_option(help_text: str = "Where kstool apps live [default: $KSTOOL_HOME/apps]."):

@@ -8,12 +8,11 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, SchemaFlags, schema_options
+from kstool.commands.options import TIME, SchemaFlags, record_format_option, schema_options
 from kstool.config import parse_key_values
 from kstool.kafka.produce import INPUT_FORMATS, ON_ERROR, FieldEncoders, ProduceOptions, produce_lines
 from kstool.output import info, stderr_is_tty
 from kstool.schemas.formats import record_encoder, schemas_for
-from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 
 
 @click.command()
@@ -26,11 +25,9 @@ from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Write to this partition.")
 @click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="Header (repeatable).")
 @click.option("--timestamp", type=TIME, metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
-@click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-              show_default=True, help="How text becomes key bytes; string and raw send the bytes as they are; "
-                                      "avro, protobuf, jsonschema: JSON encoded with its schema.")
-@click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-              show_default=True, help="As --key-format (long, int, double: Kafka's serializers; json: validated).")
+@record_format_option("key", "How text becomes key bytes; string and raw send the bytes as they are; "
+                            "avro, protobuf, jsonschema: JSON encoded with its schema.")
+@record_format_option("value", "As --key-format (long, int, double: Kafka's serializers; json: validated).")
 @schema_options(writes=True)
 @click.option("--on-error", type=click.Choice(ON_ERROR), default="fail", show_default=True,
               help="A bad line: stop there (fail) or report and go on (skip).")

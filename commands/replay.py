@@ -9,12 +9,11 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import TIME, SchemaFlags, output_option, schema_options
+from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
 from kstool.errors import UsageError
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count
 from kstool.replay.copy import replay as run_replay
-from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 
 
 def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:
@@ -48,11 +47,9 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True,
               help="Only these source partitions.")
 @click.option("--filter-key", metavar="REGEX", help="Only records whose key (as text) matches.")
-@click.option("--key-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-              show_default=True, help="How --filter-key reads keys (avro, protobuf, jsonschema: as JSON), "
-                                      "and a --from-file dump's keys.")
-@click.option("--value-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-              show_default=True, help="A --from-file dump's values (as consume -o jsonl wrote them).")
+@record_format_option("key", "How --filter-key reads keys (avro, protobuf, jsonschema: as JSON), "
+                            "and a --from-file dump's keys.")
+@record_format_option("value", "A --from-file dump's values (as consume -o jsonl wrote them).")
 @schema_options(writes=True)
 @click.option("--rate", metavar="N/s", help="At most N records per second.")
 @click.option("--keep-partitions", "partitioning", flag_value="keep",

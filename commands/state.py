@@ -11,6 +11,7 @@ import click
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
+    STORE_FORMATS,
     TIME,
     SchemaFlags,
     confirm_or_refuse,
@@ -21,7 +22,6 @@ from kstool.commands.options import (
 )
 from kstool.engine.session import SparkOptions
 from kstool.output import Column, Listing, emit, info, warn
-from kstool.serdes import FORMATS, SCHEMA_FORMATS
 from kstool.state import query as ops
 from kstool.state.exceptions import KeyNotFoundError
 
@@ -38,7 +38,7 @@ _SOURCE_OPTIONS = [
     click.option("--changelog-topic", metavar="TOPIC",
                  help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
     click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
-    click.option("--value-format", type=click.Choice([*FORMATS, *SCHEMA_FORMATS]), help="With --changelog-topic."),
+    click.option("--value-format", type=STORE_FORMATS, help="With --changelog-topic."),
     click.option("--no-engine", "use_engine", flag_value=False, default=True,
                  help="Read the checkpoint in this process even when the warm engine runs."),
 ]
