@@ -38,9 +38,12 @@ def stop():
 @engine.command()
 @output_option()
 def status(output: str):
-    """Whether the engine runs: pid, uptime, master, JVM heap, the runs it hosts."""
+    """Whether the engine runs: pid, uptime, master, JVM heap, the runs it hosts, the apps whose
+    query it keeps parked between --once runs."""
     state = client.status()
-    row = {k: v for k, v in state.items() if k != "runs"}
+    row = {k: v for k, v in state.items() if k not in ("runs", "parked")}
     extra = ([Listing(state["runs"], [Column("name"), Column("client_pid", justify="right"),
                                       Column("running_s", justify="right")])] if state.get("runs") else [])
+    if state.get("parked"):
+        extra.append(Listing([{"parked_app": folder} for folder in state["parked"]], [Column("parked_app")]))
     emit(Listing([row], [Column(k) for k in row], document=state, extra_tables=extra), output)

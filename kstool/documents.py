@@ -161,5 +161,6 @@ class EngineStatus(TypedDict):  # engine status -o json; only {"running": false}
     jvm_heap_used_bytes: NotRequired[int]
     jvm_heap_max_bytes: NotRequired[int]
     runs: NotRequired[list[EngineRun]]
+    parked: NotRequired[list[str]]  # app folders whose query the engine keeps between --once runs
     socket: NotRequired[str]
     log: NotRequired[str]

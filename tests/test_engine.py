@@ -107,6 +107,87 @@ def test_a_run_in_the_engine_writes_what_a_run_of_its_own_writes(kafka, spark, e
     assert f"{topic_name}-own" not in _engine_log()
 
 
+ROUNDS = {
+    # name: (the input records, how they are written, partitions, run arguments)
+    "wordcount": ([(None, line.encode()) for line in WORDS], produce_batched, 2,
+                  ("wordcount", "--input", "{in}", "--output", "{out}", "--max-records-per-batch", "60")),
+    # windows that the next round's records close (grace 5s): batches without input records emit them
+    "tumbling": ([("a", "1", 1), ("a", "1", 12), ("b", "1", 2), ("a", "1", 16), ("a", "1", 4), ("b", "1", 25),
+                  ("b", "1", 40), ("a", "1", 41), ("a", "1", 70)], produce_keyed, 1,
+                 ("aggregate", "--input", "{in}", "--output", "{out}", "--window", "tumbling:10s", "--grace", "5s",
+                  "--emit", "final")),
+}
+
+
+def _parked(app: str) -> bool:
+    return any(Path(folder).name == app for folder in _status().get("parked", []))
+
+
+@pytest.mark.parametrize("name", list(ROUNDS))
+def test_the_engine_keeps_an_apps_query_between_runs_and_gives_it_up_for_other_uses(
+        kafka, spark, engine, topic_name, name):
+    """--once runs in the engine resume the query the first one left parked, and write what
+    runs of their own write, round by round; a run of its own or a reset has the engine stop
+    the parked query first, and the checkpoint goes on exactly."""
+    records, produce, partitions, arguments = ROUNDS[name]
+    create_topic(kafka, topic_name, partitions)
+    engine_app, own_app = f"{topic_name}-engine", f"{topic_name}-own"
+
+    def run(app: str, *extra: str) -> None:
+        args = [a.format(**{"in": topic_name, "out": app + "-out"}) for a in arguments]
+        result = cli("run", *args, "--app-id", app, "--once", *extra)
+        assert result.exit_code == 0, result.stderr
+
+    rounds = [records[len(records) * i // 4:len(records) * (i + 1) // 4] for i in range(4)]
+    for chunk in rounds[:3]:
+        produce(kafka, topic_name, chunk)
+        run(engine_app)
+        run(own_app, "--no-engine")
+        assert _records(kafka, engine_app + "-out") == _records(kafka, own_app + "-out")
+    assert _engine_log().count(f"{engine_app}: resuming its parked query") == 2
+    assert _parked(engine_app)
+
+    produce(kafka, topic_name, rounds[3])
+    run(engine_app, "--no-engine")  # takes the app over from the engine
+    run(own_app, "--no-engine")
+    assert f"{engine_app}: parked query stopped for another use of the app" in _engine_log()
+    assert not _parked(engine_app)
+    assert _records(kafka, engine_app + "-out") == _records(kafka, own_app + "-out")
+    if name == "wordcount":
+        counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, engine_app + "-out")).items()}
+        assert counts == dict(oracle(WORDS))
+
+    run(engine_app)  # parked again, then reset
+    assert _parked(engine_app)
+    reset = cli("reset", "--app-id", engine_app, "--to-earliest", "--yes")
+    assert reset.exit_code == 0, reset.stderr
+    assert not _parked(engine_app)
+    assert not (Path(os.environ["KSTOOL_HOME"]) / "apps" / engine_app / "checkpoint").exists()
+
+
+def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_name):
+    create_topic(kafka, topic_name, 2)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:10]])
+    app = topic_name + "-app"
+    args = ["run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app,
+            "--max-records-per-batch", "20", "--once"]
+    assert cli(*args).exit_code == 0 and _parked(app)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 20 batches
+    before = len(read_all(kafka, app + "-out"))
+    client = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_until(lambda: len(read_all(kafka, app + "-out")) > before, "the second run's first batch")
+    client.send_signal(signal.SIGINT)
+    _, stderr = client.communicate(timeout=180)
+    assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
+    batches = int(stderr.strip().splitlines()[-1].split(f"kstool: {app}: ")[1].split(" batch")[0])
+    assert 1 <= batches < 20
+    assert _parked(app)
+    rerun = cli(*args)
+    assert rerun.exit_code == 0, rerun.stderr
+    counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
+    assert counts == dict(oracle(WORDS))
+
+
 def test_state_reads_in_the_engine_match_reads_of_their_own(kafka, spark, engine, topic_name):
     create_topic(kafka, topic_name, 2)
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS])

@@ -62,6 +62,11 @@ class AppPaths:
         """The client settings for this run's executors (may hold secrets; 0600, run only)."""
         return self.root / "client.json"
 
+    @property
+    def gate(self) -> Path:
+        """What the engine's parked query of the app may read (kstool.engine.parking)."""
+        return self.root / "gate.json"
+
 
 @dataclass
 class StoreSpec:

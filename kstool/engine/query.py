@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
+from datetime import datetime, timezone
 from typing import Callable
 
+from kstool.application.checkpoint import last_committed_batch
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
 from kstool.contract import LATE, RESTORED, SinkTarget, Topology, value_schema_format
-from kstool.engine import errors_policy
+from kstool.engine import errors_policy, parking
+from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import translate
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import BatchStatus, Progress
@@ -21,6 +25,8 @@ from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
 from kstool.engine.stopping import stop_request
 from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions
+
+_log = logging.getLogger("kstool.engine")
 
 
 def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions,
@@ -50,7 +56,13 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
               progress: Progress, seed: Seed | None = None) -> None:
     """seed: what a restore puts back in the first batch (kstool.engine.seed)."""
     from kstool.engine.shuffle import shuffle_partitions_for
-    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, VALUE_SCHEMA_OPTION, write_client_config
+    from kstool.engine.source import (
+        CLIENT_CONFIG_FILE_OPTION,
+        GATE_FILE_OPTION,
+        SOURCE_NAME,
+        VALUE_SCHEMA_OPTION,
+        write_client_config,
+    )
 
     spark_started = time.monotonic()
     spark_options = options.spark
@@ -72,10 +84,24 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
         value_schema = json.dumps({"format": fmt, "value_schema": given.value_schema,
                                    "value_schema_text": given.value_schema_text, "framed": given.framed})
         config = dataclasses.replace(config, schema_registry=given.registry)
+    parked_queries = parking.parked_queries() if _parkable(options, seed) else None
+    key = ""
+    if parked_queries is not None:
+        key = parking.parking_key(topology.name, topology.parameters(), options, config, partitions, checkpoint.uri,
+                                  [t.topic for t in sink.targets])
+        parked = parked_queries.take(paths.root, key, last_committed_batch(checkpoint))
+        if parked is not None:
+            _log.info("%s: resuming its parked query", options.app_id)
+            _run_parked(parked, parked_queries, clients, topology, paths, checkpoint, summary, progress)
+            return
     reader = (spark.readStream.format(SOURCE_NAME)
               .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config))))
     if value_schema is not None:
         reader = reader.option(VALUE_SCHEMA_OPTION, value_schema)
+    if parked_queries is not None:
+        reader = reader.option(GATE_FILE_OPTION, str(paths.gate))
+        # every trigger that finds nothing to do reports it: how a run knows it is done
+        spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     source = (reader
               .option("topics", ",".join(topology.input_topics()))
               .option("group", options.app_id)
@@ -103,21 +129,101 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
                else topology.build(checked, partitions, seed=spark.createDataFrame(seed.entries)))  # type: ignore[call-arg]
     stream = (updates.writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", checkpoint.uri).queryName(options.app_id))
-    stream = (stream.trigger(availableNow=True) if options.once
-              else stream.trigger(processingTime=f"{options.trigger_ms} milliseconds"))
+    if parked_queries is not None:
+        stream = stream.trigger(processingTime=f"{parking.PARK_TRIGGER_MS} milliseconds")
+    elif options.once:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=f"{options.trigger_ms} milliseconds")
     processing_started = time.monotonic()
+    parked = parking.ParkedQuery(key, None, paths.gate, reports=reports)
+    opened_ms = _open_gate(parked, clients, topology) if parked_queries is not None else 0  # before the 1st trigger
     try:
         query = stream.start()
     except Exception as exc:  # e.g. a checkpoint Spark cannot open: its own message, in one line
+        parked.shut_gate()
         raise translate(str(exc), options.app_id) from None
     try:
-        _monitor(query, reports, summary, progress)
+        if parked_queries is not None:
+            parked.query = query
+            _drive_parked(parked, parked_queries, opened_ms, paths, checkpoint, summary, progress)
+        else:
+            _monitor(query, reports, summary, progress)
     finally:
         summary.processing_seconds = round(time.monotonic() - processing_started, 3)
         paths.client_config.unlink(missing_ok=True)
         # An owned session is not stopped here: the query is stopped and its checkpoint
         # committed, and the JVM shuts Spark down itself (shutdown hook) when kstool exits and
         # closes its stdin. Waiting for that would add seconds to every cron run.
+
+
+def _parkable(options: RunOptions, seed: Seed | None) -> bool:
+    """A --once run the engine may keep its query for (kstool.engine.parking): not a restore's
+    (its first batch is special), a reprocess's (it stops early) or an exactly-once one's."""
+    return options.once and seed is None and not options.stop_offsets and \
+        options.processing_guarantee == "at_least_once"
+
+
+def parks_its_query(options: RunOptions, seed: Seed | None) -> bool:
+    """Whether this run, in this process, leaves its query parked for the next one."""
+    return parking.parked_queries() is not None and _parkable(options, seed)
+
+
+def _open_gate(parked: parking.ParkedQuery, clients: KafkaClients, topology: Topology) -> int:
+    """Open the parked query's gate to the inputs' ends now, as availableNow would."""
+    found = clients.require_topics(topology.input_topics())
+    ends = clients.watermarks([(t, p) for t, parts in found.items() for p in parts])
+    return parked.open_gate(_nested({tp: high for tp, (_, high) in ends.items()}))
+
+
+def _run_parked(parked: parking.ParkedQuery, parked_queries: parking.ParkedQueries, clients: KafkaClients,
+                topology: Topology, paths: AppPaths, checkpoint: CheckpointFiles, summary: RunSummary,
+                progress: Progress) -> None:
+    started = time.monotonic()
+    try:
+        _drive_parked(parked, parked_queries, _open_gate(parked, clients, topology), paths, checkpoint, summary,
+                      progress)
+    finally:
+        summary.processing_seconds = round(time.monotonic() - started, 3)
+
+
+def _drive_parked(parked: parking.ParkedQuery, parked_queries: parking.ParkedQueries, opened_ms: int,
+                  paths: AppPaths, checkpoint: CheckpointFiles, summary: RunSummary, progress: Progress) -> None:
+    """Wait until a trigger that began after the gate opened finds nothing left to do (the
+    batches up to the gate's offsets are committed, and any batch they called for after them),
+    or a stop request's current batch ends; then shut the gate and park the query again."""
+    query, seen = parked.query, set[int]()
+    done = False
+    try:
+        with stop_request() as stop:
+            while query.isActive and not done:
+                query.awaitTermination(0.05)
+                if stop.is_set() and not summary.stopped_by_signal:
+                    parked.shut_gate()  # the next trigger finds nothing to do
+                    summary.stopped_by_signal = True
+                    progress.message("stopping after the current batch")
+                for batch_progress in query.recentProgress:
+                    if _started_ms(batch_progress) < opened_ms:
+                        continue
+                    if "addBatch" in (batch_progress["durationMs"] or {}):
+                        _account(batch_progress, parked.reports, seen, summary, progress)
+                    else:
+                        done = True
+    finally:
+        parked.shut_gate()
+    failure = query.exception()
+    if failure is not None or not query.isActive:
+        parked.stop()
+        raise translate(str(failure), summary.app_id) if failure is not None else \
+            QueryFailedError("the query stopped") from None
+    parked.last_batch = last_committed_batch(checkpoint)
+    parked_queries.park(paths.root, parked)
+
+
+def _started_ms(batch_progress) -> int:
+    """When a trigger began (its progress' timestamp, ISO-8601 with milliseconds, UTC)."""
+    stamp = datetime.strptime(batch_progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return int(stamp.replace(tzinfo=timezone.utc).timestamp() * 1000)
 
 
 def _restoring(write: Callable, on_batch: Callable[[BatchReport], None]) -> Callable:

@@ -16,13 +16,14 @@ from kstool.application.location import CheckpointFiles, local_path
 from kstool.application.metrics import MetricsLog
 from kstool.application.model import AppLock, AppPaths, checkpoint_uri, load_manifest, save_manifest
 from kstool.contract import Topology, value_schema_format
+from kstool.engine import parking
 from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress, Recorded, Silent
-from kstool.engine.query import make_sink, run_query, start_spark
+from kstool.engine.query import make_sink, parks_its_query, run_query, start_spark
 from kstool.engine.seed import plan_seed
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
@@ -56,6 +57,8 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             progress.message("restoring " + (f"{seed.entries.num_rows} store entries from the changelogs"
                                              if seed.entries is not None else "the stores from " +
                                              ", ".join(seed.changelogs)))
+        if not parks_its_query(options, seed):
+            parking.release(paths)  # the engine's query of the app, if it keeps one, must not run too
         summary = RunSummary(options.app_id)
         outage = Outage(options.broker_timeout_s)
         try:

@@ -49,6 +49,9 @@ CLIENT_CONFIG_FILE_OPTION = "client_config_file"
 # Input values with a schema: their format and schema source (kstool.schemas.formats.SchemaOptions
 # as JSON, without the registry's settings, which travel in the client configuration)
 VALUE_SCHEMA_OPTION = "value_schema"
+# A query the warm engine keeps between runs (kstool.engine.parking) reads up to the offsets this
+# file names, and nothing while it is absent
+GATE_FILE_OPTION = "gate_file"
 ARROW_BATCH_ROWS = 65_536
 # A range's records are known to be there: a longer fetch wait costs nothing where the broker
 # returns them at once, and lets one that gathers many small batches slowly return them (the
@@ -145,6 +148,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.seed_batch = options.get("seed_batch", "false") == "true"
         self.seed_topics = [t for t in options.get("seed_topics", "").split(",") if t]
         self.value_schema = options.get(VALUE_SCHEMA_OPTION)
+        self.gate = options.get(GATE_FILE_OPTION)
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -180,6 +184,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = {tp: high for tp, (_, high) in self._clients().watermarks(tps).items()}
 
     def latestOffset(self, start: Offsets, limit) -> Offsets:
+        if self.gate is not None:
+            gate = _read_gate(self.gate)
+            if gate is None:
+                return start  # parked: no run asks for anything, and Kafka is not asked either
+            self._target = gate
         current = _flatten(start)
         marks = self._clients().watermarks(self._partitions())
         latest = dict(self._target) if self._target is not None else {tp: h for tp, (_, h) in marks.items()}
@@ -274,6 +283,14 @@ def _value_json(spec: str, config: ClientConfig) -> Callable[[bytes | None], str
     """The decoder of a run's values with a schema, one per executor process (its registry
     client caches the schemas it fetched)."""
     return _value_json_cached(spec, tuple(sorted(config.schema_registry.items())))
+
+
+def _read_gate(path: str) -> dict[tuple[str, int], int] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return _flatten(json.load(f))
+    except FileNotFoundError:
+        return None
 
 
 def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kstool.application.model import AppLock, AppPaths, load_manifest
 from kstool.engine.checkpoint_files import open_checkpoint
+from kstool.engine.parking import release
 from kstool.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
@@ -41,6 +42,8 @@ def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[
     ]
     results: list[StepResult] = []
     with guard:
+        if plan.app_kind == "kstool":
+            release(paths)  # the engine's parked query of the app stops before anything changes
         for index, (name, needed, action) in enumerate(steps):
             if not needed:
                 results.append(StepResult(name, "nothing to do"))

@@ -185,7 +185,7 @@ def _clamp(offset: int, low: int, high: int) -> tuple[int, str | None]:
 
 
 # what a reset deletes from a kstool app's folder; the manifest last: it is the guard
-APP_FOLDER_ENTRIES = ("checkpoint", "spark.log", "metrics.jsonl", "app.json")
+APP_FOLDER_ENTRIES = ("checkpoint", "spark.log", "metrics.jsonl", "gate.json", "app.json")
 
 
 def _local_state(paths: AppPaths, manifest, options: ResetOptions) -> LocalState | None:

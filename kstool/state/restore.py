@@ -17,6 +17,7 @@ from kstool.application.model import AppLock, AppPaths, load_manifest, running_p
 from kstool.contract import Topology
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.parking import release
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.runtime import run_app
 from kstool.engine.seed import read_seed
@@ -72,6 +73,7 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
     """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
     paths = AppPaths(state_dir, plan.app_id)
     with AppLock(paths):  # no run may start meanwhile
+        release(paths)  # nor may the engine's parked query of the app go on
         manifest = load_manifest(paths)
         if manifest is None:
             raise NotFoundError(f"no kstool app {plan.app_id!r} in {state_dir}")

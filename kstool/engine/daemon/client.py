@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, cast
 
 from kstool import __version__
@@ -100,6 +101,27 @@ def stop(timeout_s: float = 600.0) -> EngineStatus:
     if pid_alive(last["pid"]):
         raise EngineError(f"the engine (pid {last['pid']}) did not stop within {timeout_s:.0f}s")
     return last
+
+
+def release_parked(app: Path, timeout_s: float = 120.0) -> None:
+    """Have the engine of this kstool home stop the query it keeps parked for the app folder
+    `app` (kstool.engine.parking), if it runs and keeps one."""
+    paths = EnginePaths.of_home()
+    if not paths.socket.exists():
+        return
+    try:
+        sock = _connect(paths)
+    except EngineNotRunningError:
+        return
+    with sock:
+        sock.settimeout(timeout_s)
+        try:
+            send(sock, {"op": "release", "app": str(app)})
+            receive(sock)
+        except (EOFError, ConnectionError):
+            return  # the engine stopped meanwhile: its queries with it
+        except OSError as exc:
+            raise EngineError(f"the engine did not let go of {app.name} ({exc}); its log: {paths.log}") from None
 
 
 def _last_line(paths: EnginePaths) -> str:

@@ -22,12 +22,14 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kstool import __version__
 from kstool.documents import EngineRun, EngineStatus
 from kstool.engine.daemon.exceptions import RemoteError
 from kstool.engine.daemon.protocol import MAX_SOCKET_PATH, EnginePaths, receive, send
+from kstool.engine.parking import host_parked_queries
 from kstool.engine.session import SparkOptions
 from kstool.engine.stopping import hosted
 from kstool.errors import KstoolError
@@ -76,6 +78,7 @@ class Engine:
         self.calls_lock = threading.Lock()
         self.closing = threading.Event()
         self.spark: Any = None
+        self.parked = host_parked_queries()
 
     def status(self) -> EngineStatus:
         runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
@@ -86,7 +89,7 @@ class Engine:
         return {"running": True, "pid": os.getpid(), "version": __version__, "master": self.master,
                 "uptime_s": round(time.time() - self.started, 1),
                 "jvm_heap_used_bytes": runtime.totalMemory() - runtime.freeMemory(),
-                "jvm_heap_max_bytes": runtime.maxMemory(), "runs": calls,
+                "jvm_heap_max_bytes": runtime.maxMemory(), "runs": calls, "parked": self.parked.apps(),
                 "socket": str(self.paths.socket), "log": str(self.paths.log)}
 
     def refusal(self, request: dict) -> str | None:
@@ -117,6 +120,11 @@ class Engine:
             elif op == "shutdown":
                 send(conn, ("result", self.status()))
                 self.shut_down()
+            elif op == "release":
+                released = self.parked.release(Path(request["app"]))
+                if released:
+                    _log.info("%s: parked query stopped for another use of the app", request["app"])
+                send(conn, ("result", released))
             elif op == "call":
                 self.host(conn, request)
 
@@ -235,6 +243,7 @@ def serve(master: str) -> int:
         paths.socket.unlink(missing_ok=True)
         for worker in workers:
             worker.join()  # hosted runs finish their current batch
+        engine.parked.stop_all()
         paths.pid_file.unlink(missing_ok=True)
         _log.info("engine %s stopped", os.getpid())
         engine.spark.stop()

@@ -1,0 +1,128 @@
+"""Queries the warm engine keeps between the --once runs of an app ("parked").
+
+Every query start costs Spark 1-3 s before its first batch: a Python process for the source,
+the state stores opened, and for transformWithState a Python process that checks the state
+schema (once per query start). A parked query has done all that: the next --once run of the
+same app only opens its gate (kstool.engine.source.GATE_FILE_OPTION) to the inputs' ends at
+the time of the call, and waits for a trigger that finds nothing left to do, which is where an
+availableNow query would have ended.
+
+A parked query holds no lock and does nothing while its gate is shut. Whatever takes an app's
+lock for another use (a run of its own, a continuous or exactly-once run, reset, restore) first
+has the engine stop it (release), so a checkpoint is never used by two queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kstool.application.model import AppPaths
+from kstool.home import write_private_text
+
+# how often a parked query looks at its gate: the wait a run adds before its batch starts
+PARK_TRIGGER_MS = 100
+
+
+@dataclass
+class ParkedQuery:
+    key: str  # what the query was built from (parking_key)
+    query: Any  # pyspark's StreamingQuery
+    gate: Path
+    last_batch: int | None = None  # the checkpoint's last committed batch when the query was parked
+    reports: dict = field(default_factory=dict)  # the sink's BatchReport per batch id
+
+    def open_gate(self, target: dict[str, dict[str, int]]) -> int:
+        """Ask for everything up to `target`; returns the time (epoch ms) after which a trigger
+        sees it."""
+        write_private_text(self.gate, json.dumps(target))
+        return int(time.time() * 1000) + 1
+
+    def shut_gate(self) -> None:
+        self.gate.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self.shut_gate()
+        try:
+            self.query.stop()
+        except Exception:
+            pass  # it failed or stopped already: nothing is running
+
+
+class ParkedQueries:
+    """The engine's parked queries, one per app folder."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_app: dict[Path, ParkedQuery] = {}
+
+    def take(self, app: Path, key: str, last_batch: int | None) -> ParkedQuery | None:
+        """The app's parked query when it can serve a run built from `key` on a checkpoint whose
+        last committed batch is `last_batch` (else it is stopped)."""
+        with self._lock:
+            parked = self._by_app.pop(app, None)
+        if parked is None:
+            return None
+        if parked.key == key and parked.last_batch == last_batch and parked.query.isActive:
+            return parked
+        parked.stop()
+        return None
+
+    def park(self, app: Path, parked: ParkedQuery) -> None:
+        with self._lock:
+            self._by_app[app] = parked
+
+    def release(self, app: Path) -> bool:
+        with self._lock:
+            parked = self._by_app.pop(app, None)
+        if parked is not None:
+            parked.stop()
+        return parked is not None
+
+    def apps(self) -> list[str]:
+        with self._lock:
+            return sorted(str(app) for app in self._by_app)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            parked, self._by_app = list(self._by_app.values()), {}
+        for each in parked:
+            each.stop()
+
+
+_engine_queries: ParkedQueries | None = None
+
+
+def host_parked_queries() -> ParkedQueries:
+    """Called once by the engine process: its --once runs park their queries."""
+    global _engine_queries
+    _engine_queries = ParkedQueries()
+    return _engine_queries
+
+
+def parked_queries() -> ParkedQueries | None:
+    """The engine's parked queries when this process is the engine, else None."""
+    return _engine_queries
+
+
+def release(paths: AppPaths) -> None:
+    """Stop the app's parked query, in this engine or in the one running for this kstool home.
+    Call it holding the app's lock, before using its checkpoint otherwise."""
+    if _engine_queries is not None:
+        _engine_queries.release(paths.root)
+        return
+    from kstool.engine.daemon.client import release_parked
+
+    release_parked(paths.root)
+
+
+def parking_key(*parts: Any) -> str:
+    """A digest of what a query is built from (settings may hold secrets: only the digest is kept)."""
+    text = json.dumps([asdict(p) if hasattr(p, "__dataclass_fields__") else p for p in parts],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
