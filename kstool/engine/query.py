@@ -159,7 +159,8 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
 
 def _parkable(options: RunOptions, seed: Seed | None) -> bool:
     """A --once run the engine may keep its query for (kstool.engine.parking): not a restore's
-    (its first batch is special), a reprocess's (it stops early) or an exactly-once one's."""
+    (its first batch is special), a reprocess's up to --to-time (it stops early) or an
+    exactly-once one's."""
     return options.once and seed is None and not options.stop_offsets and \
         options.processing_guarantee == "at_least_once"
 
@@ -217,6 +218,7 @@ def _drive_parked(parked: parking.ParkedQuery, parked_queries: parking.ParkedQue
         raise translate(str(failure), summary.app_id) if failure is not None else \
             QueryFailedError("the query stopped") from None
     parked.last_batch = last_committed_batch(checkpoint)
+    parked.reports.clear()  # every batch asked for is accounted
     parked_queries.park(paths.root, parked)
 
 
