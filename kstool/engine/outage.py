@@ -5,6 +5,7 @@ if its transaction had committed), and nothing is committed ahead of its output.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ BACKOFF_S = (1, 2, 4, 8, 15)
 LOST_BROKER_SIGNS = ("Broker transport failure", "All broker connections are down", "Connection refused",
                      "Message timed out", "Local: Timed out", "cannot reach Kafka", "no records from",
                      "Disconnected", "flush timed out", "message(s) timed out")
+# kstool's BrokerUnreachableError, as the query's failure quotes it
+_UNREACHABLE = re.compile(r"cannot reach Kafka at [^\n]*")
 
 
 @dataclass
@@ -29,6 +32,9 @@ class Outage:
     def caused(self, clients: KafkaClients, failure: Exception) -> str | None:
         """Why the failure is the brokers' (None: it is not). A failure whose brokers answer
         again at once counts when its message shows a lost connection."""
+        unreachable_already = _UNREACHABLE.search(str(failure))
+        if unreachable_already:  # asking again would wait out the client timeout a second time
+            return unreachable_already.group(0)
         try:
             clients.metadata()
         except BrokerUnreachableError as unreachable:
@@ -52,8 +58,9 @@ class Outage:
                     f"last committed batch: {committed}; run again to go on from there")
             time.sleep(min(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)], self.timeout_s - waited))
             attempt += 1
-            try:
-                clients.metadata()
+            left = self.timeout_s - (time.monotonic() - self.since)
+            try:  # a probe that cannot answer ends with --broker-timeout, not past it
+                clients.metadata(max(1.0, min(clients.timeout, left)))
             except BrokerUnreachableError:
                 continue
             say(f"Kafka reachable again after {time.monotonic() - self.since:.0f}s; resuming from the checkpoint")

@@ -25,6 +25,7 @@ from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query import make_sink, parks_its_query, run_query, start_spark
 from kstool.engine.seed import plan_seed
+from kstool.errors import BrokerUnreachableError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
@@ -74,12 +75,13 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
                         raise
                     sink.drop_writer()  # its producer may be unknown to the broker that comes back
                     outage.wait(clients, reason, last_committed_batch(checkpoint), progress.message)
-        except BaseException:
+        except BaseException as failure:
             progress.close()
-            try:  # keep the group's offsets true to what did complete, then report the failure
-                _commit_group_offsets(clients, options.app_id, checkpoint, summary)
-            except Exception:
-                pass
+            if not isinstance(failure, BrokerUnreachableError):  # else the commit would wait out its timeout
+                try:  # keep the group's offsets true to what did complete, then report the failure
+                    _commit_group_offsets(clients, options.app_id, checkpoint, summary)
+                except Exception:
+                    pass
             raise
         progress.close()
         _commit_group_offsets(clients, options.app_id, checkpoint, summary)

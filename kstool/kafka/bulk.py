@@ -175,11 +175,18 @@ def _shared_key(clients: KafkaClients, partition_counts: dict[str, int]) -> str:
 
 
 def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> BulkWriter:
-    """This process's idempotent writer for these settings and topics."""
+    """This process's idempotent writer for these settings and topics; a new one when every
+    broker went away since the last batch (a broker that lost its state, as the embedded one
+    does on a restart, would leave the old producer's sends to time out)."""
     key = _shared_key(clients, partition_counts)
-    if key not in _SHARED:
-        _SHARED[key] = BulkWriter(clients, partition_counts, **{"enable.idempotence": True})
-    return _SHARED[key]
+    kept = _SHARED.get(key)
+    if kept is not None:
+        kept.producer.poll(0)  # serves the error callbacks queued while it was idle
+        if kept.clients.brokers_lost:
+            kept = None
+    if kept is None:
+        kept = _SHARED[key] = BulkWriter(clients, partition_counts, **{"enable.idempotence": True})
+    return kept
 
 
 def drop_shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> None:

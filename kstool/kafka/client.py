@@ -63,6 +63,8 @@ class KafkaClients:
     config: ClientConfig
     _admin: AdminClient | None = None
     _last_error: str | None = None
+    # every broker went away since these clients were made (a kept producer may be stale)
+    brokers_lost: bool = False
 
     def _with_logging(self, conf: dict[str, Any]) -> dict[str, Any]:
         # librdkafka prints connection noise to stderr by default; route it to logging (shown
@@ -72,6 +74,8 @@ class KafkaClients:
     def _on_client_error(self, err: KafkaError) -> None:
         _log.debug("client error: %s", err)
         self._last_error = err.str()
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.brokers_lost = True
 
     @property
     def timeout(self) -> float:
@@ -107,11 +111,11 @@ class KafkaClients:
             reason = err.str() if isinstance(err, KafkaError) else str(exc)
             raise KafkaOperationError(f"invalid client configuration: {reason}") from None
 
-    def metadata(self) -> ClusterMetadata:
+    def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
         # Always the full metadata: asking for one topic by name makes brokers with
         # auto.create.topics.enable create it, and a typo must not create topics.
         try:
-            return self.admin().list_topics(timeout=self.timeout)
+            return self.admin().list_topics(timeout=self.timeout if timeout_s is None else timeout_s)
         except KafkaException as exc:
             raise self.translate(exc) from None
 
