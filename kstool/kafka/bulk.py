@@ -63,6 +63,7 @@ class BulkWriter:
         # the tail profile's single-record batches are for the last record only
         conf = {**(BULK_SETTINGS if self.tail else {}), **extra}
         self.producer = clients.producer(**conf)
+        self._broker_losses = clients.broker_losses
         self._size_limit = clients.config.producer_conf(**conf).get("message.max.bytes", "1000000")
         self.failures: list[tuple[Any, str]] = []
         self.per_partition: Counter[tuple[str, int]] = Counter()  # all delivered so far
@@ -70,6 +71,11 @@ class BulkWriter:
         self._held: dict[tuple[str, int], _Pending] = {}
         self._round_robin = itertools.count()
         self._zero_writer: RecordWriter | None = None
+
+    @property
+    def stale(self) -> bool:
+        """Every broker went away since this writer was made: its producer may be unknown to them."""
+        return self.clients.broker_losses > self._broker_losses
 
     def _on_delivery(self, ref: Any, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -182,7 +188,7 @@ def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> Bu
     kept = _SHARED.get(key)
     if kept is not None:
         kept.producer.poll(0)  # serves the error callbacks queued while it was idle
-        if kept.clients.brokers_lost:
+        if kept.stale:
             kept = None
     if kept is None:
         kept = _SHARED[key] = BulkWriter(clients, partition_counts, **{"enable.idempotence": True})

@@ -63,8 +63,8 @@ class KafkaClients:
     config: ClientConfig
     _admin: AdminClient | None = None
     _last_error: str | None = None
-    # every broker went away since these clients were made (a kept producer may be stale)
-    brokers_lost: bool = False
+    # how often every broker went away (a producer made before the last time may be stale)
+    broker_losses: int = 0
 
     def _with_logging(self, conf: dict[str, Any]) -> dict[str, Any]:
         # librdkafka prints connection noise to stderr by default; route it to logging (shown
@@ -75,7 +75,7 @@ class KafkaClients:
         _log.debug("client error: %s", err)
         self._last_error = err.str()
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.brokers_lost = True
+            self.broker_losses += 1
 
     @property
     def timeout(self) -> float:
