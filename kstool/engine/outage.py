@@ -15,7 +15,7 @@ from kstool.kafka.client import KafkaClients
 BACKOFF_S = (1, 2, 4, 8, 15)
 # what librdkafka and kstool's own sink and source say when a broker went away mid-batch
 LOST_BROKER_SIGNS = ("Broker transport failure", "All broker connections are down", "Connection refused",
-                     "Message timed out", "Local: Timed out", "cannot reach Kafka", "no records from",
+                     "Message timed out", "Local: Timed out", "no records from",
                      "Disconnected", "flush timed out", "message(s) timed out")
 # kstool's BrokerUnreachableError, as the query's failure quotes it
 _UNREACHABLE = re.compile(r"cannot reach Kafka at [^\n]*")

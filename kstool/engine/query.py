@@ -53,8 +53,10 @@ def start_spark(options: RunOptions, paths: AppPaths):
 
 def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
               checkpoint: CheckpointFiles, partitions: int, sink: KafkaSink, summary: RunSummary,
-              progress: Progress, seed: Seed | None = None) -> None:
-    """seed: what a restore puts back in the first batch (kstool.engine.seed)."""
+              progress: Progress, seed: Seed | None = None,
+              parked_queries: parking.ParkedQueries | None = None) -> None:
+    """seed: what a restore puts back in the first batch (kstool.engine.seed); parked_queries:
+    the engine's, when this run parks its query (parking_for)."""
     from kstool.engine.shuffle import shuffle_partitions_for
     from kstool.engine.source import (
         CLIENT_CONFIG_FILE_OPTION,
@@ -84,7 +86,6 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
         value_schema = json.dumps({"format": fmt, "value_schema": given.value_schema,
                                    "value_schema_text": given.value_schema_text, "framed": given.framed})
         config = dataclasses.replace(config, schema_registry=given.registry)
-    parked_queries = parking.parked_queries() if _parkable(options, seed) else None
     key = ""
     if parked_queries is not None:
         key = parking.parking_key(topology.name, topology.parameters(), options, config, partitions, checkpoint.uri,
@@ -136,15 +137,16 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
     else:
         stream = stream.trigger(processingTime=f"{options.trigger_ms} milliseconds")
     processing_started = time.monotonic()
-    parked = parking.ParkedQuery(key, None, paths.gate, reports=reports)
-    opened_ms = _open_gate(parked, clients, topology) if parked_queries is not None else 0  # before the 1st trigger
+    parked = parking.ParkedQuery(key, None, paths.gate, reports=reports) if parked_queries is not None else None
+    opened_ms = _open_gate(parked, clients, topology) if parked is not None else 0  # before the 1st trigger
     try:
         query = stream.start()
     except Exception as exc:  # e.g. a checkpoint Spark cannot open: its own message, in one line
-        parked.shut_gate()
+        if parked is not None:
+            parked.shut_gate()
         raise translate(str(exc), options.app_id) from None
     try:
-        if parked_queries is not None:
+        if parked is not None and parked_queries is not None:
             parked.query = query
             _drive_parked(parked, parked_queries, opened_ms, paths, checkpoint, summary, progress)
         else:
@@ -157,24 +159,20 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
         # closes its stdin. Waiting for that would add seconds to every cron run.
 
 
-def _parkable(options: RunOptions, seed: Seed | None) -> bool:
-    """A --once run the engine may keep its query for (kstool.engine.parking): not a restore's
-    (its first batch is special), a reprocess's up to --to-time (it stops early) or an
-    exactly-once one's."""
-    return options.once and seed is None and not options.stop_offsets and \
-        options.processing_guarantee == "at_least_once"
-
-
-def parks_its_query(options: RunOptions, seed: Seed | None) -> bool:
-    """Whether this run, in this process, leaves its query parked for the next one."""
-    return parking.parked_queries() is not None and _parkable(options, seed)
+def parking_for(options: RunOptions, seed: Seed | None) -> parking.ParkedQueries | None:
+    """The engine's parked queries when this run, in this process, leaves its query parked for
+    the next one: an at-least-once --once run in the engine, not a restore's (its first batch
+    is special) nor a reprocess's up to --to-time (it stops early)."""
+    parkable = (options.once and seed is None and not options.stop_offsets
+                and options.processing_guarantee == "at_least_once")
+    return parking.parked_queries() if parkable else None
 
 
 def _open_gate(parked: parking.ParkedQuery, clients: KafkaClients, topology: Topology) -> int:
     """Open the parked query's gate to the inputs' ends now, as availableNow would."""
-    found = clients.require_topics(topology.input_topics())
-    ends = clients.watermarks([(t, p) for t, parts in found.items() for p in parts])
-    return parked.open_gate(_nested({tp: high for tp, (_, high) in ends.items()}))
+    from kstool.engine.source import input_ends
+
+    return parked.open_gate(_nested(input_ends(clients, topology.input_topics())))
 
 
 def _run_parked(parked: parking.ParkedQuery, parked_queries: parking.ParkedQueries, clients: KafkaClients,

@@ -23,7 +23,7 @@ from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress, Recorded, Silent
-from kstool.engine.query import make_sink, parks_its_query, run_query, start_spark
+from kstool.engine.query import make_sink, parking_for, run_query, start_spark
 from kstool.engine.seed import plan_seed
 from kstool.errors import BrokerUnreachableError
 from kstool.kafka.client import KafkaClients
@@ -58,7 +58,8 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             progress.message("restoring " + (f"{seed.entries.num_rows} store entries from the changelogs"
                                              if seed.entries is not None else "the stores from " +
                                              ", ".join(seed.changelogs)))
-        if not parks_its_query(options, seed):
+        parked_queries = parking_for(options, seed)
+        if parked_queries is None:
             parking.release(paths)  # the engine's query of the app, if it keeps one, must not run too
         summary = RunSummary(options.app_id)
         outage = Outage(options.broker_timeout_s)
@@ -67,7 +68,7 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
                 sink = make_sink(clients, topology, options, checkpoint, manifest.changelog_by_task)
                 try:
                     run_query(clients, topology, options, paths, checkpoint, partitions, sink, summary, progress,
-                              seed)
+                              seed, parked_queries)
                     break
                 except Exception as failure:
                     reason = outage.caused(clients, failure)

@@ -157,9 +157,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return KafkaClients(self.config)
 
     def _partitions(self) -> list[tuple[str, int]]:
-        clients = self._clients()
-        found = clients.require_topics(self.topics)
-        return [(t, p) for t in self.topics for p in found[t]]
+        return _partitions_of(self._clients(), self.topics)
 
     def initialOffset(self) -> Offsets:
         from kstool.kafka.groups import committed_offsets
@@ -180,8 +178,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        tps = self._partitions()
-        self._target = {tp: high for tp, (_, high) in self._clients().watermarks(tps).items()}
+        self._target = input_ends(self._clients(), self.topics)
 
     def latestOffset(self, start: Offsets, limit) -> Offsets:
         if self.gate is not None:
@@ -283,6 +280,16 @@ def _value_json(spec: str, config: ClientConfig) -> Callable[[bytes | None], str
     """The decoder of a run's values with a schema, one per executor process (its registry
     client caches the schemas it fetched)."""
     return _value_json_cached(spec, tuple(sorted(config.schema_registry.items())))
+
+
+def _partitions_of(clients: KafkaClients, topics: list[str]) -> list[tuple[str, int]]:
+    found = clients.require_topics(topics)
+    return [(t, p) for t in topics for p in found[t]]
+
+
+def input_ends(clients: KafkaClients, topics: list[str]) -> dict[tuple[str, int], int]:
+    """Each input partition's true end now: what a --once run reads up to."""
+    return {tp: high for tp, (_, high) in clients.watermarks(_partitions_of(clients, topics)).items()}
 
 
 def _read_gate(path: str) -> dict[tuple[str, int], int] | None:

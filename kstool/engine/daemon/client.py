@@ -107,8 +107,6 @@ def release_parked(app: Path, timeout_s: float = 120.0) -> None:
     """Have the engine of this kstool home stop the query it keeps parked for the app folder
     `app` (kstool.engine.parking), if it runs and keeps one."""
     paths = EnginePaths.of_home()
-    if not paths.socket.exists():
-        return
     try:
         sock = _connect(paths)
     except EngineNotRunningError:
