@@ -55,9 +55,15 @@ def describe(g: Globals, app_id, state_dir, offline, output):
              f"{doc['last_committed_batch']}, "
              f"{'running (pid %s)' % doc['running_pid'] if doc['running_pid'] else 'not running'}, "
              f"group lag {group.get('total_lag', '-')}")
+    history = doc["history"]
+    first = history["first_batch"]
+    reach = ("its empty state before batch 0" if history["origin"] is not None and first in (0, None)
+             else f"batch {first}" if first is not None else "nothing")
+    footer = [f"history: batches {first}..{history['last_batch']} kept (at most {history['kept_batches']}, "
+              f"--history-batches); reprocess reaches back to {reach}"]
     emit(Listing(rows, [Column("topic"), Column("partition", justify="right"),
                         Column("offset", "PROCESSED", justify="right"), Column("lag", justify="right")],
-                 document=doc, title=title, extra_tables=[stores]), output)
+                 document=doc, title=title, extra_tables=[stores], footer=footer), output)
 
 
 @apps.command()

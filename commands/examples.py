@@ -36,8 +36,9 @@ EXAMPLES: dict[str, list[str]] = {
     "replay": ["kstool replay --from-topic orders --to-topic orders-replay --from-time 2024-05-01T00:00 "
                "--to-time 2024-05-01T06:00",
                "kstool replay --from-file slice.jsonl --to-topic orders-replay --rate 500/s --dry-run"],
-    "reprocess": ["0 3 * * * kstool reprocess --app-id wordcount --from-time -24h --quiet || logger kstool failed",
-                  "kstool reprocess --app-id wordcount --from-time 2024-05-01T00:00 --to-time 2024-05-02T00:00"],
+    "reprocess": ["kstool reprocess --app-id wordcount --from-time 2024-05-01T00:00 --dry-run",
+                  "0 3 * * * kstool reprocess --app-id wordcount --from-time -24h --yes --quiet || logger kstool failed",
+                  "kstool reprocess --app-id wordcount --from-beginning --yes"],
     "reset": ["kstool reset --app-id wordcount --to-datetime 2024-05-01T00:00:00 --dry-run",
               "kstool reset --application-id ks-app --input-topics orders --to-earliest "
               "--state-dir /var/lib/kafka-streams --yes",

@@ -6,17 +6,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from kstool.application.location import normalize_location
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import SchemaFlags, gathered, setting_option, state_dir_option
+from kstool.commands.options import (
+    SchemaFlags,
+    confirm_or_refuse,
+    gathered,
+    output_option,
+    setting_option,
+    state_dir_option,
+    yes_option,
+)
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
+from kstool.errors import KstoolError
 from kstool.names import validate_name
-from kstool.output import RunReporter, dumps, format_counts, info
-from kstool.timeutil import parse_duration, parse_time
+from kstool.output import Column, Listing, RunReporter, dumps, emit, format_counts, info
+from kstool.timeutil import format_time, parse_duration, parse_time
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
 
@@ -56,6 +66,13 @@ class EngineArgs:
     schema_registry: str | None
     value_schema: str | None
     no_header: bool
+    history_batches: int | None
+
+
+# the run options an app keeps in its manifest (the last run's, as given): `reprocess` runs the
+# app with them unless its own command line gives them (Spark --conf may hold secrets: not kept)
+KEPT_SETTINGS = ("max_records_per_batch", "on_error", "processing_guarantee", "late_topic", "on_data_loss",
+                 "broker_timeout", "master", "schema_registry", "value_schema", "no_header")
 
 
 engine_options = gathered(
@@ -97,6 +114,9 @@ engine_options = gathered(
                  help="With --input-value-format avro|protobuf|jsonschema: the values' schema file (.avsc, .proto, .json)."),
     click.option("--no-header", is_flag=True,
                  help="With --input-value-format avro|protobuf|jsonschema: bare payloads, no wire-format header."),
+    click.option("--history-batches", type=click.IntRange(min=2), metavar="N",
+                 help="Batches of history the checkpoint keeps: how far back `kstool reprocess` and "
+                      "`state --batch-id` reach [default: the app's; 1000 for a new app]."),
 )
 
 
@@ -116,7 +136,9 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
         spark=SparkOptions(master=engine.master, conf=parse_key_values(engine.spark_conf, "--conf"),
                            ui=engine.spark_ui, debug=g.debug),
         input_schemas=SchemaFlags(engine.schema_registry, value_schema=engine.value_schema,
-                                  no_header=engine.no_header).options(g.client_config().schema_registry))
+                                  no_header=engine.no_header).options(g.client_config().schema_registry),
+        history_batches=engine.history_batches,
+        settings={name: getattr(engine, name) for name in KEPT_SETTINGS})
 
 
 def progress_for(app_id: str, quiet: bool):
@@ -151,27 +173,77 @@ def run():
 
 @click.command()
 @click.option("--app-id", required=True, help="The kstool app to reprocess.", shell_complete=complete_apps)
-@click.option("--from-time", required=True, metavar="TIME", help="Reprocess records from this time on.")
+@click.option("--from-time", metavar="TIME", help="Recompute the outputs of the records from this time on.")
 @click.option("--to-time", metavar="TIME", help="... up to and including this time [default: all].")
+@click.option("--from-beginning", is_flag=True,
+              help="Empty state and the whole input from its log start (when the history --from-time needs is gone).")
+@click.option("--accept-partial", is_flag=True,
+              help="Empty state from --from-time, as Kafka's reset tool leaves it: totals count only the "
+                   "records from then on (time windows: from the first window holding it).")
+@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
+@yes_option("rolling the app back (needed when not on a terminal)")
+@output_option()
 @engine_options
 @pass_globals
-def reprocess(g: Globals, app_id, from_time, to_time, engine: EngineArgs):
-    """Reset APP to a time and run it once over the range (for cron: exit 0 done, 1 failed,
-    75 app busy)."""
-    from kstool.reprocess import reprocess as run_reprocess
+def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_partial, dry_run, yes, output,
+              engine: EngineArgs):
+    """Recompute APP's outputs from a time, as one uninterrupted run would have written them: the
+    app goes back to its state just before that time (its checkpoint keeps the history), then
+    runs once. Plan first; exit 0 done, 1 failed or refused, 75 app busy."""
+    from kstool.application.model import AppPaths, load_manifest
+    from kstool.reprocess.apply import reprocess as carry_out
+    from kstool.reprocess.plan import build_plan
 
+    if from_beginning and (accept_partial or from_time):
+        raise click.UsageError("--from-beginning reads the whole input: give no --from-time or --accept-partial")
+    mode = "beginning" if from_beginning else "partial" if accept_partial else "rollback"
+    paths = AppPaths(engine.state_dir, validate_name(app_id))
+    manifest = load_manifest(paths)
+    context = click.get_current_context()
+    for name, value in (manifest.run_settings if manifest else {}).items():
+        if name in KEPT_SETTINGS and context.get_parameter_source(name) is ParameterSource.DEFAULT:
+            setattr(engine, name, value)  # as the app last ran, unless given here
     options = build_run_options(g, app_id, True, engine)
-    result = run_here_or_in_engine(run_reprocess, g.clients(), options, parse_time(from_time),
-                                   parse_time(to_time) if to_time else None, name=app_id, spark=options.spark,
+    clients = g.clients()
+    plan = build_plan(clients, paths, parse_time(from_time) if from_time else None,
+                      parse_time(to_time) if to_time else None, mode)
+    as_json = output in ("json", "jsonl") or engine.report == "json"
+    if not as_json or dry_run or plan.refusal:
+        _show_plan(plan, "json" if as_json else output, dry_run)
+    if plan.refusal:
+        raise KstoolError(plan.refusal)
+    if dry_run:
+        info("dry run: nothing was changed")
+        return
+    confirm_or_refuse(f"Reprocess {app_id} as planned?", yes)
+    result = run_here_or_in_engine(carry_out, clients, plan, options, name=app_id, spark=options.spark,
                                    progress=progress_for(app_id, engine.quiet), use_engine=not engine.no_engine)
-    if engine.report == "json":
+    if as_json:
         click.echo(dumps(result.to_dict()))
     elif not engine.quiet:
         run_summary = result.run
-        info(f"kstool: {app_id}: reprocessed from {from_time}"
+        info(f"kstool: {app_id}: reprocessed from " + (from_time or "the beginning")
              + (f" to {to_time}" if to_time else "")
              + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
              + format_counts(run_summary.written))
+
+
+def _show_plan(plan, output: str, dry_run: bool) -> None:
+    rows = [{**p.__dict__, "restart_at": format_time(p.restart_time)} for p in plan.partitions]
+    if plan.mode == "rollback" and plan.restart_batch is not None:
+        back = ("before its first batch (empty state)" if plan.restart_batch < 0 else
+                f"to batch {plan.restart_batch} (committed {format_time(plan.restart_batch_time)})")
+        title = (f"reprocess plan for {plan.app_id}: roll back {back}, undoing {plan.batches_undone} "
+                 f"batch(es); read {plan.records} records")
+    else:
+        title = f"reprocess plan for {plan.app_id} ({plan.mode}): read {plan.records} records"
+    footer = [f"rewrites: {', '.join(plan.rewritten_topics)}", *(f"note: {n}" for n in plan.notes)]
+    emit(Listing(rows, [Column("topic"), Column("partition", justify="right"),
+                        Column("from_time_offset", "FROM-TIME OFFSET", justify="right"),
+                        Column("processed", justify="right"), Column("restart", justify="right"),
+                        Column("end", justify="right"), Column("records", justify="right"),
+                        Column("restart_at", "FIRST RECORD AT")],
+                 document={**plan.to_dict(), "dry_run": dry_run}, title=title, footer=footer), output)
 
 
 def topology_command(kind: TopologyType) -> click.Command:

@@ -99,6 +99,13 @@ class AppGroup(TypedDict):
     partitions: list[GroupPartition]
 
 
+class AppHistory(TypedDict):  # what `reprocess` can roll the app back to
+    kept_batches: int  # --history-batches: how many batches the checkpoint keeps
+    first_batch: int | None  # the oldest committed batch still kept
+    last_batch: int | None
+    origin: dict[str, int] | None  # "topic:partition" -> offset where the state was empty; null: unknown
+
+
 class AppDescription(TypedDict):  # apps describe: the manifest, then progress
     app_id: str
     topology: str
@@ -112,6 +119,7 @@ class AppDescription(TypedDict):  # apps describe: the manifest, then progress
     running_pid: int | None
     last_committed_batch: int | None
     processed_offsets: list[ProcessedOffset]
+    history: AppHistory
     group: AppGroup | None
 
 

@@ -144,7 +144,8 @@ def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka
     assert sum(scan.open_records for scan in scans) == 0
 
 
-def test_reprocess_from_time_gives_the_counts_of_the_later_records(kafka, spark, topic_name):
+def test_reprocess_accept_partial_gives_the_counts_of_the_later_records(kafka, spark, topic_name):
+    """--accept-partial is Kafka's reset to a time: the state starts over empty there."""
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 1)
     lines = [f"early w{i % 3}" if i < 20 else f"late w{i % 4}" for i in range(40)]
@@ -152,8 +153,9 @@ def test_reprocess_from_time_gives_the_counts_of_the_later_records(kafka, spark,
     assert cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once").exit_code == 0
     before = end_offsets(kafka, sink)
     cut = BASE + 25_000
-    result = cli("reprocess", "--app-id", app, "--from-time", str(cut), "--report", "json")
+    result = cli("reprocess", "--app-id", app, "--from-time", str(cut), "--accept-partial", "--yes", "--report", "json")
     assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["mode"] == "partial"
     new = [m for m in read_all(kafka, sink) if m.offset() >= before[m.partition()]]
     got = {k.decode(): as_long(v) for k, v in latest_per_key(new).items()}
     assert got == dict(oracle(line for i, line in enumerate(lines) if BASE + i * 1000 >= cut))
@@ -161,7 +163,8 @@ def test_reprocess_from_time_gives_the_counts_of_the_later_records(kafka, spark,
     assert busy_app.exit_code == 1 and "no kstool app" in busy_app.stderr
 
 
-def test_reprocess_time_window_and_busy_app(kafka, spark, topic_name):
+def test_reprocess_up_to_a_time_and_busy_app(kafka, spark, topic_name):
+    """--to-time: the outputs as an uninterrupted run that had read up to that time wrote them."""
     from kstool.application.model import AppLock, AppPaths, default_state_dir
 
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
@@ -174,11 +177,11 @@ def test_reprocess_time_window_and_busy_app(kafka, spark, topic_name):
     assert cli("run", "wordcount", "--input", source, "--output", sink, "--app-id", app, "--once").exit_code == 0
     before = end_offsets(kafka, sink)
     low, high = BASE + 10_000, BASE + 29_000
-    result = cli("reprocess", "--app-id", app, "--from-time", str(low), "--to-time", str(high))
+    result = cli("reprocess", "--app-id", app, "--from-time", str(low), "--to-time", str(high), "--yes")
     assert result.exit_code == 0, result.stderr
     new = [m for m in read_all(kafka, sink) if m.offset() >= before[m.partition()]]
     got = {k.decode(): as_long(v) for k, v in latest_per_key(new).items()}
-    assert got == dict(oracle(line for i, line in enumerate(lines) if low <= BASE + i * 1000 <= high))
+    assert got == dict(oracle(line for i, line in enumerate(lines) if BASE + i * 1000 <= high))
     with AppLock(AppPaths(default_state_dir(), app)):
         busy = subprocess.run([*KSTOOL, "reprocess", "--app-id", app, "--from-time", str(low)],
                               capture_output=True, text=True, timeout=60)

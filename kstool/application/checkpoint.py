@@ -4,6 +4,7 @@ which batches are committed and the source offsets each batch ended at."""
 from __future__ import annotations
 
 import json
+import re
 
 from kstool.application.location import CheckpointFiles
 
@@ -51,17 +52,24 @@ def shuffle_partitions(checkpoint: CheckpointFiles, batch_id: int) -> int | None
     return int(count) if count else None
 
 
-def missing_state(checkpoint: CheckpointFiles) -> list[str]:
-    """The state files the last committed batch needs and the checkpoint lacks. Batch b leaves
-    each state partition's store at version b + 1; RocksDB with changelog checkpointing loads
-    a version from its latest snapshot at or below it (`<v>.zip`, none: empty) and every
-    `<v>.changelog` after that."""
-    batch = last_committed_batch(checkpoint)
+def batch_time_ms(checkpoint: CheckpointFiles, batch_id: int) -> int | None:
+    """When Spark planned the batch (its metadata's batchTimestampMs)."""
+    lines = checkpoint.read_text(f"offsets/{batch_id}").splitlines()
+    stamp = json.loads(lines[1]).get("batchTimestampMs") if len(lines) > 1 else None
+    return int(stamp) if stamp is not None else None
+
+
+def missing_state(checkpoint: CheckpointFiles, batch: int | None = None) -> list[str]:
+    """The state files a committed batch (default: the last) needs and the checkpoint lacks.
+    Batch b leaves each state partition's store at version b + 1; RocksDB with changelog
+    checkpointing loads a version from its latest snapshot at or below it (`<v>.zip`, none:
+    empty) and every `<v>.changelog` after that."""
+    batch = last_committed_batch(checkpoint) if batch is None else batch
     if batch is None:
         return []
     partitions = shuffle_partitions(checkpoint, batch) or 0
     missing = []
-    for operator in [n for n in checkpoint.names("state") if n.isdigit()] or ["0"]:
+    for operator in _operators(checkpoint):
         for partition in range(partitions):
             folder = f"state/{operator}/{partition}"
             names = set(checkpoint.names(folder))
@@ -71,3 +79,37 @@ def missing_state(checkpoint: CheckpointFiles) -> list[str]:
                     missing.append(f"{folder}/{version}.changelog")
                 version -= 1
     return missing
+
+
+def _operators(checkpoint: CheckpointFiles) -> list[str]:
+    return [n for n in checkpoint.names("state") if n.isdigit()] or ["0"]
+
+
+_VERSION_FILE = re.compile(r"\.?(\d+)\.(changelog|zip)(\.crc)?")
+_LOG_FILE = re.compile(r"\.?(\d+)(\.crc)?")
+
+
+def rollback_files(checkpoint: CheckpointFiles, batch: int) -> list[str]:
+    """The files to delete, in this order, so that the checkpoint's last batch is `batch` (-1:
+    none) and its state that batch's: newest batch first, each batch's commit, then the state
+    versions it wrote, then its offsets. Stopped anywhere, what is left is a checkpoint Spark
+    goes on from (a batch without its commit is run again, as after a crash), and no later
+    snapshot is left for a later version to load from."""
+    by_batch: dict[int, list[str]] = {}
+    for folder in ("commits", "offsets"):
+        for name in checkpoint.names(folder):
+            match = _LOG_FILE.fullmatch(name)
+            if match and int(match.group(1)) > batch:
+                by_batch.setdefault(int(match.group(1)), []).append(f"{folder}/{name}")
+    for operator in _operators(checkpoint):
+        for partition in checkpoint.names(f"state/{operator}"):
+            folder = f"state/{operator}/{partition}"
+            if not partition.isdigit():
+                continue
+            for name in checkpoint.names(folder):
+                match = _VERSION_FILE.fullmatch(name)
+                if match and int(match.group(1)) > batch + 1:  # version v is batch v - 1's
+                    by_batch.setdefault(int(match.group(1)) - 1, []).append(f"{folder}/{name}")
+    order = {"commits": 0, "state": 1, "offsets": 2}
+    return [name for b in sorted(by_batch, reverse=True)
+            for name in sorted(by_batch[b], key=lambda n: (order[n.split("/")[0]], n))]

@@ -35,6 +35,9 @@ class CheckpointFiles(Protocol):
     def delete(self) -> None:
         """Delete the whole checkpoint (reset)."""
 
+    def remove(self, name: str) -> None:
+        """Delete one file; nothing when it is already gone (a rollback, kstool.reprocess)."""
+
     def check_usable(self) -> None:
         """Raise CheckpointLocationError when the location cannot be reached or written."""
 
@@ -83,6 +86,9 @@ class LocalCheckpoint:
         except OSError as e:
             raise CheckpointLocationError(f"checkpoint location {self.uri}: cannot write there "
                                           f"({e.strerror}: {e.filename})") from None
+
+    def remove(self, name: str) -> None:
+        (self.path / name).unlink(missing_ok=True)
 
     def delete(self) -> None:
         if self.path.is_symlink():

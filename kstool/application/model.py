@@ -17,6 +17,9 @@ from kstool.home import kstool_home, private_dir, read_json, write_private_json
 from kstool.names import validate_name
 
 MANIFEST = "app.json"
+# batches of history a checkpoint keeps (Spark's minBatchesToRetain: offsets, commits and state
+# versions), so that `reprocess` can roll an app back and `state --batch-id` can look back
+DEFAULT_HISTORY_BATCHES = 1000
 
 
 def default_state_dir() -> Path:
@@ -102,6 +105,13 @@ class Manifest:
     # older ones keep partitioning by key, so their compacted changelogs stay whole)
     changelog_by_task: bool = False
     restore_pending: bool = False  # `state restore`: the next run's first batch seeds the stores
+    # where the checkpoint's first batch started, "topic:partition" -> offset, when its state
+    # started empty there (None: unknown, or seeded by a restore); the state before batch 0
+    origin: dict[str, int] | None = None
+    history_batches: int = DEFAULT_HISTORY_BATCHES
+    # the last run's options, as the command line gave them (on_error, late_topic,
+    # processing_guarantee, on_data_loss, ...): what `reprocess` runs the app with
+    run_settings: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -110,6 +120,15 @@ class Manifest:
     def from_dict(cls, data: dict) -> "Manifest":
         stores = [StoreSpec(**s) for s in data.get("stores", [])]
         return cls(**{**data, "stores": stores})
+
+
+def origin_document(offsets: dict[tuple[str, int], int]) -> dict[str, int]:
+    """Offsets as the manifest keeps them ("topic:partition" -> offset)."""
+    return {f"{t}:{p}": o for (t, p), o in sorted(offsets.items())}
+
+
+def origin_offsets(document: dict[str, int]) -> dict[tuple[str, int], int]:
+    return {(key.rpartition(":")[0], int(key.rpartition(":")[2])): o for key, o in document.items()}
 
 
 def load_manifest(paths: AppPaths) -> Manifest | None:

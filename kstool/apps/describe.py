@@ -7,7 +7,7 @@ import contextlib
 import io
 from pathlib import Path
 
-from kstool.application.checkpoint import committed_offsets
+from kstool.application.checkpoint import committed_batches, committed_offsets
 from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
 from kstool.documents import AppDescription, AppRow
 from kstool.engine.checkpoint_files import app_checkpoint
@@ -35,6 +35,7 @@ def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> 
         raise NotFoundError(f"no app {app_id!r} in {state_dir} (no {MANIFEST})")
     checkpoint = app_checkpoint(paths, manifest)
     batch, offsets = committed_offsets(checkpoint)
+    batches = committed_batches(checkpoint)
     stored = manifest.to_dict()
     doc: AppDescription = {
         "app_id": manifest.app_id, "topology": manifest.topology, "parameters": manifest.parameters,
@@ -46,6 +47,8 @@ def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> 
         "last_committed_batch": batch,
         "processed_offsets": [{"topic": t, "partition": p, "offset": o}
                               for (t, p), o in sorted(offsets.items())],
+        "history": {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
+                    "last_batch": batch, "origin": manifest.origin},
         "group": None,
     }
     if clients is not None:

@@ -77,6 +77,9 @@ class HadoopCheckpoint:
     def delete(self) -> None:
         self._call(lambda fs, path: fs.delete(path, True))
 
+    def remove(self, name: str) -> None:
+        self._call(lambda fs, path: fs.delete(path, False), name)
+
     def check_usable(self) -> None:
         self.exists()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kstool.engine.errors_policy import ErrorPolicy
 from kstool.engine.session import SparkOptions
@@ -32,6 +33,9 @@ class RunOptions:
     checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
     broker_timeout_s: float = 120.0  # how long a run waits out a Kafka outage (kstool.engine.outage)
     input_schemas: SchemaOptions | None = None  # where input values with a schema find it
+    history_batches: int | None = None  # batches the checkpoint keeps; None: as the app has it
+    # the command line's run options, kept in the manifest for `reprocess` (run_settings)
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import cast
 from kstool.application.exceptions import IncompatibleRunError
 from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
 from kstool.contract import Topology
-from kstool.engine.errors_policy import ErrorPolicy
+from kstool.engine.options import RunOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.topics import CreateTopicOptions, ensure_topic
@@ -29,9 +29,10 @@ def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
     return existing.checkpoint_location
 
 
-def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPaths,
-            on_error: ErrorPolicy, late_topic: str | None, checkpoint_location: str | None) -> tuple[int, Manifest]:
+def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
+            checkpoint_location: str | None) -> tuple[int, Manifest]:
     """Returns the input partition count (the number of tasks) and the app's manifest."""
+    app_id, on_error, late_topic = options.app_id, options.on_error, options.late_topic
     if late_topic and not topology.per_task:
         raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
                          "drops no records as late")
@@ -40,8 +41,13 @@ def prepare(clients: KafkaClients, topology: Topology, app_id: str, paths: AppPa
     existing = load_manifest(paths)
     if existing is not None:
         check_compatible(existing, wanted)
-    wanted.changelog_by_task = existing.changelog_by_task if existing is not None else True
-    wanted.restore_pending = existing.restore_pending if existing is not None else False
+    wanted.changelog_by_task = True  # apps created before kstool 0.2 keep partitioning by key
+    if existing is not None:  # what the app's history decided, kept
+        wanted.changelog_by_task, wanted.restore_pending = existing.changelog_by_task, existing.restore_pending
+        wanted.origin, wanted.history_batches = existing.origin, existing.history_batches
+        wanted.run_settings = existing.run_settings
+    wanted.history_batches = options.history_batches or wanted.history_batches
+    wanted.run_settings = options.settings or wanted.run_settings
     inputs = clients.require_topics(topology.input_topics())
     topology.check_run({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())

@@ -74,6 +74,8 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
         spark_options.shuffle_partitions = (shuffle_partitions_for(partitions) if topology.per_task
                                             else partitions)
     spark = start_spark(options, paths)
+    if options.history_batches:  # read when the query starts: its offsets, commits and state versions
+        spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(options.history_batches))
     summary.spark_start_seconds = round(time.monotonic() - spark_started, 3)
     progress.message(f"Spark ready in {summary.spark_start_seconds:.1f}s; "
                      f"{'catching up' if options.once else 'running'}")

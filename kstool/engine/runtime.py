@@ -8,13 +8,22 @@ group shows what did complete.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from kstool.application.checkpoint import committed_offsets, last_committed_batch, missing_state
 from kstool.application.exceptions import StateMissingError
 from kstool.application.location import CheckpointFiles, local_path
 from kstool.application.metrics import MetricsLog
-from kstool.application.model import AppLock, AppPaths, checkpoint_uri, load_manifest, save_manifest
+from kstool.application.model import (
+    AppLock,
+    AppPaths,
+    Manifest,
+    checkpoint_uri,
+    load_manifest,
+    origin_document,
+    save_manifest,
+)
 from kstool.contract import Topology, value_schema_format
 from kstool.engine import parking
 from kstool.engine.checkpoint_files import open_checkpoint
@@ -27,7 +36,7 @@ from kstool.engine.query import make_sink, parking_for, run_query, start_spark
 from kstool.engine.seed import plan_seed
 from kstool.errors import BrokerUnreachableError
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import commit_offsets
+from kstool.kafka.groups import commit_offsets, starting_offsets
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 from kstool.schemas.formats import SchemaOptions, value_json_decoder
 
@@ -50,14 +59,17 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
         if location is not None or options.spark.master.startswith("local"):  # what executors see
             _check_state(checkpoint, options.app_id)
         _check_checkpoint_kept(clients, paths, checkpoint)
-        partitions, manifest = prepare(clients, topology, options.app_id, paths, options.on_error,
-                                       options.late_topic, location)
+        partitions, manifest = prepare(clients, topology, options, paths, location)
+        options = dataclasses.replace(options, history_batches=manifest.history_batches)
         seed = None
         if manifest.restore_pending and last_committed_batch(checkpoint) is None:
             seed = plan_seed(clients, manifest, topology.per_task)
             progress.message("restoring " + (f"{seed.entries.num_rows} store entries from the changelogs"
                                              if seed.entries is not None else "the stores from " +
                                              ", ".join(seed.changelogs)))
+        if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
+            manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
+            save_manifest(paths, manifest)
         parked_queries = parking_for(options, seed)
         if parked_queries is None:
             parking.release(paths)  # the engine's query of the app, if it keeps one, must not run too
@@ -101,14 +113,26 @@ def _check_state(checkpoint: CheckpointFiles, app_id: str) -> None:
                                 + state_missing_remedy(app_id))
 
 
+def _pin_origin(clients: KafkaClients, options: RunOptions, manifest: Manifest) -> dict[str, int]:
+    """Commit a new checkpoint's start to the app's group before the query asks for it (the
+    source starts at the group's offsets): the offsets where the state before batch 0 is
+    empty, which `reprocess` can roll the app back to."""
+    tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
+    start = starting_offsets(clients, options.app_id, tps, options.starting)
+    commit_offsets(clients, options.app_id, start)
+    return origin_document(start)
+
+
 def _check_checkpoint_kept(clients: KafkaClients, paths: AppPaths, checkpoint: CheckpointFiles) -> None:
     """An app that has committed offsets but no checkpoint lost its state (a deleted
-    checkpoint): starting over empty would give wrong results."""
+    checkpoint): starting over empty would give wrong results, unless the group stands where
+    the checkpoint's state was empty (its origin)."""
     manifest = load_manifest(paths)
     if manifest is None or manifest.restore_pending or last_committed_batch(checkpoint) is not None:
         return
     inputs = set(manifest.input_topics)
-    if any(topic in inputs for topic, _ in committed_offsets_of_group(clients, paths.app_id)):
+    committed = {tp: o for tp, o in committed_offsets_of_group(clients, paths.app_id).items() if tp[0] in inputs}
+    if committed and origin_document(committed) != manifest.origin:
         raise StateMissingError(f"app {paths.app_id!r}: its checkpoint {checkpoint.uri} has no committed batch, "
                                 "but its group has committed offsets. " + state_missing_remedy(paths.app_id))
 

@@ -160,17 +160,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _partitions_of(self._clients(), self.topics)
 
     def initialOffset(self) -> Offsets:
-        from kstool.kafka.groups import committed_offsets
+        from kstool.kafka.groups import starting_offsets
 
-        clients = self._clients()
-        tps = self._partitions()
-        marks = clients.watermarks(tps)
-        committed = committed_offsets(clients, self.group)
-        start = {}
-        for tp in tps:
-            low, high = marks[tp]
-            start[tp] = committed.get(tp, low if self.starting == "earliest" else high)
-        return _nest(start)
+        return _nest(starting_offsets(self._clients(), self.group, self._partitions(), self.starting))
 
     def getDefaultReadLimit(self):
         if self.max_records_per_batch:

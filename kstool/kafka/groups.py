@@ -96,6 +96,15 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
     return description
 
 
+def starting_offsets(clients: KafkaClients, group: str, tps: list[tuple[str, int]],
+                     starting: str) -> dict[tuple[str, int], int]:
+    """Where a new checkpoint of the app `group` starts: the group's committed offsets, else
+    the log start (starting "earliest") or end ("latest")."""
+    marks = clients.watermarks(tps)
+    committed = committed_offsets(clients, group)
+    return {tp: committed.get(tp, marks[tp][0] if starting == "earliest" else marks[tp][1]) for tp in tps}
+
+
 def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Commit offsets for a group that has no active members (as Kafka's tools require)."""
     request = [ConsumerGroupTopicPartitions(

@@ -79,6 +79,7 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
             raise NotFoundError(f"no kstool app {plan.app_id!r} in {state_dir}")
         # marked first: a checkpoint deleted without the mark would restart empty
         manifest.restore_pending = True
+        manifest.origin = None  # the restored state is not empty at any offsets
         save_manifest(paths, manifest)
         delete_checkpoint(plan.checkpoint)
 

@@ -1,0 +1,86 @@
+"""Carry out a reprocess plan: roll the app back (or reset it, for --from-beginning and
+--accept-partial), then run it once. Every step leaves an app that the next command can go on
+from: the group's offsets are moved first, then the checkpoint's later batches are deleted
+newest first (kstool.application.checkpoint.rollback_files), and a run that stops midway
+leaves a checkpoint whose state and offsets agree."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kstool.application.checkpoint import last_committed_batch, rollback_files
+from kstool.application.model import AppLock, AppPaths, Manifest, load_manifest
+from kstool.engine import parking
+from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.progress import Progress
+from kstool.engine.runtime import run_app
+from kstool.errors import KstoolError, NotFoundError
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.groups import commit_offsets
+from kstool.reprocess.exceptions import PlanOutdatedError, ReprocessStoppedError
+from kstool.reprocess.plan import ORIGIN, ReprocessPlan
+from kstool.reset.apply import apply_plan
+from kstool.topologies import from_manifest
+
+
+@dataclass
+class ReprocessResult:
+    plan: ReprocessPlan
+    run: RunSummary
+
+    def to_dict(self) -> dict:
+        return {**self.plan.to_dict(), "dry_run": False, "run": self.run.to_dict()}
+
+
+def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
+              progress: Progress | None = None) -> ReprocessResult:
+    paths = AppPaths(options.state_dir, plan.app_id)
+    manifest = load_manifest(paths)
+    if manifest is None:
+        raise NotFoundError(f"no kstool app {plan.app_id!r} in {options.state_dir}")
+    if plan.refusal is not None:
+        raise KstoolError(plan.refusal)
+    options = dataclasses.replace(
+        options, once=True, stop_offsets=plan.stop_offsets(),
+        settings=manifest.run_settings,  # this reprocess' overrides are not the app's from now on
+        history_batches=options.history_batches or manifest.history_batches,
+        # a reset deletes the manifest: the app is made again where its checkpoint was
+        checkpoint_location=options.checkpoint_location or manifest.checkpoint_location)
+    if plan.mode == "rollback":
+        _roll_back(clients, plan, paths, manifest)
+    else:
+        assert plan.reset is not None
+        apply_plan(clients, plan.reset, options.state_dir)
+    try:
+        run = run_app(clients, from_manifest(manifest), options, progress)
+    except KstoolError as exc:
+        raise ReprocessStoppedError.after(exc, plan, _where(paths)) from None
+    return ReprocessResult(plan, run)
+
+
+def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:
+    assert plan.restart_batch is not None
+    with AppLock(paths):
+        parking.release(paths)  # the engine's parked query of the app stops before its checkpoint changes
+        checkpoint = app_checkpoint(paths, manifest)
+        now = last_committed_batch(checkpoint)
+        if now != plan.last_batch:
+            raise PlanOutdatedError(f"app {plan.app_id!r} ran since the plan was made (last batch {now}, "
+                                    f"planned {plan.last_batch}); nothing was changed: plan again")
+        # the group first: whatever stops this, the checkpoint still says where the app stands
+        commit_offsets(clients, plan.app_id, plan.restart_offsets())
+        if plan.restart_batch == ORIGIN:
+            checkpoint.delete()  # the group stands at the origin: the next run starts there, empty
+        else:
+            for name in rollback_files(checkpoint, plan.restart_batch):
+                checkpoint.remove(name)
+
+
+def _where(paths: AppPaths) -> str:
+    manifest = load_manifest(paths)
+    if manifest is None:
+        return "The app has no manifest yet"
+    batch = last_committed_batch(app_checkpoint(paths, manifest))
+    return "The app has no committed batch yet" if batch is None else f"The app stands at batch {batch}"

@@ -1,0 +1,226 @@
+"""kstool reprocess: from a time that is aligned to nothing, every key and window ends as one
+fresh run over the whole input ends (the oracle), for every topology kind; the plan changes
+nothing; a lost history is refused with the ways on; a run that stops midway is finished by
+running the same command again.
+
+The inputs are written by a normally batching producer (multi-record batches), in two parts:
+the app runs over the first in several batches, the second arrives after that run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.conftest import cli
+from tests.helpers import T0, create_topic, read_all
+
+KEYS = 6
+FIRST, LATER = 200, 40  # records per input before the first run, and after it
+CUT = 101  # --from-time: half a second after the CUT-th record's time
+
+
+def _write(kafka, topic: str, records) -> None:
+    """records: (key, value, timestamp ms); key kN goes to partition N % 2 (co-partitioned)."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20})
+    for key, value, ts in records:
+        producer.produce(topic, key=key.encode(), value=value.encode(), timestamp=ts,
+                         partition=int(key[1:]) % 2)
+    assert producer.flush(30) == 0
+
+
+def _stamp(i: int, sessions: bool) -> int:
+    # sessions: bursts of ten records a second apart, 40 s between bursts
+    return T0 + ((i // 10) * 40_000 + (i % 10) * 1000 if sessions else i * 1000)
+
+
+def _inputs(kind: str, count: int, start: int = 0) -> dict[str, list]:
+    sessions = kind == "session"
+    rows = range(start, start + count)
+    if kind.startswith("join"):
+        table = [(f"k{i % KEYS}", f"c{i}", _stamp(i, False)) for i in rows]
+        stream = [(f"k{i % KEYS}", f"o{i}", _stamp(i, False) + 500) for i in rows]
+        return {"left": stream, "right": table}
+    value = {"wordcount": lambda i: f"w{i % 5} x{i % 3} k{i % 4}", "sum": lambda i: str(i % 13)}.get(kind, lambda i: "1")
+    return {"input": [(f"k{i % KEYS}", value(i), _stamp(i, sessions)) for i in rows]}
+
+
+RUNS = {
+    "wordcount": ["run", "wordcount", "--input", "{input}"],
+    "sum": ["run", "aggregate", "--input", "{input}", "--agg", "sum"],
+    "tumbling": ["run", "aggregate", "--input", "{input}", "--window", "tumbling:30s", "--grace", "5s"],
+    "hopping": ["run", "aggregate", "--input", "{input}", "--agg", "sum", "--window", "hopping:30s,10s",
+                "--processing-guarantee", "exactly_once_v2"],
+    "session": ["run", "aggregate", "--input", "{input}", "--window", "session:15s"],
+    "join-stream-table": ["run", "join", "--kind", "stream-table", "--how", "left", "--left", "{left}",
+                          "--right", "{right}"],
+    "join-table-table": ["run", "join", "--kind", "table-table", "--how", "outer", "--left", "{left}",
+                         "--right", "{right}"],
+}
+
+
+def _run(kind: str, topics: dict[str, str], output: str, app: str, *extra: str):
+    args = [a.format(**topics) for a in RUNS[kind]]
+    return cli(*args, "--output", output, "--app-id", app, "--once", *extra)
+
+
+def _final(kafka, topic: str) -> dict:
+    """The last value per (partition, key): what a reader of the output keeps."""
+    latest = {}
+    for msg in read_all(kafka, topic):
+        latest[(msg.partition(), msg.key())] = msg.value()
+    return {k: v for k, v in latest.items() if v is not None}
+
+
+def _ends(kafka, topic: str) -> dict[int, int]:
+    """Each partition's end, by reading (the embedded broker reports batched writes' ends too low)."""
+    ends: dict[int, int] = {}
+    for msg in read_all(kafka, topic):
+        ends[msg.partition()] = msg.offset() + 1
+    return ends
+
+
+def _group(app: str) -> dict:
+    doc = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
+    return {(p["topic"], p["partition"]): p["committed"] for p in doc["partitions"]}
+
+
+def _tree(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _app_folder(app: str) -> Path:
+    from kstool.application.model import default_state_dir
+
+    return default_state_dir() / app
+
+
+@pytest.mark.parametrize("kind", list(RUNS))
+def test_reprocess_from_an_unaligned_time_ends_as_one_fresh_run(kafka, spark, topic_name, kind):
+    topics = {role: f"{topic_name}-{role}" for role in _inputs(kind, 1)}
+    for topic in topics.values():
+        create_topic(kafka, topic, 2)
+    for role, records in _inputs(kind, FIRST).items():
+        _write(kafka, topics[role], records)
+    app, output = f"{topic_name}-app", f"{topic_name}-out"
+    first = _run(kind, topics, output, app, "--max-records-per-batch", "60", "--report", "json")
+    assert first.exit_code == 0, first.stderr
+    assert json.loads(first.stdout)["batches"] >= 4  # several batches before and after the cut
+    for role, records in _inputs(kind, LATER, start=FIRST).items():
+        _write(kafka, topics[role], records)
+
+    cut = _stamp(CUT, kind == "session") + 500
+    before = (_tree(_app_folder(app)), _group(app), _ends(kafka, output))
+    plan = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--dry-run", "-o", "json")
+    assert plan.exit_code == 0, plan.stderr
+    planned = json.loads(plan.stdout)
+    assert planned["dry_run"] and planned["mode"] == "rollback" and planned["refusal"] is None
+    assert planned["restart_batch"] is not None and planned["batches_undone"] >= 1
+    assert (_tree(_app_folder(app)), _group(app), _ends(kafka, output)) == before, "--dry-run changed something"
+
+    done = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--yes", "-o", "json")
+    assert done.exit_code == 0, done.stderr
+    result = json.loads(done.stdout)
+    restarted = {(p["topic"], p["partition"]): p["restart"] for p in result["partitions"]}
+    assert result["run"]["input_records"] == sum(_ends(kafka, t)[p] - o for (t, p), o in restarted.items())
+    for p in result["partitions"]:  # the restart is at or before the first record at or after the cut
+        assert p["restart"] <= p["from_time_offset"]
+
+    oracle_output = f"{topic_name}-oracle"
+    fresh = _run(kind, topics, oracle_output, f"{topic_name}-oracle")
+    assert fresh.exit_code == 0, fresh.stderr
+    expected = _final(kafka, oracle_output)
+    assert expected and _final(kafka, output) == expected
+    assert _group(app) == _group(f"{topic_name}-oracle")
+
+
+def test_a_lost_history_is_refused_with_the_ways_on_and_from_beginning_is_exact(kafka, spark, topic_name):
+    source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    _write(kafka, source, _inputs("sum", FIRST)["input"])
+    run = cli("run", "aggregate", "--input", source, "--output", output, "--app-id", app, "--agg", "sum", "--once",
+              "--max-records-per-batch", "20", "--history-batches", "2")
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(cli("apps", "describe", app, "-o", "json").stdout)["history"]["kept_batches"] == 2
+    before = (_tree(_app_folder(app)), _group(app), _ends(kafka, output))
+    refused = cli("reprocess", "--app-id", app, "--from-time", f"@{_stamp(30, False)}", "--yes")
+    assert refused.exit_code == 1
+    error = refused.stderr.strip().splitlines()[-1]
+    assert "is gone" in error and "keeps batches" in error and "--from-beginning" in error and "--accept-partial" in error
+    assert (_tree(_app_folder(app)), _group(app), _ends(kafka, output)) == before
+
+    rebuilt = cli("reprocess", "--app-id", app, "--from-beginning", "--yes", "-o", "json")
+    assert rebuilt.exit_code == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["run"]["input_records"] == FIRST
+    assert cli("run", "aggregate", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
+               "--agg", "sum", "--once").exit_code == 0
+    assert _final(kafka, output) == _final(kafka, output + "-oracle")
+
+
+def test_a_reprocess_that_stops_midway_is_finished_by_running_it_again(kafka, spark, topic_name):
+    """The app skips bad records (--on-error skip, kept in its manifest): a reprocess told to
+    fail stops at the bad record after its first batches; the same reprocess without that
+    override runs with the app's own settings and ends as the oracle."""
+    source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    records = _inputs("wordcount", FIRST)["input"]
+    _write(kafka, source, records[:150])
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    producer.produce(source, key=b"k0", value=b"\xff\xfe not utf-8", timestamp=_stamp(150, False), partition=0)
+    assert producer.flush(10) == 0
+    _write(kafka, source, records[150:])
+    args = ["--input", source, "--output", output, "--app-id", app, "--once", "--max-records-per-batch", "40"]
+    assert cli("run", "wordcount", *args, "--on-error", "skip").exit_code == 0
+
+    cut = f"@{_stamp(CUT, False) + 500}"
+    stopped = cli("reprocess", "--app-id", app, "--from-time", cut, "--yes", "--on-error", "fail")
+    assert stopped.exit_code == 1
+    line = stopped.stderr.strip().splitlines()[-1]
+    assert "stopped" in line and "stands at batch" in line and "run the same reprocess again" in line
+    finished = cli("reprocess", "--app-id", app, "--from-time", cut, "--yes", "-o", "json")
+    assert finished.exit_code == 0, finished.stderr
+    assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
+               "--once", "--on-error", "skip").exit_code == 0
+    assert _final(kafka, output) == _final(kafka, output + "-oracle")
+
+
+def test_a_rollback_stopped_anywhere_leaves_a_checkpoint_spark_goes_on_from(tmp_path):
+    """rollback_files' order: however many of its deletions happened, the checkpoint's last
+    offsets entry is at most one batch past its last commit, that batch's state is complete, and
+    no state version is left past the batch it would be run again as."""
+    from kstool.application.checkpoint import last_committed_batch, missing_state, rollback_files
+    from kstool.application.location import LocalCheckpoint
+
+    meta = json.dumps({"batchTimestampMs": 1, "conf": {"spark.sql.shuffle.partitions": "2"}})
+    for batch in range(6):
+        for log in ("offsets", "commits"):
+            (tmp_path / log).mkdir(exist_ok=True)
+            (tmp_path / log / str(batch)).write_text(f"v1\n{meta}\n{{}}\n")
+            (tmp_path / log / f".{batch}.crc").write_text("")
+        for partition in range(2):
+            folder = tmp_path / "state" / "0" / str(partition)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{batch + 1}.changelog").write_text("")
+            if batch + 1 in (1, 4):
+                (folder / f"{batch + 1}.zip").write_text("")
+    checkpoint = LocalCheckpoint("", tmp_path)
+    files = rollback_files(checkpoint, 2)
+    assert files[0] == "commits/.5.crc" and files[-1] == "offsets/3"
+    for removed in range(len(files) + 1):
+        for name in files[removed - 1:removed] if removed else []:
+            checkpoint.remove(name)
+        committed = last_committed_batch(checkpoint)
+        planned = max(int(n) for n in checkpoint.names("offsets") if n.isdigit())
+        assert committed is not None and planned - committed in (0, 1)
+        assert missing_state(checkpoint, committed) == []
+        versions = {int(n.split(".")[0]) for p in ("0", "1") for n in checkpoint.names(f"state/0/{p}")}
+        assert max(versions) <= planned + 1
+    assert last_committed_batch(checkpoint) == 2 and checkpoint.names("offsets")[-1] == "2"
