@@ -108,13 +108,16 @@ def quix(bootstrap: str, topic: str, expected: int, *mode: str) -> dict:
         subprocess.run([str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
                        check=True)
     with tempfile.TemporaryDirectory() as state:
+        started = time.perf_counter()
         proc = subprocess.run([str(python), str(ROOT / "bench" / "peers" / "quix.py"), bootstrap,
                                topic, str(expected), state, *mode], capture_output=True, text=True, timeout=1800)
+        wall = time.perf_counter() - started  # the whole command: its start and group join too
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1:]}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["records_per_s"] = round(result["records"] / result["seconds"])
     result["seconds"] = round(result["seconds"], 2)
+    result["wall_s"] = round(wall, 2)
     return result
 
 
@@ -218,9 +221,13 @@ def main() -> None:
     parser.add_argument("--scaling-keys", type=int, default=1_000_000,
                         help="keys per table in the state-size scaling step")
     parser.add_argument("--only-state-scaling", action="store_true", help="only the state-size scaling step")
+    parser.add_argument("--only-combine", action="store_true",
+                        help="only count per key (2M) and wordcount (1M lines), combined in the source and not, beside Quix")
     args = parser.parse_args()
     if args.only_produce:
         return produce_only()
+    if args.only_combine:
+        return combine_only(args)
     if args.only_state_scaling:
         return state_scaling_only(args)
 
@@ -349,6 +356,38 @@ def produce_only() -> None:
         kstool(env, "broker", "stop")
     write_results(results, {"produce_100k_lines_wall_s": results["runs"]["produce_100k_lines"]["wall_s"]},
                   prefix="produce-")
+
+
+def combine_only(args) -> None:
+    """The source's combiner against every record on its own (KSTOOL_COMBINE=off), in one run on
+    the same records, with Quix Streams' count per key beside them."""
+    home = tempfile.mkdtemp(prefix="kstool-bench-")
+    env = {**os.environ, "KSTOOL_HOME": home}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
+    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    runs = results["runs"]
+    try:
+        create_topic(bootstrap, "bench-keys-2m-apps", 2)
+        load_as_apps_do(bootstrap, "bench-keys-2m-apps", keyed_records(2_000_000, keys=5_000, seed=4))
+        create_topic(bootstrap, "bench-lines", 2)
+        load(bootstrap, "bench-lines", text_lines(args.lines), 2)
+        runs["cold_start_1k_lines"] = cold_start(env, bootstrap, args.master)
+        for mode in ("off", "on"):  # the same records, each way
+            mode_env = {**env, "KSTOOL_COMBINE": mode}
+            runs[f"count_per_key_2m_apps_combine_{mode}"] = run_once(
+                mode_env, "bench-keys-2m-apps", f"bench-count-{mode}", args.master, "aggregate")
+            runs[f"wordcount_1m_combine_{mode}"] = run_once(mode_env, "bench-lines", f"bench-wc-{mode}", args.master)
+        if not args.skip_quix:
+            runs["quix_count_per_key_2m_apps"] = quix(bootstrap, "bench-keys-2m-apps", 2_000_000)
+    finally:
+        kstool(env, "broker", "stop")
+    figures = {f"{name}_wall_s": run["wall_s"] for name, run in runs.items() if "wall_s" in run}
+    quix_run, ours = runs.get("quix_count_per_key_2m_apps", {}), runs["count_per_key_2m_apps_combine_on"]["wall_s"]
+    if "seconds" in quix_run:  # Quix's whole command, and (kinder to it) its processing alone
+        figures["count_2m_apps_vs_quix_wall_ratio"] = round(quix_run["wall_s"] / ours, 2)
+        figures["count_2m_apps_vs_quix_processing_ratio"] = round(quix_run["seconds"] / ours, 2)
+    write_results(results, figures, prefix="combine-")
 
 
 def state_scaling_only(args) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,7 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
         input_schemas=SchemaFlags(engine.schema_registry, value_schema=engine.value_schema,
                                   no_header=engine.no_header).options(g.client_config().schema_registry),
         history_batches=engine.history_batches,
+        combine=os.environ.get("KSTOOL_COMBINE", "on") != "off",
         settings={name: getattr(engine, name) for name in KEPT_SETTINGS})
 
 
@@ -232,7 +234,7 @@ def _show_plan(plan, output: str, dry_run: bool) -> None:
     rows = [{**p.__dict__, "restart_at": format_time(p.restart_time)} for p in plan.partitions]
     if plan.mode == "rollback" and plan.restart_batch is not None:
         back = ("before its first batch (empty state)" if plan.restart_batch < 0 else
-                f"to batch {plan.restart_batch} (committed {format_time(plan.restart_batch_time)})")
+                f"to batch {plan.restart_batch} (run {format_time(plan.restart_batch_time)})")
         title = (f"reprocess plan for {plan.app_id}: roll back {back}, undoing {plan.batches_undone} "
                  f"batch(es); read {plan.records} records")
     else:

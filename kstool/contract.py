@@ -23,6 +23,29 @@ RESTORED = "restored"
 # The source's column with each input value decoded to JSON text, for topologies whose values
 # have a schema (their input_value_format); null elsewhere, and where a value does not decode.
 VALUE_JSON = "value_json"
+# The source's column for a row that stands for several input records of one key, combined
+# where they were read (a topology's combiner, CombinerSpec): how many, and the sum, minimum and
+# maximum of their numbers and whether all were whole (and, from the source, how many input
+# records the range's partial rows stand for); null on every other row.
+PARTIAL = "partial"
+
+
+@dataclass(frozen=True)
+class CombinerSpec:
+    """What the source combines while it reads each partition range: `target` names a class
+    ("module:Class") built with `settings` (JSON), whose combine(batch) splits an Arrow record
+    batch of the source's rows into the rows it leaves as they are and a table of partials
+    (key, timestamp, offset, PARTIAL), and whose merge(tables) combines partials further.
+    Records it cannot take exactly (not a plain number, ...) stay rows of their own, so
+    --on-error sees them as before."""
+
+    target: str
+    settings: dict[str, Any]
+
+
+def combiner_of(topology: "Topology") -> CombinerSpec | None:
+    """The topology's combiner, if it has one (a `combiner` attribute or property)."""
+    return getattr(topology, "combiner", None)
 
 
 def value_schema_format(topology: "Topology") -> str | None:

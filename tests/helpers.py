@@ -66,6 +66,18 @@ def read_all(kafka, topic: str) -> list:
     return sorted(out, key=lambda m: (m.partition(), m.offset()))
 
 
+def tree_digest(root) -> str:
+    """A digest of a folder's names and bytes: equal before and after means nothing changed."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def latest_per_key(messages) -> dict:
     latest = {}
     for msg in messages:
@@ -120,3 +132,17 @@ def pipe(kafka, topic: str, records) -> None:
     finally:
         producer.close()
     assert [m.timestamp()[1] for m in read_all(kafka, topic)][-len(records):] == [r[2] for r in records]
+
+
+def source_rows(keys, values, offsets=None):
+    """Source rows as the engine's reader makes them (kstool.engine.source.ARROW_SCHEMA)."""
+    import pyarrow as pa
+
+    from kstool.engine.source import ARROW_SCHEMA
+
+    n = len(keys)
+    offsets = list(range(n)) if offsets is None else offsets
+    return pa.RecordBatch.from_pydict(
+        {"key": keys, "value": values, "topic": ["t"] * n, "partition": [0] * n, "offset": offsets,
+         "timestamp": [1_000_000 * (o + 1) for o in offsets], "timestamp_type": [1] * n, "headers": [None] * n,
+         "restored": [False] * n, "value_json": [None] * n, "partial": [None] * n}, schema=ARROW_SCHEMA)

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import cli
-from tests.helpers import create_topic, latest_per_key, read_all
+from tests.helpers import create_topic, latest_per_key, read_all, source_rows
 
 RECORDS = [(b"a", "1"), (b"b", "2"), (b"a", "3"), (b"c", "2.5"), (b"b", "-7"), (b"a", "10"), (b"c", "0.25")]
 
@@ -98,3 +98,82 @@ def test_a_value_that_is_not_a_number_fails_naming_the_record(kafka, spark, topi
     assert result.exit_code == 1
     assert errors == [f"kstool: error: not a number (or not JSON) at {topic_name}:0 offset 1; "
                       "use --on-error skip or dlq:TOPIC to go past it"]
+
+
+@pytest.mark.parametrize("agg,fmt", [("count", "text"), ("sum", "text"), ("min", "text"), ("max", "text"),
+                                     ("sum", "long"), ("max", "double")])
+def test_the_source_combiner_takes_exactly_the_records_spark_reads_alike(agg, fmt):
+    """What NumberCombiner combines equals a record-by-record reduction of the same records;
+    what it leaves (no key, no value, text with spaces or words, not 8 bytes, not finite) is
+    every other record, unchanged."""
+    import random
+
+    from kstool.topologies.combiners import NumberCombiner
+
+    rng = random.Random(7)
+    texts = ["1", "-3", "2.5", "+4", ".5", "1e3", "007", "x", " 1", "1 ", "NaN", "Infinity", "1e999", "", "1d"]
+    encode = {"text": lambda t: t.encode(),
+              "long": lambda t: struct.pack(">q", int(float(t))) if t[-1:].isdigit() and "e" not in t else t.encode(),
+              "double": lambda t: struct.pack(">d", float(t)) if t in ("1", "-3", "2.5", "NaN", "Infinity") else b"xy"}[fmt]
+    keys = [rng.choice([b"a", b"b", b"c", None]) for _ in range(3000)]
+    values = [None if rng.random() < 0.05 else encode(rng.choice(texts)) for _ in keys]
+    combiner = NumberCombiner(agg, fmt)
+    halves = [combiner.combine(source_rows(keys[i:i + 1500], values[i:i + 1500], list(range(i, i + 1500))))
+              for i in (0, 1500)]
+    merged = combiner.merge([partial for _, partial in halves]).to_pylist()
+    kept = [row["offset"] for batch, _ in halves for row in batch.to_pylist()]
+
+    def number(raw):
+        if fmt == "long":
+            return float(struct.unpack(">q", raw)[0]) if len(raw) == 8 else None
+        if fmt == "double":
+            return struct.unpack(">d", raw)[0] if len(raw) == 8 else None
+        text = raw.decode(errors="replace")
+        plain = text and text.strip() == text and all(c in "0123456789+-.eE" for c in text) and text != "1e999"
+        return float(text) if plain else None
+
+    expected_kept, groups = [], defaultdict(list)
+    for offset, (key, value) in enumerate(zip(keys, values)):
+        n = number(value) if value is not None and agg != "count" else 0.0
+        if key is None or value is None or n is None or n != n or n in (float("inf"), float("-inf")):
+            expected_kept.append(offset)
+        else:
+            groups[key].append((offset, n))
+    assert kept == expected_kept
+    got = {row["key"]: row for row in merged}
+    assert set(got) == set(groups)
+    for key, rows in groups.items():
+        numbers = [n for _, n in rows]
+        partial = got[key]["partial"]
+        assert partial["count"] == len(rows) and got[key]["offset"] == max(o for o, _ in rows)
+        assert got[key]["timestamp"].timestamp() * 1000 == 1000 * (max(o for o, _ in rows) + 1)
+        if agg != "count":
+            assert (partial["min"], partial["max"]) == (min(numbers), max(numbers))
+            assert partial["sum"] == pytest.approx(sum(numbers), rel=1e-12)  # doubles: any order, as Spark's sum
+            assert partial["whole"] == all(n.is_integer() for n in numbers)
+
+
+def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_name):
+    """The source's combiner against the path every record takes on its own (KSTOOL_COMBINE=off):
+    a normally batching producer, two partitions, several batches, bad records dead-lettered."""
+    import random
+
+    from tests.helpers import produce_batched
+
+    create_topic(kafka, topic_name, 2)
+    rng = random.Random(11)
+    records = [(f"k{rng.randrange(40)}".encode(), rng.choice(["1", "2.5", "-4", "x", "12", " 3"]).encode())
+               for _ in range(3000)]
+    produce_batched(kafka, topic_name, records)
+    outputs = {}
+    for mode in ("on", "off"):
+        out, dlq = f"{topic_name}-{mode}", f"{topic_name}-{mode}-dlq"
+        result = cli("run", "aggregate", "--input", topic_name, "--output", out, "--agg", "sum",
+                     "--app-id", out, "--once", "--max-records-per-batch", "700", "--on-error", f"dlq:{dlq}",
+                     "--report", "json", env={"KSTOOL_COMBINE": mode})
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        dead = sorted((m.key(), m.value()) for m in read_all(kafka, dlq))
+        outputs[mode] = (latest_per_key(read_all(kafka, out)), report["bad_records"], dead, report["batches"])
+    assert outputs["on"][0] and outputs["on"][:3] == outputs["off"][:3]
+    assert outputs["on"][1] == sum(1 for _, v in records if v == b"x") and outputs["on"][3] >= 4

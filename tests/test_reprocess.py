@@ -8,7 +8,6 @@ the app runs over the first in several batches, the second arrives after that ru
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import cli
-from tests.helpers import T0, create_topic, read_all
+from tests.helpers import T0, create_topic, read_all, tree_digest
 
 KEYS = 6
 FIRST, LATER = 200, 40  # records per input before the first run, and after it
@@ -68,11 +67,11 @@ def _run(kind: str, topics: dict[str, str], output: str, app: str, *extra: str):
 
 
 def _final(kafka, topic: str) -> dict:
-    """The last value per (partition, key): what a reader of the output keeps."""
+    """The last value per (partition, key), with its timestamp: what a reader of the output keeps."""
     latest = {}
     for msg in read_all(kafka, topic):
-        latest[(msg.partition(), msg.key())] = msg.value()
-    return {k: v for k, v in latest.items() if v is not None}
+        latest[(msg.partition(), msg.key())] = (msg.value(), msg.timestamp()[1])
+    return {k: v for k, v in latest.items() if v[0] is not None}
 
 
 def _ends(kafka, topic: str) -> dict[int, int]:
@@ -86,15 +85,6 @@ def _ends(kafka, topic: str) -> dict[int, int]:
 def _group(app: str) -> dict:
     doc = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
     return {(p["topic"], p["partition"]): p["committed"] for p in doc["partitions"]}
-
-
-def _tree(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def _app_folder(app: str) -> Path:
@@ -118,13 +108,13 @@ def test_reprocess_from_an_unaligned_time_ends_as_one_fresh_run(kafka, spark, to
         _write(kafka, topics[role], records)
 
     cut = _stamp(CUT, kind == "session") + 500
-    before = (_tree(_app_folder(app)), _group(app), _ends(kafka, output))
+    before = (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output))
     plan = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--dry-run", "-o", "json")
     assert plan.exit_code == 0, plan.stderr
     planned = json.loads(plan.stdout)
     assert planned["dry_run"] and planned["mode"] == "rollback" and planned["refusal"] is None
     assert planned["restart_batch"] is not None and planned["batches_undone"] >= 1
-    assert (_tree(_app_folder(app)), _group(app), _ends(kafka, output)) == before, "--dry-run changed something"
+    assert (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before, "--dry-run changed something"
 
     done = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--yes", "-o", "json")
     assert done.exit_code == 0, done.stderr
@@ -150,12 +140,12 @@ def test_a_lost_history_is_refused_with_the_ways_on_and_from_beginning_is_exact(
               "--max-records-per-batch", "20", "--history-batches", "2")
     assert run.exit_code == 0, run.stderr
     assert json.loads(cli("apps", "describe", app, "-o", "json").stdout)["history"]["kept_batches"] == 2
-    before = (_tree(_app_folder(app)), _group(app), _ends(kafka, output))
+    before = (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output))
     refused = cli("reprocess", "--app-id", app, "--from-time", f"@{_stamp(30, False)}", "--yes")
     assert refused.exit_code == 1
     error = refused.stderr.strip().splitlines()[-1]
     assert "is gone" in error and "keeps batches" in error and "--from-beginning" in error and "--accept-partial" in error
-    assert (_tree(_app_folder(app)), _group(app), _ends(kafka, output)) == before
+    assert (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
 
     rebuilt = cli("reprocess", "--app-id", app, "--from-beginning", "--yes", "-o", "json")
     assert rebuilt.exit_code == 0, rebuilt.stderr

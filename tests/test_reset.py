@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.conftest import cli
-from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
+from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all, tree_digest
 from tests.oracles import word_counts as oracle
 
 
@@ -29,15 +28,6 @@ def _group_offsets(group: str) -> dict:
 
 def _topics() -> set[str]:
     return {t["topic"] for t in json.loads(cli("topics", "list", "-o", "json").stdout)}
-
-
-def _tree_hash(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def test_kstool_app_reset_to_datetime_reprocesses_exactly_the_later_records(kafka, spark, topic_name):
@@ -80,12 +70,12 @@ def test_dry_run_changes_nothing(kafka, spark, topic_name):
     assert cli("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
                "--once").exit_code == 0
     state = Path(json.loads(cli("apps", "describe", app, "-o", "json", "--offline").stdout)["state_dir"])
-    before = (_tree_hash(state), _group_offsets(app), _topics())
+    before = (tree_digest(state), _group_offsets(app), _topics())
     result = cli("reset", "--app-id", app, "--to-earliest", "--dry-run")
     assert result.exit_code == 0, result.stderr
     assert "dry run: nothing was changed" in result.stderr
     assert f"{app}-counts-changelog" in result.stdout  # the plan names what it would delete
-    assert (_tree_hash(state), _group_offsets(app), _topics()) == before
+    assert (tree_digest(state), _group_offsets(app), _topics()) == before
 
 
 def test_active_members_refuse_and_force_removes_them(kafka, topic_name):

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from tests.conftest import KSTOOL, cli
-from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
+from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all, source_rows
 from tests.oracles import word_counts as oracle
 
 CORPUS = [
@@ -226,3 +226,55 @@ def test_input_partitions_added_later_are_picked_up(kafka, spark, topic_name):
     produce_values(kafka, source, [b"two three"], partition=1)
     run_once(app, source, sink)
     assert output_counts(kafka, sink) == {"one": 1, "two": 2, "three": 1}
+
+
+def test_the_source_combiner_counts_ascii_lines_as_the_oracle_and_leaves_the_rest():
+    """WordCombiner takes the ASCII lines (their words counted, each word's newest timestamp and
+    last offset) and leaves every other record as it came: non-ASCII lines and null values."""
+    import random
+
+    from kstool.topologies.combiners import WordCombiner
+
+    rng = random.Random(3)
+    vocabulary = ["Alpha", "beta", "GAMMA_2", "x9", "déjà", "vu", "İstanbul", "\u00ff", "a-b", "", "  ", "\t"]
+    lines = [None if rng.random() < 0.05 else " ".join(rng.choice(vocabulary) for _ in range(rng.randrange(5)))
+             .encode() for _ in range(2000)]
+    lines[7] = b"\xff\xfe broken"
+    combiner = WordCombiner()
+    halves = [combiner.combine(source_rows([None] * 1000, lines[i:i + 1000], list(range(i, i + 1000))))
+              for i in (0, 1000)]
+    merged = {row["key"].decode(): row for row in combiner.merge([p for _, p in halves]).to_pylist()}
+    kept = [row["offset"] for batch, _ in halves for row in batch.to_pylist()]
+    ascii_lines = {i: line.decode() for i, line in enumerate(lines) if line is not None and line.isascii()}
+    assert kept == [i for i in range(len(lines)) if i not in ascii_lines]
+    assert {w: row["partial"]["count"] for w, row in merged.items()} == dict(oracle(ascii_lines.values()))
+    for word, row in merged.items():
+        having = [i for i, line in ascii_lines.items() if word in oracle([line])]
+        assert row["offset"] == max(having) and row["timestamp"].timestamp() == max(having) + 1
+
+
+def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_name):
+    """The source's word combiner against every line on its own (KSTOOL_COMBINE=off): a
+    normally batching producer, two partitions, several batches, non-ASCII lines and a line
+    that is not UTF-8 (skipped, counted)."""
+    import random
+
+    from tests.helpers import produce_batched
+
+    create_topic(kafka, topic_name, 2)
+    rng = random.Random(5)
+    words = ["the", "The", "cat", "déjà", "vu", "Straße", "x_1", "42"]
+    lines = [" ".join(rng.choice(words) for _ in range(6)).encode() for _ in range(2500)] + [b"\xff bad"]
+    produce_batched(kafka, topic_name, [(None, line) for line in lines])
+    outputs = {}
+    for mode in ("on", "off"):
+        out = f"{topic_name}-{mode}"
+        result = cli("run", "wordcount", "--input", topic_name, "--output", out, "--app-id", out, "--once",
+                     "--max-records-per-batch", "600", "--on-error", "skip", "--report", "json",
+                     env={"KSTOOL_COMBINE": mode})
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, out)).items()}
+        outputs[mode] = (counts, report["bad_records"], report["batches"])
+    assert outputs["on"][0] == outputs["off"][0] == dict(oracle(line.decode() for line in lines[:-1]))
+    assert outputs["on"][1] == outputs["off"][1] == 1 and outputs["on"][2] >= 4

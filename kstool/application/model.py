@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from kstool import __version__
 from kstool.application.exceptions import AppBusyError, IncompatibleRunError
+from kstool.errors import NotFoundError
 from kstool.home import kstool_home, private_dir, read_json, write_private_json
 from kstool.names import validate_name
 
@@ -202,6 +203,17 @@ class AppLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def stopped_app(paths: AppPaths, before: str) -> Manifest:
+    """The manifest of an app that is not running, for an operation that changes it ("a restore")."""
+    manifest = load_manifest(paths)
+    if manifest is None:
+        raise NotFoundError(f"no kstool app {paths.app_id!r} in {paths.state_dir}")
+    pid = running_pid(paths)
+    if pid is not None:
+        raise AppBusyError(f"app {paths.app_id!r} is running (pid {pid}); stop it before {before}")
+    return manifest
 
 
 def running_pid(paths: AppPaths) -> int | None:

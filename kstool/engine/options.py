@@ -33,6 +33,9 @@ class RunOptions:
     checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
     broker_timeout_s: float = 120.0  # how long a run waits out a Kafka outage (kstool.engine.outage)
     input_schemas: SchemaOptions | None = None  # where input values with a schema find it
+    # topologies with a combiner: the source combines each key's records as it reads them
+    # (False: every record crosses into Spark on its own, the path the combined one is checked against)
+    combine: bool = True
     history_batches: int | None = None  # batches the checkpoint keeps; None: as the app has it
     # the command line's run options, kept in the manifest for `reprocess` (run_settings)
     settings: dict[str, Any] = field(default_factory=dict)

@@ -121,6 +121,22 @@ def release(paths: AppPaths) -> None:
     release_parked(paths.root)
 
 
+def free_checkpoint(paths: AppPaths) -> None:
+    """Before the app's checkpoint is deleted or rolled back (reset, restore, reprocess), holding
+    its lock: stop the engine's parked queries (every app's: a parked query keeps its state
+    stores open) and close the state stores Spark keeps loaded after a query stops, in the
+    engine and in this process (kstool.engine.state_stores)."""
+    from kstool.engine.state_stores import close_loaded_state_stores
+
+    if _engine_queries is not None:
+        _engine_queries.stop_all()
+    else:
+        from kstool.engine.daemon.client import release_parked
+
+        release_parked(paths.root, op="free")
+    close_loaded_state_stores()
+
+
 def parking_key(*parts: Any) -> str:
     """A digest of what a query is built from (settings may hold secrets: only the digest is kept)."""
     text = json.dumps([asdict(p) if hasattr(p, "__dataclass_fields__") else p for p in parts],

@@ -14,7 +14,7 @@ from typing import Callable
 from kstool.application.checkpoint import last_committed_batch
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
-from kstool.contract import LATE, RESTORED, SinkTarget, Topology, value_schema_format
+from kstool.contract import LATE, PARTIAL, RESTORED, SinkTarget, Topology, combiner_of, value_schema_format
 from kstool.engine import errors_policy, parking
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import translate
@@ -27,6 +27,7 @@ from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions
 
 _log = logging.getLogger("kstool.engine")
+INPUT_METRICS = "kstool_input"  # the input records a batch read, where partial rows stand for several
 
 
 def make_sink(clients: KafkaClients, topology: Topology, options: RunOptions,
@@ -60,6 +61,7 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
     from kstool.engine.shuffle import shuffle_partitions_for
     from kstool.engine.source import (
         CLIENT_CONFIG_FILE_OPTION,
+        COMBINER_OPTION,
         GATE_FILE_OPTION,
         SOURCE_NAME,
         VALUE_SCHEMA_OPTION,
@@ -101,6 +103,9 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
               .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config))))
     if value_schema is not None:
         reader = reader.option(VALUE_SCHEMA_OPTION, value_schema)
+    combiner = combiner_of(topology) if options.combine else None
+    if combiner is not None:
+        reader = reader.option(COMBINER_OPTION, json.dumps(dataclasses.asdict(combiner)))
     if parked_queries is not None:
         reader = reader.option(GATE_FILE_OPTION, str(paths.gate))
         # every trigger that finds nothing to do reports it: how a run knows it is done
@@ -118,10 +123,12 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
               .option("seed_batch", str(seed is not None).lower())
               .option("seed_topics", ",".join(seed.changelogs if seed else []))
               .load())
+    from pyspark.sql import functions as F
+
+    if combiner is not None:  # a partial row stands for its records: the batches' input counts them
+        source = source.observe(INPUT_METRICS, F.sum(F.coalesce(F.col(PARTIAL)["records"], F.lit(1))).alias("records"))
     valid = topology.valid_record()
     if seed is not None and seed.changelogs:
-        from pyspark.sql import functions as F
-
         valid = F.col(RESTORED) | valid  # a store entry is no input record
     checked = errors_policy.apply(source, valid, options.on_error, config, options.app_id, topology.invalid_reason)
     reports: dict[int, BatchReport] = {}
@@ -264,6 +271,9 @@ def _account(batch_progress, reports: dict[int, BatchReport], seen: set[int], su
              progress: Progress) -> None:
     batch_id = batch_progress["batchId"]
     rows = batch_progress["numInputRows"]
+    records = _observed(batch_progress, INPUT_METRICS, "records") if rows else 0
+    rate = (batch_progress.get("processedRowsPerSecond") or 0.0) * (records / rows if records else 1)
+    rows = records or rows  # the source's rows, or the records its partial rows stand for
     report = reports.get(batch_id)
     if batch_id in seen or (rows == 0 and report is None):
         return
@@ -281,7 +291,7 @@ def _account(batch_progress, reports: dict[int, BatchReport], seen: set[int], su
     written = report.written if report else {}
     for topic, n in written.items():
         summary.written[topic] = summary.written.get(topic, 0) + n
-    progress.batch(BatchStatus(batch_id, rows, batch_progress.get("processedRowsPerSecond") or 0.0,
+    progress.batch(BatchStatus(batch_id, rows, rate,
                                (batch_progress.get("durationMs") or {}).get("triggerExecution", 0),
                                written, report.seconds if report else 0.0, _lag(batch_progress), bad,
                                report.late if report else 0))

@@ -87,6 +87,7 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
                     if reason is None:
                         raise
                     sink.drop_writer()  # its producer may be unknown to the broker that comes back
+                    clients.drop_admin()
                     outage.wait(clients, reason, last_committed_batch(checkpoint), progress.message)
         except BaseException as failure:
             progress.close()

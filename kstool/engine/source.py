@@ -25,6 +25,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -35,7 +36,7 @@ from pyspark.sql.types import (
 
 from kstool.application.checkpoint import FIRST_BATCH_MARKER
 from kstool.config import ClientConfig
-from kstool.contract import RESTORED, VALUE_JSON
+from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
@@ -52,6 +53,9 @@ VALUE_SCHEMA_OPTION = "value_schema"
 # A query the warm engine keeps between runs (kstool.engine.parking) reads up to the offsets this
 # file names, and nothing while it is absent
 GATE_FILE_OPTION = "gate_file"
+# A topology's combiner (kstool.contract.CombinerSpec as JSON): the rows of one key in a range
+# leave the reader as one partial row
+COMBINER_OPTION = "combiner"
 ARROW_BATCH_ROWS = 65_536
 # A range's records are known to be there: a longer fetch wait costs nothing where the broker
 # returns them at once, and lets one that gathers many small batches slowly return them (the
@@ -71,15 +75,23 @@ SCHEMA = StructType([
     # a store entry from a changelog, not an input record (only in a restore's first batch)
     StructField(RESTORED, BooleanType(), False),
     StructField(VALUE_JSON, StringType()),
+    StructField(PARTIAL, StructType([StructField("count", LongType()), StructField("sum", DoubleType()),
+                                     StructField("min", DoubleType()), StructField("max", DoubleType()),
+                                     StructField("whole", BooleanType()), StructField("records", LongType())])),
 ])
 # read() must return exactly the Arrow form Spark derives from SCHEMA
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
+# a combiner's partial (kstool.contract.PARTIAL), and `records`: the input records the range's
+# partial rows stand for, all on its first row (a line's words are in several rows)
+PARTIAL_TYPE = pa.struct([("count", pa.int64()), ("sum", pa.float64()), ("min", pa.float64()),
+                          ("max", pa.float64()), ("whole", pa.bool_()), ("records", pa.int64())])
 ARROW_SCHEMA = pa.schema([
     pa.field("key", pa.binary()), pa.field("value", pa.binary()),
     pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
     pa.field("offset", pa.int64(), nullable=False), pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     pa.field("timestamp_type", pa.int32(), nullable=False), pa.field("headers", HEADERS_TYPE),
     pa.field(RESTORED, pa.bool_(), nullable=False), pa.field(VALUE_JSON, pa.string()),
+    pa.field(PARTIAL, PARTIAL_TYPE),
 ])
 
 Offsets = dict[str, dict[str, int]]
@@ -149,6 +161,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.seed_topics = [t for t in options.get("seed_topics", "").split(",") if t]
         self.value_schema = options.get(VALUE_SCHEMA_OPTION)
         self.gate = options.get(GATE_FILE_OPTION)
+        self.combiner = options.get(COMBINER_OPTION)
         self._target: dict[tuple[str, int], int] | None = None
         self._latest: dict[tuple[str, int], int] | None = None
 
@@ -255,9 +268,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
         if partition.restore:
             yield from compacted(read_range(self.config, partition))
-        else:
-            to_json = _value_json(self.value_schema, self.config) if self.value_schema else None
-            yield from read_range(self.config, partition, to_json)
+            return
+        to_json = _value_json(self.value_schema, self.config) if self.value_schema else None
+        records = read_range(self.config, partition, to_json)
+        yield from combined(_combiner(self.combiner), partition, records) if self.combiner else records
 
 
 @functools.lru_cache(maxsize=8)
@@ -343,6 +357,7 @@ class _Columns:
             pa.array(self.types, pa.int32()), pa.array(self.headers, HEADERS_TYPE),
             pa.array(np.full(n, self.rng.restore)),
             pa.array([self.to_json(v) for v in self.values], pa.string()) if self.to_json else pa.nulls(n, pa.string()),
+            pa.nulls(n, PARTIAL_TYPE),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -391,6 +406,44 @@ def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes 
             yield columns.batch()
     finally:
         consumer.close()
+
+
+@functools.lru_cache(maxsize=8)
+def _combiner(spec: str) -> Any:
+    import importlib
+
+    given = json.loads(spec)
+    module, _, name = given["target"].partition(":")
+    return getattr(importlib.import_module(module), name)(**given["settings"])
+
+
+def combined(combiner: Any, rng: OffsetRange, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A range's records as the combiner leaves them: the rows it does not take, as they came,
+    then one partial row per key (its newest timestamp and last offset)."""
+    partials, taken = [], 0
+    for batch in batches:
+        kept, partial = combiner.combine(batch)
+        if kept.num_rows:
+            yield kept
+        partials.append(partial)
+        taken += batch.num_rows - kept.num_rows
+    if not taken:
+        return
+    table = combiner.merge(partials)
+    if not table.num_rows:  # records with nothing to count (blank lines): a row that says how many
+        table = pa.table({"key": pa.nulls(1, pa.binary()), "timestamp": pa.nulls(1, pa.timestamp("us", tz="UTC")),
+                          "offset": pa.array([rng.start], pa.int64()),
+                          PARTIAL: pa.array([{"count": 0, "whole": True}], table.schema.field(PARTIAL).type)})
+    n = table.num_rows
+    records = np.zeros(n, np.int64)
+    records[0] = taken
+    fields = table.column(PARTIAL).combine_chunks().flatten()
+    partial = pa.StructArray.from_arrays([*fields, pa.array(records)], fields=list(PARTIAL_TYPE))
+    arrays = [table.column("key"), pa.nulls(n, pa.binary()), pa.array([rng.topic] * n, pa.string()),
+              pa.array([rng.partition] * n, pa.int32()), table.column("offset"),
+              table.column("timestamp").cast(pa.timestamp("us", tz="UTC")), pa.array(np.ones(n, np.int32)),
+              pa.nulls(n, HEADERS_TYPE), pa.array(np.zeros(n, bool)), pa.nulls(n, pa.string()), partial]
+    yield from pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA).to_batches(ARROW_BATCH_ROWS)
 
 
 def compacted(batches) -> Iterator[pa.RecordBatch]:

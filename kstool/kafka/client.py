@@ -86,6 +86,11 @@ class KafkaClients:
             self._admin = self._build(AdminClient, self.config.base())
         return self._admin
 
+    def drop_admin(self) -> None:
+        """After an outage: an admin client that lived through it may keep a group coordinator
+        that is gone (its group calls then time out); the next call makes a new one."""
+        self._admin = None
+
     def producer(self, **extra: Any) -> Producer:
         # murmur2 is the Java client's partitioner: keys land where Kafka Streams apps expect them
         conf = {"partitioner": "murmur2_random", **self.config.producer_conf(**extra)}

@@ -63,7 +63,7 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
 def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:
     assert plan.restart_batch is not None
     with AppLock(paths):
-        parking.release(paths)  # the engine's parked query of the app stops before its checkpoint changes
+        parking.free_checkpoint(paths)  # no query, nor a store Spark left loaded, writes to it meanwhile
         checkpoint = app_checkpoint(paths, manifest)
         now = last_committed_batch(checkpoint)
         if now != plan.last_batch:

@@ -25,11 +25,10 @@ from kstool.application.checkpoint import (
     missing_state,
     rollback_files,
 )
-from kstool.application.exceptions import AppBusyError
 from kstool.application.location import CheckpointFiles
-from kstool.application.model import AppPaths, Manifest, load_manifest, origin_offsets, running_pid
+from kstool.application.model import AppPaths, Manifest, origin_offsets, stopped_app
 from kstool.engine.checkpoint_files import app_checkpoint
-from kstool.errors import NotFoundError, UsageError
+from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.timelag import first_timestamps
@@ -98,12 +97,7 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     if from_time is None and mode != "beginning":
         raise UsageError("give --from-time, or --from-beginning")
     check_time_range(from_time or 0, to_time)
-    manifest = load_manifest(paths)
-    if manifest is None:
-        raise NotFoundError(f"no kstool app {paths.app_id!r} in {paths.state_dir}")
-    pid = running_pid(paths)
-    if pid is not None:
-        raise AppBusyError(f"app {paths.app_id!r} is running (pid {pid}); stop it before reprocessing")
+    manifest = stopped_app(paths, "reprocessing")
     if manifest.restore_pending and mode == "rollback":
         raise UsageError(f"app {paths.app_id!r} waits for its state to be restored from the changelogs: run it once "
                          "first (or reprocess --from-beginning)")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kstool.application.model import AppLock, AppPaths, load_manifest
 from kstool.engine.checkpoint_files import open_checkpoint
-from kstool.engine.parking import release
+from kstool.engine.parking import free_checkpoint
 from kstool.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
@@ -43,7 +43,7 @@ def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[
     results: list[StepResult] = []
     with guard:
         if plan.app_kind == "kstool":
-            release(paths)  # the engine's parked query of the app stops before anything changes
+            free_checkpoint(paths)  # no query of the engine, nor a store Spark left loaded, writes to it
         for index, (name, needed, action) in enumerate(steps):
             if not needed:
                 results.append(StepResult(name, "nothing to do"))

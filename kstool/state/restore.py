@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.application.checkpoint import committed_batches
-from kstool.application.exceptions import AppBusyError, StateMissingError
-from kstool.application.model import AppLock, AppPaths, load_manifest, running_pid, save_manifest
+from kstool.application.exceptions import StateMissingError
+from kstool.application.model import AppLock, AppPaths, load_manifest, save_manifest, stopped_app
 from kstool.contract import Topology
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
-from kstool.engine.parking import release
+from kstool.engine.parking import free_checkpoint
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.runtime import run_app
 from kstool.engine.seed import read_seed
@@ -45,12 +45,7 @@ class RestorePlan:
 
 def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> RestorePlan:
     paths = AppPaths(state_dir, validate_name(app_id))
-    manifest = load_manifest(paths)
-    if manifest is None:
-        raise NotFoundError(f"no kstool app {app_id!r} in {state_dir}")
-    pid = running_pid(paths)
-    if pid is not None:
-        raise AppBusyError(f"app {app_id!r} is running (pid {pid}); stop it before a restore")
+    manifest = stopped_app(paths, "a restore")
     if from_manifest(manifest).per_task and not manifest.changelog_by_task:
         raise UsageError(f"app {app_id!r} was created by a kstool that logged its stores by key, not per task; "
                          f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
@@ -73,7 +68,7 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
     """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
     paths = AppPaths(state_dir, plan.app_id)
     with AppLock(paths):  # no run may start meanwhile
-        release(paths)  # nor may the engine's parked query of the app go on
+        free_checkpoint(paths)  # nor may a query of the engine, or a store Spark left loaded, write to it
         manifest = load_manifest(paths)
         if manifest is None:
             raise NotFoundError(f"no kstool app {plan.app_id!r} in {state_dir}")

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstool.application.model import StoreSpec
-from kstool.contract import RESTORED, SinkTarget, Topology
+from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
 from kstool.streams.aggregate import AGGREGATIONS, STORE, output_value, store_value
-from kstool.topologies import aggregation
+from kstool.topologies import aggregation, combiners
 from kstool.topologies.aggregation import INPUT_FORMATS, VALUE_FORMATS, NumberInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 from kstool.topologies.windowed_aggregate import EMIT_MODES, KEY_FORMATS, WindowedAggregation
@@ -66,26 +66,35 @@ class KeyedAggregation:
     def valid_record(self):
         return self.numbers.valid()
 
+    @property
+    def combiner(self) -> CombinerSpec | None:
+        return combiners.number_spec(self.agg, self.group_by, self.input_value_format)
+
     def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
         # a restore's store entries: the aggregate so far as one number (a count: that many
-        # records); integral ones are taken as whole, and an avg goes on from its value alone
-        restored = F.col(RESTORED)
-        rows = source.filter(F.col("value").isNotNull()).select(
-            F.when(restored, F.col("key")).otherwise(self.numbers.group_key()).alias("group_key"),
-            F.when(restored, aggregation.restored_number(self.agg)).otherwise(self.numbers.number()).alias("n"),
-            F.when(restored, aggregation.decode_long(F.col("value"))).otherwise(F.lit(1).cast("long")).alias("weight"),
-            F.col("timestamp"))
+        # records); integral ones are taken as whole, and an avg goes on from its value alone.
+        # A partial row (the source's combiner) is its records' count, and their sum, min or max.
+        restored, partial = F.col(RESTORED), F.col(PARTIAL)
+        combined = partial.isNotNull()
+        rows = source.filter(F.col("value").isNotNull() | combined).select(
+            F.when(restored | combined, F.col("key")).otherwise(self.numbers.group_key()).alias("group_key"),
+            F.when(restored, aggregation.restored_number(self.agg))
+             .when(combined, partial[self.agg] if self.agg in ("sum", "min", "max") else F.lit(None))
+             .otherwise(self.numbers.number()).alias("n"),
+            F.when(restored, aggregation.decode_long(F.col("value")))
+             .when(combined, partial["count"]).otherwise(F.lit(1).cast("long")).alias("weight"),
+            F.when(combined, partial["whole"].cast("int")).alias("combined_whole"), F.col("timestamp"))
         rows = rows.filter(F.col("group_key").isNotNull())
         aggregate = {
             "count": F.sum("weight"), "sum": F.sum("n"), "min": F.min("n"), "max": F.max("n"),
             "avg": F.avg("n"),
         }[self.agg]
         # whether every input so far was a whole number decides long vs double output
+        whole = F.coalesce(F.col("combined_whole"), F.when(F.col("n") % 1 == 0, 1).otherwise(0))
         return rows.groupBy("group_key").agg(
-            aggregate.alias("result"), F.min(F.when(F.col("n") % 1 == 0, 1).otherwise(0)).alias("whole"),
-            F.max("timestamp").alias("timestamp"))
+            aggregate.alias("result"), F.min(whole).alias("whole"), F.max("timestamp").alias("timestamp"))
 
     def encode(self, updates):
         return updates.select("group_key", "result", "whole", "timestamp").mapInArrow(

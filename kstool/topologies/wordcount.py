@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstool.application.model import StoreSpec
-from kstool.contract import RESTORED, SinkTarget
+from kstool.contract import PARTIAL, RESTORED, SinkTarget
 from kstool.names import changelog_topic
 from kstool.topologies.aggregation import decode_long
+from kstool.topologies.combiners import NON_WORD, WORD_SPEC
 from kstool.topologies.spec import TOPIC, Setting, TopologyType
 
 STORE = "counts"
-NON_WORD = r"[^\p{L}\p{N}_]+"
 VALUE_FORMATS = ("long", "string", "json")
 
 
@@ -30,6 +30,7 @@ class WordCount:
     name: str = "wordcount"
     invalid_reason: str = "not valid UTF-8"
     per_task: bool = False
+    combiner = WORD_SPEC  # the source counts the words of ASCII lines as it reads them
 
     def input_topics(self) -> list[str]:
         return [self.input_topic]
@@ -59,12 +60,15 @@ class WordCount:
     def build(self, source, tasks: int = 1):
         from pyspark.sql import functions as F
 
-        # a restore's store entries (word, count) count as that many occurrences of the word
-        restored = F.col(RESTORED)
+        # a restore's store entries (word, count) count as that many occurrences of the word, and
+        # so do the source's partial rows (a word and its occurrences in a partition range)
+        restored, partial = F.col(RESTORED), F.col(PARTIAL)
+        single = restored | partial.isNotNull()
         words = source.select(
-            F.explode(F.when(restored, F.array(F.col("key").cast("string")))
+            F.explode(F.when(single, F.array(F.col("key").cast("string")))
                       .otherwise(F.split(F.lower(F.col("value").cast("string")), NON_WORD))).alias("word"),
-            F.when(restored, decode_long(F.col("value"))).otherwise(F.lit(1).cast("long")).alias("weight"),
+            F.when(restored, decode_long(F.col("value"))).when(partial.isNotNull(), partial["count"])
+             .otherwise(F.lit(1).cast("long")).alias("weight"),
             F.col("timestamp"))
         return (words.filter(F.col("word") != "")
                 .groupBy("word")

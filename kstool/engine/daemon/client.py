@@ -103,9 +103,10 @@ def stop(timeout_s: float = 600.0) -> EngineStatus:
     return last
 
 
-def release_parked(app: Path, timeout_s: float = 120.0) -> None:
+def release_parked(app: Path, timeout_s: float = 180.0, op: str = "release") -> None:
     """Have the engine of this kstool home stop the query it keeps parked for the app folder
-    `app` (kstool.engine.parking), if it runs and keeps one."""
+    `app` (kstool.engine.parking), if it runs and keeps one; op "free": every parked query, and
+    close the state stores they leave loaded (kstool.engine.parking.free_checkpoint)."""
     paths = EnginePaths.of_home()
     try:
         sock = _connect(paths)
@@ -114,7 +115,7 @@ def release_parked(app: Path, timeout_s: float = 120.0) -> None:
     with sock:
         sock.settimeout(timeout_s)
         try:
-            send(sock, {"op": "release", "app": str(app)})
+            send(sock, {"op": op, "app": str(app)})
             receive(sock)
         except (EOFError, ConnectionError):
             return  # the engine stopped meanwhile: its queries with it

@@ -31,6 +31,7 @@ from kstool.engine.daemon.exceptions import RemoteError
 from kstool.engine.daemon.protocol import MAX_SOCKET_PATH, EnginePaths, receive, send
 from kstool.engine.parking import host_parked_queries
 from kstool.engine.session import SparkOptions
+from kstool.engine.state_stores import close_loaded_state_stores
 from kstool.engine.stopping import hosted
 from kstool.errors import KstoolError
 from kstool.home import private_dir, write_private_text
@@ -125,6 +126,11 @@ class Engine:
                 if released:
                     _log.info("%s: parked query stopped for another use of the app", request["app"])
                 send(conn, ("result", released))
+            elif op == "free":
+                self.parked.stop_all()
+                close_loaded_state_stores()
+                _log.info("%s: parked queries stopped and state stores closed for a checkpoint change", request["app"])
+                send(conn, ("result", True))
             elif op == "call":
                 self.host(conn, request)
 
