@@ -24,7 +24,6 @@ from kstool.commands.options import (
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
-from kstool.errors import KstoolError
 from kstool.names import validate_name
 from kstool.output import Column, Listing, RunReporter, dumps, emit, format_counts, info
 from kstool.timeutil import format_time, parse_duration, parse_time
@@ -194,6 +193,7 @@ def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_par
     runs once. Plan first; exit 0 done, 1 failed or refused, 75 app busy."""
     from kstool.application.model import AppPaths, load_manifest
     from kstool.reprocess.apply import reprocess as carry_out
+    from kstool.reprocess.exceptions import HistoryGoneError
     from kstool.reprocess.plan import build_plan
 
     if from_beginning and (accept_partial or from_time):
@@ -213,7 +213,7 @@ def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_par
     if not as_json or dry_run or plan.refusal:
         _show_plan(plan, "json" if as_json else output, dry_run)
     if plan.refusal:
-        raise KstoolError(plan.refusal)
+        raise HistoryGoneError(plan.refusal)
     if dry_run:
         info("dry run: nothing was changed")
         return

@@ -19,7 +19,7 @@ from kstool.engine.runtime import run_app
 from kstool.errors import KstoolError, NotFoundError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
-from kstool.reprocess.exceptions import PlanOutdatedError, ReprocessStoppedError
+from kstool.reprocess.exceptions import HistoryGoneError, PlanOutdatedError, ReprocessStoppedError
 from kstool.reprocess.plan import ORIGIN, ReprocessPlan
 from kstool.reset.apply import apply_plan
 from kstool.topologies import from_manifest
@@ -41,7 +41,7 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
     if manifest is None:
         raise NotFoundError(f"no kstool app {plan.app_id!r} in {options.state_dir}")
     if plan.refusal is not None:
-        raise KstoolError(plan.refusal)
+        raise HistoryGoneError(plan.refusal)
     options = dataclasses.replace(
         options, once=True, stop_offsets=plan.stop_offsets(),
         settings=manifest.run_settings,  # this reprocess' overrides are not the app's from now on

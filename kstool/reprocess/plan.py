@@ -180,9 +180,7 @@ def _restart_batch(checkpoint: CheckpointFiles, batches: list[int], manifest: Ma
             high = mid
     if low > 0:
         batch = batches[low - 1]
-        if missing_state(checkpoint, batch):
-            return None, batch_end_offsets(checkpoint, batch)
-        return batch, batch_end_offsets(checkpoint, batch)
+        return (None if missing_state(checkpoint, batch) else batch), batch_end_offsets(checkpoint, batch)
     if manifest.origin is not None and (not batches or batches[0] == 0):
         origin = origin_offsets(manifest.origin)
         return ORIGIN, {tp: origin.get(tp, 0) for tp in from_offsets}
