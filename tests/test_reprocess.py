@@ -87,6 +87,10 @@ def _group(app: str) -> dict:
     return {(p["topic"], p["partition"]): p["committed"] for p in doc["partitions"]}
 
 
+def _topics() -> list[str]:
+    return sorted(t["topic"] for t in json.loads(cli("topics", "list", "-o", "json").stdout))
+
+
 def _app_folder(app: str) -> Path:
     from kstool.application.model import default_state_dir
 
@@ -108,13 +112,14 @@ def test_reprocess_from_an_unaligned_time_ends_as_one_fresh_run(kafka, spark, to
         _write(kafka, topics[role], records)
 
     cut = _stamp(CUT, kind == "session") + 500
-    before = (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output))
+    before = (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output), _topics())
     plan = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--dry-run", "-o", "json")
     assert plan.exit_code == 0, plan.stderr
     planned = json.loads(plan.stdout)
     assert planned["dry_run"] and planned["mode"] == "rollback" and planned["refusal"] is None
     assert planned["restart_batch"] is not None and planned["batches_undone"] >= 1
-    assert (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before, "--dry-run changed something"
+    assert (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output), _topics()) == before, \
+        "--dry-run changed something"
 
     done = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--yes", "-o", "json")
     assert done.exit_code == 0, done.stderr
