@@ -128,8 +128,8 @@ def _plan_rollback(clients: KafkaClients, plan: ReprocessPlan, manifest: Manifes
                    batches: list[int], tps: list[TP], ends: dict[TP, tuple[int, int]], processed: dict[TP, int],
                    stops: dict[TP, int], from_time: int) -> None:
     from_offsets = offsets_for_time(clients, tps, from_time)
-    restart, restart_offsets = _restart_batch(checkpoint, batches, manifest, from_offsets)
     origin = origin_offsets(manifest.origin) if manifest.origin is not None else None
+    restart, restart_offsets = _restart_batch(checkpoint, batches, origin, from_offsets)
     plan.partitions = [PartitionPlan(t, p, from_offsets[(t, p)] if from_offsets[(t, p)] < ends[(t, p)][1] else None,
                                      processed.get((t, p)), restart_offsets.get((t, p), 0),
                                      stops[(t, p)], max(stops[(t, p)] - restart_offsets.get((t, p), 0), 0), None)
@@ -163,7 +163,7 @@ def _plan_rollback(clients: KafkaClients, plan: ReprocessPlan, manifest: Manifes
                           "they restart from holds the records before it")
 
 
-def _restart_batch(checkpoint: CheckpointFiles, batches: list[int], manifest: Manifest,
+def _restart_batch(checkpoint: CheckpointFiles, batches: list[int], origin: dict[TP, int] | None,
                    from_offsets: dict[TP, int]) -> tuple[int | None, dict[TP, int]]:
     """The last committed batch whose end is at or before the start time's offsets in every
     partition, with its state kept, and that end; ORIGIN and the origin's offsets when it is
@@ -181,8 +181,7 @@ def _restart_batch(checkpoint: CheckpointFiles, batches: list[int], manifest: Ma
     if low > 0:
         batch = batches[low - 1]
         return (None if missing_state(checkpoint, batch) else batch), batch_end_offsets(checkpoint, batch)
-    if manifest.origin is not None and (not batches or batches[0] == 0):
-        origin = origin_offsets(manifest.origin)
+    if origin is not None and (not batches or batches[0] == 0):
         return ORIGIN, {tp: origin.get(tp, 0) for tp in from_offsets}
     return None, {tp: 0 for tp in from_offsets}
 
