@@ -26,7 +26,9 @@ VALUE_JSON = "value_json"
 # The source's column for a row that stands for several input records of one key, combined
 # where they were read (a topology's combiner, CombinerSpec): how many, and the sum, minimum and
 # maximum of their numbers and whether all were whole (and, from the source, how many input
-# records the range's partial rows stand for); null on every other row.
+# records the range's partial rows stand for); for time windows also the window's start, how
+# many of its records have it as their newest window, and the start offset of the range read
+# (kstool.topologies.combiners.WindowCombiner); null on every other row.
 PARTIAL = "partial"
 
 
@@ -37,10 +39,14 @@ class CombinerSpec:
     batch of the source's rows into the rows it leaves as they are and a table of partials
     (key, timestamp, offset, PARTIAL), and whose merge(tables) combines partials further.
     Records it cannot take exactly (not a plain number, ...) stay rows of their own, so
-    --on-error sees them as before."""
+    --on-error sees them as before. A class with `for_range(range)` gets a combiner of its own
+    for each range, fed the range's batches in offset order.
+    `counts_late`: its partials count the records they turn out late for but keep no values, so
+    a run that writes late records to a topic (--late-topic) reads every record on its own."""
 
     target: str
     settings: dict[str, Any]
+    counts_late: bool = False
 
 
 def combiner_of(topology: "Topology") -> CombinerSpec | None:

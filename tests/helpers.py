@@ -134,15 +134,17 @@ def pipe(kafka, topic: str, records) -> None:
     assert [m.timestamp()[1] for m in read_all(kafka, topic)][-len(records):] == [r[2] for r in records]
 
 
-def source_rows(keys, values, offsets=None):
-    """Source rows as the engine's reader makes them (kstool.engine.source.ARROW_SCHEMA)."""
+def source_rows(keys, values, offsets=None, stamps_ms=None):
+    """Source rows as the engine's reader makes them (kstool.engine.source.ARROW_SCHEMA);
+    timestamps: `stamps_ms` (None: no timestamp), or a second per offset."""
     import pyarrow as pa
 
     from kstool.engine.source import ARROW_SCHEMA
 
     n = len(keys)
     offsets = list(range(n)) if offsets is None else offsets
+    stamps_ms = [1000 * (o + 1) for o in offsets] if stamps_ms is None else stamps_ms
     return pa.RecordBatch.from_pydict(
         {"key": keys, "value": values, "topic": ["t"] * n, "partition": [0] * n, "offset": offsets,
-         "timestamp": [1_000_000 * (o + 1) for o in offsets], "timestamp_type": [1] * n, "headers": [None] * n,
+         "timestamp": [None if t is None else 1000 * t for t in stamps_ms], "timestamp_type": [1] * n, "headers": [None] * n,
          "restored": [False] * n, "value_json": [None] * n, "partial": [None] * n}, schema=ARROW_SCHEMA)

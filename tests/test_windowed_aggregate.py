@@ -221,3 +221,57 @@ def test_group_by_field_merges_source_partitions_by_time(kafka, spark, topic_nam
     assert sorted(_windowed(read_all(kafka, topic_name + "-out"))) == [
         ("x", _ms(0), 2, _ms(3)), ("x", _ms(10), 1, _ms(12))]
     assert "late" not in result.stderr
+
+
+def test_tumbling_emit_update_combined_in_the_source(kafka, spark, topic_name):
+    """The first test's input and expected output without --late-topic: the source combines each
+    batch (kstool.topologies.combiners.WindowCombiner). a@4 and a@9 are late by the stream time of
+    earlier batches, which the source reading the batch does not know."""
+    source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s",
+                          "--max-records-per-batch", "3")
+    assert _windowed(read_all(kafka, source + "-out")) == [
+        ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
+        ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
+        ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+    assert "3 batch(es)" in result.stderr and "2 late record(s)" in result.stderr
+
+
+@pytest.mark.parametrize("window, emit", [("hopping:10s,5s", "update"), ("tumbling:10s", "final")])
+def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_name, window, emit):
+    """The source's window combiner against every record on its own (KSTOOL_COMBINE=off): two
+    partitions written by a normally batching producer, times out of order (late records),
+    several batches. Each window's updates in the output, each task's changelog record for record
+    (the output interleaves the tasks as their rows reach the sink), and the counts."""
+    import random
+
+    from confluent_kafka import Producer
+
+    create_topic(kafka, topic_name, 2)
+    rng = random.Random(5)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20})
+    for i in range(3000):  # time moves on ~40 ms a record, one in ten comes up to a minute behind
+        behind = rng.randrange(60_000) if rng.random() < 0.1 else rng.randrange(2_000)
+        key = rng.randrange(30)  # a key's records in one partition, as a keyed producer writes them
+        producer.produce(topic_name, key=f"k{key}".encode(), value=b"1", partition=key % 2,
+                         timestamp=T0 + 40 * i - behind)
+    assert producer.flush(30) == 0
+    outcomes = {}
+    for mode in ("on", "off"):
+        app = f"{topic_name}-{mode}"
+        result = cli("run", "aggregate", "--input", topic_name, "--output", app + "-out", "--app-id", app, "--once",
+                     "--window", window, "--grace", "2s", "--emit", emit, "--max-records-per-batch", "700",
+                     "--report", "json", env={"KSTOOL_COMBINE": mode})
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+
+        def written(topic):
+            return [(m.partition(), m.key(), m.value(), m.timestamp()[1]) for m in read_all(kafka, topic)]
+
+        per_window: dict[bytes, list] = {}
+        for record in written(app + "-out"):
+            per_window.setdefault(record[1], []).append(record)
+        outcomes[mode] = (per_window, written(app + "-aggregate-changelog"),
+                          report["input_records"], report["late_records"], report["batches"])
+    assert outcomes["on"] == outcomes["off"]
+    output, _, records, late, batches = outcomes["on"]
+    assert output and records == 3000 and late > 0 and batches >= 3

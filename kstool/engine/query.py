@@ -104,6 +104,8 @@ def run_query(clients: KafkaClients, topology: Topology, options: RunOptions, pa
     if value_schema is not None:
         reader = reader.option(VALUE_SCHEMA_OPTION, value_schema)
     combiner = combiner_of(topology) if options.combine else None
+    if combiner is not None and combiner.counts_late and options.late_topic:
+        combiner = None  # the late topic gets each late record itself
     if combiner is not None:
         reader = reader.option(COMBINER_OPTION, json.dumps(dataclasses.asdict(combiner)))
     if parked_queries is not None:

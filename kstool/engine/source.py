@@ -77,14 +77,17 @@ SCHEMA = StructType([
     StructField(VALUE_JSON, StringType()),
     StructField(PARTIAL, StructType([StructField("count", LongType()), StructField("sum", DoubleType()),
                                      StructField("min", DoubleType()), StructField("max", DoubleType()),
-                                     StructField("whole", BooleanType()), StructField("records", LongType())])),
+                                     StructField("whole", BooleanType()), StructField("window", LongType()),
+                                     StructField("latest", LongType()), StructField("range", LongType()),
+                                     StructField("records", LongType())])),
 ])
 # read() must return exactly the Arrow form Spark derives from SCHEMA
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 # a combiner's partial (kstool.contract.PARTIAL), and `records`: the input records the range's
 # partial rows stand for, all on its first row (a line's words are in several rows)
 PARTIAL_TYPE = pa.struct([("count", pa.int64()), ("sum", pa.float64()), ("min", pa.float64()),
-                          ("max", pa.float64()), ("whole", pa.bool_()), ("records", pa.int64())])
+                          ("max", pa.float64()), ("whole", pa.bool_()), ("window", pa.int64()),
+                          ("latest", pa.int64()), ("range", pa.int64()), ("records", pa.int64())])
 ARROW_SCHEMA = pa.schema([
     pa.field("key", pa.binary()), pa.field("value", pa.binary()),
     pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
@@ -420,6 +423,8 @@ def _combiner(spec: str) -> Any:
 def combined(combiner: Any, rng: OffsetRange, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A range's records as the combiner leaves them: the rows it does not take, as they came,
     then one partial row per key (its newest timestamp and last offset)."""
+    if hasattr(combiner, "for_range"):
+        combiner = combiner.for_range(rng)
     partials, taken = [], 0
     for batch in batches:
         kept, partial = combiner.combine(batch)
@@ -437,8 +442,11 @@ def combined(combiner: Any, rng: OffsetRange, batches: Iterator[pa.RecordBatch])
     n = table.num_rows
     records = np.zeros(n, np.int64)
     records[0] = taken
-    fields = table.column(PARTIAL).combine_chunks().flatten()
-    partial = pa.StructArray.from_arrays([*fields, pa.array(records)], fields=list(PARTIAL_TYPE))
+    given = table.column(PARTIAL).combine_chunks()
+    fields = {field.name: given.field(field.name) for field in given.type}
+    fields["records"] = pa.array(records)
+    partial = pa.StructArray.from_arrays([fields.get(field.name, pa.nulls(n, field.type)) for field in PARTIAL_TYPE],
+                                         fields=list(PARTIAL_TYPE))
     arrays = [table.column("key"), pa.nulls(n, pa.binary()), pa.array([rng.topic] * n, pa.string()),
               pa.array([rng.partition] * n, pa.int32()), table.column("offset"),
               table.column("timestamp").cast(pa.timestamp("us", tz="UTC")), pa.array(np.ones(n, np.int32)),

@@ -16,11 +16,12 @@ end as timestamp, and the session then leaves the store (retention gap + grace).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -56,6 +57,14 @@ class Accumulator:
             self.total += number
             self.low, self.high = min(self.low, number), max(self.high, number)
             self.whole = self.whole and float(number).is_integer()
+
+    def add_all(self, numbers: list[float | None]) -> None:
+        for number in numbers:  # in record order: sums of doubles as one by one
+            self.add(number)
+
+    def add_count(self, count: int) -> None:
+        """Records counted where they were read (a count's, whose numbers do not matter)."""
+        self.count += count
 
     def merge(self, other: "Accumulator") -> None:
         self.count += other.count
@@ -140,10 +149,13 @@ class WindowedAggregate:
         return StoreValue(value, timestamp, Accumulator.restored(self.agg, value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        record_of, starts = self.window.assign(_timestamps(records))
-        return {STORE: {window_store_key(cast(bytes, records[index].key), start)
-                        for index, start in zip(record_of.tolist(), starts.tolist())},
-                INDEX: {ENDS}}
+        plain = [r for r in records if r.partial is None]
+        record_of, starts = self.window.assign(_timestamps(plain))
+        wanted = {window_store_key(cast(bytes, plain[index].key), start)
+                  for index, start in zip(record_of.tolist(), starts.tolist())}
+        wanted.update(window_store_key(r.key, r.partial[0]) for r in records
+                      if r.partial is not None and r.key is not None and r.partial[0] is not None)
+        return {STORE: wanted, INDEX: {ENDS}}
 
     def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
         end = start + self.window.size
@@ -158,6 +170,9 @@ class WindowedAggregate:
         (`--emit final` emits them, in processing order)."""
         if not records:
             return
+        if any(r.partial is not None for r in records):
+            self._process_combined(records, state)
+            return
         ends = self._ends(state)  # indexes an unindexed store before the batch changes it
         size = self.window.size
         ts = _timestamps(records)
@@ -171,20 +186,61 @@ class WindowedAggregate:
             updates.setdefault((cast(bytes, records[index].key), start), []).append(index)
         # each window once, in the order of its last update: the record cache's order
         for (key, start), indexes in sorted(updates.items(), key=lambda item: (item[1][-1], item[0][1])):
-            store_key = window_store_key(key, start)
-            old = state.get(STORE, store_key)
-            acc = Accumulator.of(old)
-            for index in indexes:  # in record order: sums of doubles as record by record
-                acc.add(records[index].number)
-            newest = max(records[index].timestamp for index in indexes)
-            value_ts = max(newest, old.timestamp) if old else newest
-            state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), value_ts, acc))
-            if old is None:
-                ends.add(start + size, store_key)
-            if self.emit == "update":
-                self._emit_window(state, key, start, acc, value_ts)
+            numbers = [records[index].number for index in indexes]
+            self._update_window(state, ends, key, start, max(records[index].timestamp for index in indexes),
+                                functools.partial(Accumulator.add_all, numbers=numbers))
         state.advance(int(ts.max()))
-        self._close_windows(state, records, late, close)
+        self._close_windows(state, [(int(i), records[i]) for i in late], np.arange(len(records)), close)
+
+    def _update_window(self, state: TaskState, ends: TimeIndex, key: bytes, start: int, newest: int,
+                       add: Callable[[Accumulator], object]) -> None:
+        """A window's entry updated once per batch: `add` adds the batch's records to it."""
+        store_key = window_store_key(key, start)
+        old = state.get(STORE, store_key)
+        acc = Accumulator.of(old)
+        add(acc)
+        value_ts = max(newest, old.timestamp) if old else newest
+        state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), value_ts, acc))
+        if old is None:
+            ends.add(start + self.window.size, store_key)
+        if self.emit == "update":
+            self._emit_window(state, key, start, acc, value_ts)
+
+    def _process_combined(self, records: list[Record], state: TaskState) -> None:
+        """A batch the source combined (kstool.topologies.combiners.WindowCombiner), with the
+        results of its records one by one: a partial's window counts its records unless the
+        stream time before its range had closed it (then those whose newest window it is are
+        late); records the source found late come as themselves; each range's newest time
+        (a row without a key) moves stream time on."""
+        ends = self._ends(state)
+        size = self.window.size
+        newest_of_range = {r.partial[3]: (r.timestamp, r.offset) for r in records
+                           if r.partial is not None and r.key is None}
+        carried, newest, at = {}, state.stream_time, 0  # stream time before each range: the batch's, then its ranges'
+        for range_start in sorted(newest_of_range):
+            carried[range_start] = newest
+            if newest_of_range[range_start][0] > newest:
+                newest, at = newest_of_range[range_start]
+        updates: dict[tuple[bytes, int], list[int]] = {}  # window -> [count, newest time, last offset]
+        late: list[tuple[int, Record]] = []
+        for r in records:
+            if r.partial is None:  # late in its own range already
+                late.append((r.offset, r))
+                continue
+            start, count, latest, range_start = r.partial
+            if r.key is None or start is None:
+                continue
+            if start + size + self.grace <= carried[range_start]:  # closed before its range began
+                late += [(r.offset, Record(None, None, r.timestamp))] * latest
+                continue
+            update = updates.setdefault((r.key, start), [0, r.timestamp, r.offset])
+            update[0] += count
+            update[1], update[2] = max(update[1], r.timestamp), max(update[2], r.offset)
+        # each window once, in the order of its last update: the record cache's order
+        for (key, start), (count, time, _) in sorted(updates.items(), key=lambda item: (item[1][2], item[0][1])):
+            self._update_window(state, ends, key, start, time, functools.partial(Accumulator.add_count, count=count))
+        state.advance(newest)
+        self._close_windows(state, late, np.array([at]), np.array([newest - self.grace]))
 
     def _ends(self, state: TaskState) -> TimeIndex:
         """(window end, store key) of the open windows: which close next."""
@@ -197,22 +253,24 @@ class WindowedAggregate:
             state.index["ends"] = ends
         return cast(TimeIndex, state.index["ends"])
 
-    def _close_windows(self, state: TaskState, records: list[Record], late: np.ndarray, close: np.ndarray) -> None:
+    def _close_windows(self, state: TaskState, late: list[tuple[int, Record]], positions: np.ndarray,
+                       close: np.ndarray) -> None:
         """Late records and closed windows in processing order: a record's late copy, then the
-        windows its stream time closed (suppress' order: window end, then key)."""
+        windows its stream time closed (suppress' order: window end, then key). `close[i]` is
+        the close time from position `positions[i]` of the batch on; `late`: (position, record)."""
         closing = self._ends(state).take(int(close[-1]) + 1)
         if closing:
             state.prefetch(STORE, (store_key for _, store_key in closing))
-        events = [(index, 0, b"") for index in late.tolist()]
+        events: list[tuple[int, int, Any]] = [(at, 0, record) for at, record in late]
         if self.emit == "final" and closing:
-            closed_at = np.searchsorted(close, np.array([end for end, _ in closing], np.int64), "left")
+            closed_at = positions[np.searchsorted(close, np.array([end for end, _ in closing], np.int64), "left")]
             events += [(at, 1, store_key) for at, (_, store_key) in zip(closed_at.tolist(), closing)]
             events.sort(key=lambda event: event[:2])  # stable: closings keep take()'s order
-        for index, kind, store_key in events:
+        for _, kind, item in events:
             if kind == 0:
-                record = records[index]
-                state.emit(record.key, record.value, record.timestamp, LATE)
+                state.emit(item.key, item.value, item.timestamp, LATE)
                 continue
+            store_key = item
             value = state.get(STORE, store_key)
             if value is not None:
                 key, start, _ = split_window_store_key(store_key)

@@ -23,6 +23,8 @@ from kstool.streams.task import Processor, Record, Restorable, StoreValue, TaskS
 from kstool.topologies.map_state import MapStateStore, PipelinedMapState
 
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
+# a topology whose source combines (kstool.streams.task.Record.partial) adds these
+PARTIAL_COLUMNS = ("window", "count", "latest", "range")
 OUTPUT_SCHEMA = StructType([
     StructField("role", StringType(), False), StructField("key", BinaryType()),
     StructField("value", BinaryType()), StructField("event_time", LongType(), False),
@@ -54,6 +56,8 @@ class TaskProcessor(StatefulProcessor):
                                                     "partition", "offset")]
             records += [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
                         for k, v, t, s, n, p, o in zip(*columns)]
+            if "count" in frame.columns:
+                _add_partials(records[len(records) - len(frame):], frame)
         read_all = len(records) >= BULK_READ_RECORDS
         stores = {name: MapStateStore(state, read_all) for name, state in self.maps.items()}
         if not read_all:  # what the batch will read, asked for at once
@@ -91,10 +95,22 @@ class TaskProcessor(StatefulProcessor):
         pass
 
 
+def _add_partials(records: list[Record], frame: pd.DataFrame) -> None:
+    """The partial of each combined row (null columns: NaN in pandas)."""
+    counts = frame["count"].tolist()
+    if all(c != c for c in counts):
+        return
+    windows, latest, ranges = (frame[c].tolist() for c in ("window", "latest", "range"))
+    for record, window, count, last, range_start in zip(records, windows, counts, latest, ranges):
+        if count == count:
+            record.partial = (None if window != window else int(window), int(count), int(last), int(range_start))
+
+
 def run_tasks(rows, make_processor: Callable[[], Processor], seed=None):
-    """rows: a streaming DataFrame with INPUT_COLUMNS -> the emitted records (OUTPUT_SCHEMA).
-    seed: a restore's store entries (kstool.engine.seed.SEED_COLUMNS), applied in the first batch
-    of a new checkpoint."""
+    """rows: a streaming DataFrame with INPUT_COLUMNS (and PARTIAL_COLUMNS where the source
+    combines) -> the emitted records (OUTPUT_SCHEMA). seed: a restore's store entries
+    (kstool.engine.seed.SEED_COLUMNS), applied in the first batch of a new checkpoint."""
     initial = {"initialState": seed.groupBy("task")} if seed is not None else {}
-    return (rows.select(*INPUT_COLUMNS).groupBy("task")
+    columns = INPUT_COLUMNS + (PARTIAL_COLUMNS if set(PARTIAL_COLUMNS) <= set(rows.columns) else ())
+    return (rows.select(*columns).groupBy("task")
             .transformWithStateInPandas(TaskProcessor(make_processor), OUTPUT_SCHEMA, "Update", "None", **initial))

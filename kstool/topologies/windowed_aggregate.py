@@ -2,7 +2,8 @@
 windows (Kafka Streams' groupBy(...).windowedBy(...).aggregate(...)).
 
 Event time from the record or a JSON field (`--time`), Kafka Streams' grace, late-record and
-emit rules (`kstool.streams.aggregate`), run per task with Spark's transformWithState. The
+emit rules (`kstool.streams.aggregate`), run per task with Spark's transformWithState (counts
+in time windows arrive combined per key and window: kstool.topologies.combiners). The
 store is a window or session store with Kafka Streams' changelog layouts; output keys are
 windowed keys (key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
 """
@@ -13,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstool.application.model import StoreSpec
-from kstool.contract import SinkTarget
+from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
 from kstool.errors import UsageError
 from kstool.names import changelog_topic
 from kstool.streams.aggregate import STORE, SessionAggregate, WindowedAggregate
 from kstool.streams.windows import WindowSpec
-from kstool.topologies import aggregation, events
+from kstool.topologies import aggregation, combiners, events
 from kstool.topologies.aggregation import NumberInput
 
 EMIT_MODES = ("update", "final")
@@ -86,6 +87,11 @@ class WindowedAggregation:
     def valid_record(self):
         return self.numbers.valid() & events.valid_time(self.time, self.numbers.json_text())
 
+    @property
+    def combiner(self) -> CombinerSpec | None:
+        return combiners.window_spec(self.spec, self.grace, self.agg, self.group_by, self.time,
+                                     self.input_value_format)
+
     def processor(self):
         kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
         return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
@@ -93,15 +99,17 @@ class WindowedAggregation:
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.topologies.tasks import run_tasks
+        from kstool.topologies.tasks import PARTIAL_COLUMNS, run_tasks
 
         group_key = self.numbers.group_key()
-        rows = source.filter(F.col("value").isNotNull()).select(
+        # the source's partial rows (self.combiner) carry a key, or none (a range's newest time), and no value
+        partial = F.col(PARTIAL)
+        rows = source.filter(F.col("value").isNotNull() | partial.isNotNull()).select(
             events.task(group_key, self.group_by != "key", tasks).alias("task"),
             F.lit(0).alias("side"), group_key.alias("key"), F.col("value"),
             self.numbers.number().alias("number"), events.event_time(self.time, self.numbers.json_text()).alias("event_time"),
-            "partition", "offset")
-        return run_tasks(rows.filter(F.col("key").isNotNull()), self.processor, seed)
+            "partition", "offset", *(partial[c].alias(c) for c in PARTIAL_COLUMNS))
+        return run_tasks(rows.filter(F.col("key").isNotNull() | F.col("count").isNotNull()), self.processor, seed)
 
     def encode(self, updates):
         return events.encode(updates)
