@@ -233,7 +233,7 @@ def test_the_source_combiner_counts_ascii_lines_as_the_oracle_and_leaves_the_res
     last offset) and leaves every other record as it came: non-ASCII lines and null values."""
     import random
 
-    from kstool.topologies.combiners import WordCombiner
+    from kstool.topologies.combiners.words import WordCombiner
 
     rng = random.Random(3)
     vocabulary = ["Alpha", "beta", "GAMMA_2", "x9", "déjà", "vu", "İstanbul", "\u00ff", "a-b", "", "  ", "\t"]

@@ -21,9 +21,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, cast
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from kstool.contract import LATE, OUTPUT, changelog_role
 from kstool.store_keys import (
@@ -36,6 +34,9 @@ from kstool.store_keys import (
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 from kstool.streams.windows import WindowSpec
+
+if TYPE_CHECKING:  # numpy where batches are processed, not where a topology is only named
+    import numpy as np
 
 STORE = "aggregate"
 INDEX = f"{STORE}-index"  # window ends; sessions by key and by end (kstool.streams.indexes)
@@ -168,6 +169,8 @@ class WindowedAggregate:
         after the stream time as of that record (none: it is late); then each window is updated
         once, with its records in order; windows the final stream time closed leave the store
         (`--emit final` emits them, in processing order)."""
+        import numpy as np
+
         if not records:
             return
         if any(r.partial is not None for r in records):
@@ -207,11 +210,13 @@ class WindowedAggregate:
             self._emit_window(state, key, start, acc, value_ts)
 
     def _process_combined(self, records: list[Record], state: TaskState) -> None:
-        """A batch the source combined (kstool.topologies.combiners.WindowCombiner), with the
+        """A batch the source combined (kstool.topologies.combiners.windows.WindowCombiner), with the
         results of its records one by one: a partial's window counts its records unless the
         stream time before its range had closed it (then those whose newest window it is are
         late); records the source found late come as themselves; each range's newest time
         (a row without a key) moves stream time on."""
+        import numpy as np
+
         ends = self._ends(state)
         size = self.window.size
         newest_of_range = {r.partial[3]: (r.timestamp, r.offset) for r in records
@@ -258,6 +263,8 @@ class WindowedAggregate:
         """Late records and closed windows in processing order: a record's late copy, then the
         windows its stream time closed (suppress' order: window end, then key). `close[i]` is
         the close time from position `positions[i]` of the batch on; `late`: (position, record)."""
+        import numpy as np
+
         closing = self._ends(state).take(int(close[-1]) + 1)
         if closing:
             state.prefetch(STORE, (store_key for _, store_key in closing))
@@ -380,6 +387,8 @@ class SessionAggregate(RecordByRecord):
 
 
 def _timestamps(records: list[Record]) -> np.ndarray:
+    import numpy as np
+
     return np.fromiter((r.timestamp for r in records), np.int64, len(records))
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kstool.errors import UsageError
 from kstool.timeutil import parse_duration
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class WindowSpec:
     def assign(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The epoch-aligned time windows holding each timestamp (TimeWindows.windowsFor), for
         many at once: (index of the timestamp, window start) pairs, by index, then start."""
+        import numpy as np  # not where a topology is only named (kstool --help)
+
         first = np.maximum(timestamps - self.size + self.advance, 0)
         first -= first % self.advance
         per_timestamp = (timestamps - first) // self.advance + 1

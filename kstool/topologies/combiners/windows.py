@@ -1,0 +1,76 @@
+"""Counts in time windows combined per key, window and range, with the range's stream time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kstool.streams.windows import WindowSpec
+from kstool.topologies.combiners.partials import partials_table
+
+
+class WindowCombiner:
+    """Counts per (key, time window) of each range, with what the task needs to apply them as it
+    would apply the records one by one (kstool.streams.aggregate.WindowedAggregate):
+
+    - stream time here is the range's own running maximum; a record none of whose windows is
+      open by it is late whatever came before, and stays a row of its own;
+    - each partial counts the records its window was open for, and (`latest`) those for which
+      it is the newest window: if the task finds the window closed by the stream time before
+      the range (earlier batches, earlier ranges of the batch), those records are late;
+    - one row without a key: the range's newest time (the task's stream time after it), at the
+      record that brought it. Which windows a batch closes follows from it; at which record
+      they closed only orders them against late records, which go to another topic.
+    """
+
+    def __init__(self, size: int, advance: int, grace: int):
+        self.window, self.grace = WindowSpec("hopping", size, advance), grace
+
+    def for_range(self, rng: Any) -> "_RangeWindows":
+        return _RangeWindows(self.window, self.grace, rng.start)
+
+
+class _RangeWindows:
+    def __init__(self, window: WindowSpec, grace: int, range_start: int):
+        self.window, self.grace, self.range_start = window, grace, range_start
+        self.stream_time = -1  # no record yet (kstool.streams.task.NO_TIME)
+        self.newest_offset = -1  # the record that brought stream time to its value
+
+    def combine(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Table]:
+        stamps = batch.column("timestamp").cast(pa.int64())
+        valid = np.asarray(pc.fill_null(pc.and_(pc.and_(batch.column("key").is_valid(), batch.column("value").is_valid()),
+                                                pc.greater_equal(stamps, 0)), False))
+        rows = np.flatnonzero(valid)
+        times = np.asarray(stamps.fill_null(0))[rows] // 1000  # us -> ms
+        offsets = np.asarray(batch.column("offset"))[rows]
+        stream = np.maximum.accumulate(np.maximum(times, self.stream_time))
+        record_of, starts = self.window.assign(times)
+        open_ = starts + self.window.size > stream[record_of] - self.grace
+        newest_window = np.r_[record_of[1:] != record_of[:-1], True] if len(record_of) else np.zeros(0, bool)
+        pairs = record_of[open_]
+        if len(stream) and stream[-1] > self.stream_time:
+            self.stream_time, self.newest_offset = int(stream[-1]), int(offsets[np.argmax(stream == stream[-1])])
+        table = pa.table({"key": batch.column("key").take(pa.array(rows[pairs])), "window": starts[open_],
+                          "latest": newest_window[open_].astype(np.int64), "timestamp": times[pairs],
+                          "offset": offsets[pairs]})
+        keep = np.ones(len(valid), bool)
+        keep[rows[pairs]] = False  # taken: a record with an open window
+        return batch.filter(pa.array(keep)), table
+
+    def merge(self, tables: list[pa.Table]) -> pa.Table:
+        grouped = pa.concat_tables(tables).group_by(["key", "window"], use_threads=False).aggregate(
+            [("offset", "count"), ("latest", "sum"), ("timestamp", "max"), ("offset", "max")])
+        n = grouped.num_rows
+        partial = pa.StructArray.from_arrays(
+            [pa.array(np.r_[np.asarray(grouped.column("offset_count")), 0]), pa.array(np.ones(n + 1, bool)),
+             pa.concat_arrays([grouped.column("window").combine_chunks(), pa.nulls(1, pa.int64())]),
+             pa.array(np.r_[np.asarray(grouped.column("latest_sum")), 0]),
+             pa.array(np.full(n + 1, self.range_start, np.int64))],
+            names=["count", "whole", "window", "latest", "range"])
+        keys = pa.concat_arrays([grouped.column("key").combine_chunks(), pa.nulls(1, pa.binary())])
+        stamps = np.r_[np.asarray(grouped.column("timestamp_max")), self.stream_time].astype(np.int64)
+        offsets = np.r_[np.asarray(grouped.column("offset_max")), self.newest_offset].astype(np.int64)
+        return partials_table(keys, pa.array(stamps * 1000, pa.timestamp("us", tz="UTC")), pa.array(offsets), partial)
