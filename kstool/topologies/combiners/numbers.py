@@ -39,8 +39,9 @@ class NumberCombiner:
         partial = pa.StructArray.from_arrays(
             [grouped.column(c).combine_chunks() for c in ("offset_count", "n_sum", "n_min", "n_max", "whole_min")],
             names=FIELDS)
-        return batch.filter(pc.invert(takes)), partials_table(grouped.column("key"), grouped.column("timestamp_max"),
-                                                         grouped.column("offset_max"), partial)
+        kept = batch.filter(pc.invert(takes))
+        return kept, partials_table(grouped.column("key"), grouped.column("timestamp_max"),
+                                    grouped.column("offset_max"), partial)
 
     merge = staticmethod(merge)
 

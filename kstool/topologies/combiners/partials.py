@@ -24,6 +24,5 @@ def merge(tables: list[pa.Table]) -> pa.Table:
     return partials_table(grouped.column("key"), grouped.column("timestamp_max"), grouped.column("offset_max"), partial)
 
 
-
 def partials_table(keys: Any, stamps: Any, offsets: Any, partial: pa.StructArray) -> pa.Table:
     return pa.table({"key": keys, "timestamp": stamps, "offset": offsets, PARTIAL: partial})

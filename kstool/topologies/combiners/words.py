@@ -29,7 +29,8 @@ class WordCombiner:
         partial = pa.StructArray.from_arrays(
             [grouped.column("offset_count").combine_chunks(), pa.nulls(n, pa.float64()), pa.nulls(n, pa.float64()),
              pa.nulls(n, pa.float64()), pa.array(np.ones(n, bool))], names=FIELDS)
-        return batch.filter(pc.invert(takes)), partials_table(grouped.column("key"), grouped.column("timestamp_max"),
-                                                         grouped.column("offset_max"), partial)
+        kept = batch.filter(pc.invert(takes))
+        return kept, partials_table(grouped.column("key"), grouped.column("timestamp_max"),
+                                    grouped.column("offset_max"), partial)
 
     merge = staticmethod(merge)
