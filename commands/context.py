@@ -80,12 +80,17 @@ def global_options() -> list[click.Option]:
 GLOBAL_OPTION_NAMES = {"bootstrap", "command_config", "overrides", "timeout_s", "debug"}
 
 
-def finish_tree(command: click.Command, path: str = "") -> None:
-    """Give COMMAND and every command below it the global options and its --help examples."""
+def finish_command(command: click.Command, path: str) -> None:
+    """Give COMMAND the global options and its --help examples."""
     from kstool.commands.examples import epilog
 
     command.params.extend(global_options())
     command.epilog = epilog(path)
+
+
+def finish_tree(command: click.Command, path: str) -> None:
+    """finish_command for COMMAND and every command below it."""
+    finish_command(command, path)
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():
             finish_tree(sub, f"{path} {name}".strip())

@@ -21,6 +21,38 @@ def test_help_does_not_import_spark_or_the_column_libraries():
     assert out.stderr.split() == ["0"], out.stderr
 
 
+def test_a_command_loads_only_its_own_module():
+    """`kstool topics --help` imports the topics command (and the completers it uses), not the
+    other commands' modules: each costs a one-liner's start time."""
+    from kstool.commands.main import COMMANDS
+
+    others = sorted({f"kstool.commands.{module}" for module, _ in COMMANDS.values()} - {
+        "kstool.commands.topics", "kstool.commands.completion"})
+    code = ("import sys; from kstool.commands.main import run; rc = run(['topics', '--help']); "
+            f"print(rc, *sorted(set(sys.modules) & set({others!r})), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr.split() == ["0"], out.stderr
+
+
+def test_help_lists_the_commands_as_click_would_with_every_command_loaded():
+    """The root --help reads the generated summaries (commands/summaries.py); they say what the
+    commands' own help says."""
+    import click
+
+    from kstool.commands.main import cli
+
+    def listing(format_commands) -> str:
+        ctx = click.Context(cli, info_name="kstool")
+        formatter = ctx.make_formatter()
+        format_commands(ctx, formatter)
+        return formatter.getvalue()
+
+    lazy = listing(cli.format_commands)
+    cli.commands  # noqa: B018  # every command loaded
+    assert lazy == listing(lambda ctx, formatter: click.Group.format_commands(cli, ctx, formatter))
+    assert lazy.count("\n  ") == 16
+
+
 def test_help_subprocess_lists_command_groups():
     result = cli_subprocess("--help")
     assert result.exit_code == 0
