@@ -81,6 +81,35 @@ def test_a_windowed_aggregate_restored_from_its_changelog_goes_on_exactly(kafka,
     assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
 
 
+def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, spark, topic_name):
+    """A checkpoint begun by a kstool that kept an entry per key (its manifest has no
+    state_layout) is not run on the shards; the refusal names the restore, which rebuilds it."""
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 2)
+    create_topic(kafka, source + "-out", 1)
+    run = ("run", "aggregate", "--input", source, "--output", source + "-out", "--app-id", app, "--once",
+           *TWO_RUNS_WINDOW)
+    produce_keyed(kafka, source, TWO_RUNS[0], partition=1)
+    assert cli(*run).exit_code == 0
+    manifest_path = _checkpoint(app).parent / "app.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["state_layout"]  # as kstool wrote it before the shards
+    manifest_path.write_text(json.dumps(manifest))
+    produce_keyed(kafka, source, TWO_RUNS[1], partition=1)
+    outputs = len(read_all(kafka, source + "-out"))
+
+    refused = cli(*run)
+    assert refused.exit_code == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "older layout" in refused.stderr and f"kstool state restore --app-id {app}" in refused.stderr
+    assert len(read_all(kafka, source + "-out")) == outputs  # nothing ran
+
+    _restore(app)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
+    assert json.loads(manifest_path.read_text())["state_layout"] == 2
+
+
 def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, spark, topic_name):
     left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
     create_topic(kafka, left, 1)

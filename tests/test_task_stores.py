@@ -1,11 +1,12 @@
-"""A task's stores during a batch (kstool.topologies.tasks.MapStateStore): a small batch reads
-only the entries it touches from Spark's state, never the whole store (windowed processors and
-stream-stream joins through their index stores), and gives the same results and the same
-write-back as a store held whole. Spark's MapState is stood in for by a
-dict with the same methods, counting the calls."""
+"""A task's stores during a batch (kstool.topologies.shards.ShardedStore): a small batch reads
+only the shards of the entries it touches from Spark's state, never the whole store (windowed
+processors and stream-stream joins through their index stores), and gives the same results and
+the same changes as a store held whole in a dict (the oracle). Spark's MapState is stood in for
+by a dict with the same methods, counting the calls."""
 
 from __future__ import annotations
 
+import random
 from typing import cast
 
 import pytest
@@ -14,30 +15,45 @@ from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
-from kstool.topologies.map_state import MapStateStore
+from kstool.topologies.shards import SHARD_ENTRIES, Directory, ShardedStore, decode_shard, encode_shard
 
 
 class CountingMapState:
-    """The MapState methods MapStateStore uses, over a dict of (key,) -> (value, ts, aux)."""
+    """The MapState methods ShardedStore uses, over a dict of shard id -> (blob,)."""
 
-    def __init__(self, entries: dict[bytes, StoreValue]):
-        self.data = {(k,): (v.value, v.timestamp, v.aux) for k, v in entries.items()}
-        self.lookups = self.scans = 0
-
-    def exists(self) -> bool:
-        return bool(self.data)
-
-    def getValue(self, key: tuple) -> tuple | None:
-        self.lookups += 1
-        return self.data.get(key)
+    def __init__(self):
+        self.data: dict[bytes, tuple] = {}
+        self.lookups = self.scans = self.writes = 0
 
     def iterator(self):
         self.scans += 1
-        return iter(list(self.data.items()))
+        return iter([((k,), v) for k, v in self.data.items()])
 
     def get_many(self, keys: list[bytes]) -> dict[bytes, tuple | None]:  # PipelinedMapState's
         self.lookups += len(keys)
-        return {key: self.data.get((key,)) for key in keys}
+        return {key: self.data.get(key) for key in keys}
+
+    def write_many(self, changes) -> None:
+        for key, value in changes:
+            self.writes += 1
+            if value is None:
+                del self.data[key]
+            else:
+                self.data[key] = value
+
+
+def sharded(entries: dict[bytes, StoreValue]) -> tuple[CountingMapState, Directory]:
+    """A store as Spark's state would hold it after a batch wrote these entries."""
+    state, directory = CountingMapState(), Directory()
+    store = ShardedStore(state, directory, False, state)
+    store.update(entries)
+    store.write_back()
+    state.lookups = state.scans = state.writes = 0
+    return state, directory
+
+
+def store_of(state: CountingMapState, directory: Directory, read_all: bool = False) -> ShardedStore:
+    return ShardedStore(state, Directory(*directory.to_list()), read_all, state)
 
 
 TABLE = {f"k{i}".encode(): StoreValue(f"v{i}".encode(), i) for i in range(10_000)}
@@ -46,23 +62,23 @@ BATCH = [Record(b"k7", b"L7", 100, LEFT), Record(b"k8", b"R8", 101, RIGHT), Reco
 
 
 def _run(processor, read_all: bool):
-    maps = {name: CountingMapState(TABLE) for name in processor.stores}
+    maps = {name: sharded(TABLE) for name in processor.stores}
     held = TaskState({name: dict(TABLE) for name in processor.stores})
-    lazy = TaskState({name: MapStateStore(maps[name], read_all, maps[name]) for name in processor.stores})
+    lazy = TaskState({name: store_of(*maps[name], read_all) for name in processor.stores})
     expected, got = run_task(processor, held, list(BATCH)), run_task(processor, lazy, list(BATCH))
     assert got == expected
     for name, keys in held.changed.items():  # what the batch's end writes back is the same
         assert lazy.changed[name] == keys
         assert {k: lazy.stores[name].get(k) for k in keys} == {k: held.stores[name].get(k) for k in keys}
-    return maps
+    return {name: state for name, (state, _) in maps.items()}
 
 
 @pytest.mark.parametrize("processor", [TableTableJoin("outer", make_joiner("concat", "+")),
                                        StreamTableJoin("left", make_joiner("concat", "+"))])
-def test_a_small_batch_looks_up_only_the_keys_it_touches(processor):
+def test_a_small_batch_looks_up_only_the_shards_of_the_keys_it_touches(processor):
     maps = _run(processor, read_all=False)
     assert sum(m.scans for m in maps.values()) == 0
-    assert sum(m.lookups for m in maps.values()) <= 2 * len({r.key for r in BATCH})  # not 10,000
+    assert sum(m.lookups for m in maps.values()) <= 2 * len({r.key for r in BATCH})  # not 10,000 keys' shards
 
 
 def test_a_large_batch_reads_each_store_once():
@@ -72,8 +88,8 @@ def test_a_large_batch_reads_each_store_once():
 
 
 def test_iterating_a_store_reads_it_whole_and_keeps_the_batch_changes():
-    state = CountingMapState(TABLE)
-    store = MapStateStore(state, False, state)
+    state, directory = sharded(TABLE)
+    store = store_of(state, directory)
     store[b"k1"] = StoreValue(b"changed", 5)
     del store[b"k2"]
     store[b"added"] = StoreValue(b"x", 6)
@@ -101,13 +117,56 @@ def test_a_small_batch_does_not_read_the_windows_or_join_records_it_does_not_tou
     open windows (join records) cost a 5-record batch a few lookups per record, not a read."""
     big = _windowed_state_of(processor, [Record(b"k%d" % i, b"1", 1_000, LEFT, 1.0, 0, i) for i in range(10_000)])
     batch = [Record(b"k%d" % i, b"1", 2_000 + i, side, 1.0, 0, 10_000 + i) for i in range(5)]
-    maps = {name: CountingMapState(entries) for name, entries in big.items()}
+    maps = {name: sharded(entries) for name, entries in big.items()}
     held = TaskState({name: {k: StoreValue(v.value, v.timestamp, v.aux) for k, v in entries.items()}
                       for name, entries in big.items()})
-    lazy = TaskState({name: MapStateStore(maps[name], False, maps[name]) for name in task_stores(processor)})
+    lazy = TaskState({name: store_of(*maps[name]) for name in task_stores(processor)})
     for name, keys in processor.reads(batch).items():  # as the engine asks before the batch
-        cast(MapStateStore, lazy.stores[name]).prefetch(keys)
+        cast(ShardedStore, lazy.stores[name]).prefetch(keys)
     assert run_task(processor, lazy, list(batch)) == run_task(processor, held, list(batch))
     assert lazy.changed == held.changed
-    assert sum(m.scans for m in maps.values()) == 0
-    assert sum(m.lookups for m in maps.values()) <= 10 * len(batch)
+    assert sum(state.scans for state, _ in maps.values()) == 0
+    assert sum(state.lookups for state, _ in maps.values()) <= 10 * len(batch)
+
+
+def test_a_growing_store_splits_into_shards_of_a_few_thousand_entries_each_one_state_entry():
+    entries = {b"key-%d" % i: StoreValue(b"%d" % i, i, "aux" if i % 2 else "") for i in range(50_000)}
+    state, directory = sharded(entries)
+    assert directory.entries == 50_000
+    assert len(state.data) == directory.shards >= 50_000 / SHARD_ENTRIES
+    assert max(len(decode_shard(blob)) for (blob,) in state.data.values()) <= 3 * SHARD_ENTRIES
+    read_back = store_of(state, directory, read_all=True)
+    assert {k: read_back[k] for k in read_back} == entries
+
+
+def test_a_batch_that_changes_ten_keys_of_a_large_store_rewrites_at_most_ten_shards():
+    entries = {b"key-%d" % i: StoreValue(b"x", i) for i in range(100_000)}
+    state, directory = sharded(entries)
+    store = store_of(state, directory)
+    touched = [b"key-%d" % i for i in random.Random(7).sample(range(100_000), 10)]
+    store.prefetch(touched)
+    for key in touched[:5]:
+        store[key] = StoreValue(b"changed", 1)
+    for key in touched[5:]:
+        del store[key]
+    store.write_back()
+    assert state.lookups <= 10 and state.writes <= 10 and state.scans == 0
+    after = store_of(state, store.directory, read_all=True)
+    expected = {**{k: v for k, v in entries.items() if k not in touched[5:]},
+                **{k: StoreValue(b"changed", 1) for k in touched[:5]}}
+    assert len(after) == len(expected) and {k: after[k] for k in after} == expected
+
+
+def test_a_store_emptied_leaves_no_shard_behind():
+    entries = {b"k%d" % i: StoreValue(None if i % 3 else b"v", i) for i in range(9_000)}
+    state, directory = sharded(entries)
+    store = store_of(state, directory, read_all=True)
+    for key in list(store):
+        del store[key]
+    store.write_back()
+    assert state.data == {} and store.directory.entries == 0
+
+
+def test_a_shard_round_trips_values_timestamps_and_bookkeeping():
+    entries = {b"": StoreValue(None, 0), b"\x00k": StoreValue(b"", -5, "{\"a\": 1}"), b"k": StoreValue(b"v", 2**62)}
+    assert {k: StoreValue(v, t, a) for k, v, t, a in decode_shard(encode_shard(entries))} == entries

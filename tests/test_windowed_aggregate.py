@@ -70,6 +70,22 @@ def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
     outside = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(19)),
                   "-o", "json")
     assert json.loads(outside.stdout) == []
+    # the store's change feed, applied batch by batch, gives the store as read at each batch
+    # (both read from the checkpoint, the feed by comparing each batch's shards with the batch before)
+    feed = json.loads(cli("state", "changes", "--app-id", source + "-app", "--from-batch", "0", "-o", "json").stdout)
+    held: dict[tuple, int] = {}
+    for batch in range(3):
+        for change in (c for c in feed if c["batch_id"] == batch):
+            slot = (change["key"], change["window_start"])
+            if change["change_type"] == "delete":
+                del held[slot]
+            else:
+                held[slot] = change["value"]
+        if batch == 0:
+            assert held == {("a", _ms(0)): 2, ("a", _ms(10)): 1}
+        snapshot = cli("state", "all", "--app-id", source + "-app", "--batch-id", str(batch), "-o", "json")
+        assert held == {(e["key"], e["window_start"]): e["value"] for e in json.loads(snapshot.stdout)}
+    assert held == {("a", _ms(20)): 1, ("b", _ms(20)): 1}
 
 
 def test_tumbling_emit_final_emits_each_closed_window_once(kafka, spark, topic_name):

@@ -15,3 +15,7 @@ class CheckpointLocationError(KstoolError):
 
 class StateMissingError(KstoolError):
     """The checkpoint names committed batches whose state files are gone."""
+
+
+class StateLayoutError(KstoolError):
+    """The checkpoint keeps its stores in a layout this kstool no longer runs."""

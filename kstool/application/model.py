@@ -21,6 +21,9 @@ MANIFEST = "app.json"
 # batches of history a checkpoint keeps (Spark's minBatchesToRetain: offsets, commits and state
 # versions), so that `reprocess` can roll an app back and `state --batch-id` can look back
 DEFAULT_HISTORY_BATCHES = 1000
+# how per-task stores sit in Spark's state: an entry per store key (checkpoints begun before the shards), or shards
+# of a few thousand entries (kstool.topologies.shards); a checkpoint keeps the layout it began with
+STATE_LAYOUT_ENTRIES, STATE_LAYOUT_SHARDS = 1, 2
 
 
 def default_state_dir() -> Path:
@@ -113,6 +116,7 @@ class Manifest:
     # the last run's options, as the command line gave them (on_error, late_topic,
     # processing_guarantee, on_data_loss, ...): what `reprocess` runs the app with
     run_settings: dict[str, Any] = field(default_factory=dict)
+    state_layout: int = STATE_LAYOUT_ENTRIES  # a manifest without it is older than the shards
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import cast
 
 from kstool.application.exceptions import IncompatibleRunError
-from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
+from kstool.application.model import (
+    STATE_LAYOUT_SHARDS,
+    AppPaths,
+    Manifest,
+    check_compatible,
+    load_manifest,
+    save_manifest,
+)
 from kstool.contract import Topology
 from kstool.engine.options import RunOptions
 from kstool.errors import UsageError
@@ -42,8 +49,10 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
     if existing is not None:
         check_compatible(existing, wanted)
     wanted.changelog_by_task = True  # apps created before kstool 0.2 keep partitioning by key
+    wanted.state_layout = STATE_LAYOUT_SHARDS
     if existing is not None:  # what the app's history decided, kept
         wanted.changelog_by_task, wanted.restore_pending = existing.changelog_by_task, existing.restore_pending
+        wanted.state_layout = existing.state_layout
         wanted.origin, wanted.history_batches = existing.origin, existing.history_batches
         wanted.run_settings = existing.run_settings
     wanted.history_batches = options.history_batches or wanted.history_batches

@@ -12,10 +12,11 @@ import dataclasses
 import time
 
 from kstool.application.checkpoint import committed_offsets, last_committed_batch, missing_state
-from kstool.application.exceptions import StateMissingError
+from kstool.application.exceptions import StateLayoutError, StateMissingError
 from kstool.application.location import CheckpointFiles, local_path
 from kstool.application.metrics import MetricsLog
 from kstool.application.model import (
+    STATE_LAYOUT_SHARDS,
     AppLock,
     AppPaths,
     Manifest,
@@ -69,7 +70,12 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
                                              ", ".join(seed.changelogs)))
         if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
             manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
+            manifest.state_layout = STATE_LAYOUT_SHARDS
             save_manifest(paths, manifest)
+        elif topology.per_task and manifest.state_layout != STATE_LAYOUT_SHARDS:
+            raise StateLayoutError(
+                f"app {options.app_id!r} keeps its state in an older layout (an entry per key) that this kstool "
+                f"no longer runs; rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
         parked_queries = parking_for(options, seed)
         if parked_queries is None:
             parking.release(paths)  # the engine's query of the app, if it keeps one, must not run too

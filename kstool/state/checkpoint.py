@@ -11,11 +11,12 @@ from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
 from kstool.engine.session import SparkOptions
 from kstool.state.backend import Change, Entry
 from kstool.state.exceptions import StateReadError
+from kstool.topologies.shards import decode_shard
 
 
 class CheckpointBackend:
     def __init__(self, app_id: str, checkpoint: CheckpointFiles, store: StoreSpec, spark_options: SparkOptions,
-                 batch_id: int | None = None):
+                 batch_id: int | None = None, sharded: bool = True):
         batches = committed_batches(checkpoint)
         if not batches:
             raise StateReadError(f"app {app_id!r} has no committed batch in {checkpoint.uri}")
@@ -23,6 +24,8 @@ class CheckpointBackend:
             raise StateReadError(f"batch {batch_id} is not a committed batch of {app_id!r} "
                                  f"(committed: {batches[0]}..{batches[-1]})")
         self.checkpoint, self.store, self.spark_options = checkpoint, store, spark_options
+        # a per-task store's entries in shards (kstool.topologies.shards), or an entry per key
+        self.sharded = sharded and bool(store.spark_state_var)
         self.batch_id = batches[-1] if batch_id is None else batch_id
         self.description = f"checkpoint {checkpoint.uri} at batch {self.batch_id}"
         self._spark = None
@@ -43,6 +46,8 @@ class CheckpointBackend:
         return reader
 
     def _fields(self, frame) -> tuple[str, str]:
+        if self.sharded:
+            return "user_map_key.shard", "user_map_value.entries"
         if self.store.spark_state_var:  # a map from changelog key bytes to value bytes
             return "user_map_key.key", "user_map_value.value"
         keys, values = (frame.schema[part].dataType.fieldNames() for part in ("key", "value"))
@@ -70,8 +75,11 @@ class CheckpointBackend:
         key, value = self._fields(frame)
         table = frame.select(F.col(key).alias("k"), F.col(value).alias("v"),
                              F.col("partition_id")).toArrow()
-        keys, values, starts, ends = self._decoded(table.column("k").to_pylist(), table.column("v").to_pylist())
-        rows = zip(keys, values, starts, ends, table.column("partition_id").to_pylist())
+        raw_keys, raw_values, partitions = (table.column(c).to_pylist() for c in ("k", "v", "partition_id"))
+        if self.sharded:
+            raw_keys, raw_values, partitions = _unsharded(raw_keys, raw_values, partitions)
+        keys, values, starts, ends = self._decoded(raw_keys, raw_values)
+        rows = zip(keys, values, starts, ends, partitions)
         return sorted((Entry(*row) for row in rows), key=lambda e: (_sort_key(e.key), e.window_start or 0))
 
     def _state(self):
@@ -92,6 +100,8 @@ class CheckpointBackend:
     def changes(self, from_batch: int, to_batch: int | None) -> list[Change]:
         from pyspark.sql import functions as F
 
+        if self.sharded:
+            return self._sharded_changes(from_batch, self.batch_id if to_batch is None else to_batch)
         reader = (self._reader().option("readChangeFeed", "true")
                   .option("changeStartBatchId", from_batch)
                   .option("changeEndBatchId", self.batch_id if to_batch is None else to_batch))
@@ -104,6 +114,59 @@ class CheckpointBackend:
         rows = zip(*columns, keys, values, table.column("partition_id").to_pylist(), starts, ends)
         return sorted((Change(*row) for row in rows),
                       key=lambda c: (c.batch_id, _sort_key(c.key), c.window_start or 0))
+
+
+    def _sharded_changes(self, from_batch: int, to_batch: int) -> list[Change]:
+        """A shard is rewritten whole, so a batch's changes are what its shards hold against what
+        they held before it; an entry that moved to a new shard (a split) did not change."""
+        from pyspark.sql import functions as F
+
+        held: dict[tuple[int, bytes], dict[bytes, bytes | None]] = {}  # (partition, shard) -> entries
+        if from_batch > 0:
+            try:
+                before = self._reader().option("batchId", from_batch - 1).load(self.checkpoint.uri)
+                rows = before.select("partition_id", "user_map_key.shard", "user_map_value.entries").collect()
+            except Exception as failure:
+                raise StateReadError(f"changes from batch {from_batch} need the state of batch {from_batch - 1}, "
+                                     f"which {self.checkpoint.uri} does not keep: {str(failure).splitlines()[0]}") from None
+            held = {(p, shard): dict(_pairs(blob)) for p, shard, blob in rows}
+        feed = (self._reader().option("readChangeFeed", "true").option("changeStartBatchId", from_batch)
+                .option("changeEndBatchId", to_batch).load(self.checkpoint.uri)
+                .select("batch_id", "change_type", "partition_id", F.col("user_map_key.shard").alias("shard"),
+                        F.col("user_map_value.entries").alias("blob")).toArrow().to_pylist())
+        out: list[tuple[int, str, bytes, bytes | None, int]] = []
+        for batch in sorted({row["batch_id"] for row in feed}):
+            removed: dict[tuple[int, bytes], bytes | None] = {}
+            added: dict[tuple[int, bytes], bytes | None] = {}
+            for row in (r for r in feed if r["batch_id"] == batch):
+                slot = (row["partition_id"], row["shard"])
+                old = held.pop(slot, {})
+                new = dict(_pairs(row["blob"])) if row["change_type"] == "update" and row["blob"] else {}
+                held[slot] = new
+                removed.update(((slot[0], k), v) for k, v in old.items() if k not in new)
+                added.update(((slot[0], k), v) for k, v in new.items() if k not in old or old[k] != v)
+            moved = {slot for slot, value in added.items() if slot in removed and removed[slot] == value}
+            out += [(batch, "update", k, v, p) for (p, k), v in added.items() if (p, k) not in moved]
+            out += [(batch, "delete", k, None, p) for (p, k) in removed if (p, k) not in added]
+        keys, values, starts, ends = self._decoded([row[2] for row in out], [row[3] for row in out])
+        changes = [Change(batch, kind, key, value, partition, start, end) for (batch, kind, _, _, partition), key,
+                   value, start, end in zip(out, keys, values, starts, ends)]
+        return sorted(changes, key=lambda c: (c.batch_id, _sort_key(c.key), c.window_start or 0))
+
+
+def _pairs(blob: bytes) -> list[tuple[bytes, bytes | None]]:
+    return [(key, value) for key, value, _, _ in decode_shard(blob)]
+
+
+def _unsharded(shards: list, blobs: list, partitions: list) -> tuple[list, list, list]:
+    """The store entries of shard rows: (store keys, values, partitions)."""
+    keys, values, parts = [], [], []
+    for blob, partition in zip(blobs, partitions):
+        for key, value in _pairs(blob):
+            keys.append(key)
+            values.append(value)
+            parts.append(partition)
+    return keys, values, parts
 
 
 def _sort_key(key: Any):

@@ -11,7 +11,7 @@ from typing import Any
 
 from kstool.application.checkpoint import committed_batches
 from kstool.application.location import CheckpointFiles
-from kstool.application.model import AppPaths, Manifest, StoreSpec, load_manifest
+from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, load_manifest
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import flag_formats, store_formats
 from kstool.engine.checkpoint_files import app_checkpoint
@@ -93,7 +93,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
         return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms), store
     checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
-                                source.batch_id)
+                                source.batch_id, sharded=manifest.state_layout == STATE_LAYOUT_SHARDS)
     if source.use_engine and EnginePaths.of_home().socket.exists():
         return HostedBackend(clients, source, backend.description), store
     return backend, store

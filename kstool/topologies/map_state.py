@@ -1,4 +1,4 @@
-"""A task's stores in Spark's MapState, as its processor sees them during a batch.
+"""Bulk calls to Spark's MapState, which holds a task's store shards (kstool.topologies.shards).
 
 PySpark's MapState answers each getValue/updateValue with a round trip to the task's state
 server (a socket per task). The state server answers requests in order, one answer per
@@ -12,10 +12,7 @@ integration tests run it).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from typing import Any, Iterable, Iterator, Protocol
-
-from kstool.streams.task import StoreValue
+from typing import Any, Iterable, Protocol
 
 # A chunk of requests goes out in one socket write, well below the socket buffers: the server
 # never waits for the rest of a request while kstool waits for its answers.
@@ -35,7 +32,7 @@ class PipelinedMapState:
         self.api = self.client._stateful_processor_api_client
 
     def get_many(self, keys: list[bytes]) -> dict[bytes, tuple | None]:
-        """getValue of each key: the stored (value, timestamp, aux), or None."""
+        """getValue of each key: the stored value (a tuple of the value schema's fields), or None."""
         from pyspark.sql.streaming.proto import StateMessage_pb2 as m
 
         answers = self._pipeline(
@@ -90,76 +87,3 @@ class PipelinedMapState:
         if errors:
             raise PySparkRuntimeError(f"map state {self.name}: {errors[0]}")
         return answers
-
-
-class MapStateStore(MutableMapping[bytes, StoreValue]):
-    """One store of a task during a batch: entries come from Spark's MapState when first asked
-    for (`prefetch` asks for many at once; iterating reads the store whole), and changes stay
-    here until `write_back`."""
-
-    def __init__(self, state: Any, read_all: bool, bulk: BulkState | None = None):
-        self.state = state
-        self.bulk = bulk or PipelinedMapState(state)
-        self.known: dict[bytes, StoreValue | None] = {}  # None: absent (or deleted this batch)
-        self.complete = not state.exists()  # an empty store has nothing to look up
-        if read_all:
-            self._read_all()
-
-    def prefetch(self, keys: Iterable[bytes]) -> None:
-        if self.complete:
-            return
-        wanted = list({key for key in keys if key not in self.known})
-        if wanted:
-            for key, found in self.bulk.get_many(wanted).items():
-                self.known[key] = None if found is None else StoreValue(*found)
-
-    def write_back(self, changed: dict[bytes, bool]) -> None:
-        """Persist the entries this batch changed ({key: whether it existed before})."""
-        writes: list[tuple[bytes, tuple | None]] = []
-        for key, existed in changed.items():
-            value = self.known.get(key)
-            if value is not None:
-                writes.append((key, (value.value, value.timestamp, value.stored_aux())))
-            elif existed:
-                writes.append((key, None))
-        self.bulk.write_many(writes)
-
-    def _lookup(self, key: bytes) -> StoreValue | None:
-        if key not in self.known:
-            if self.complete:
-                return None
-            found = self.state.getValue((key,))
-            self.known[key] = None if found is None else StoreValue(*found)
-        return self.known[key]
-
-    def _read_all(self) -> None:
-        if not self.complete:
-            for (key,), value in self.state.iterator():
-                if key not in self.known:  # what this batch changed wins
-                    self.known[key] = StoreValue(*value)
-            self.complete = True
-
-    def __getitem__(self, key: bytes) -> StoreValue:
-        value = self._lookup(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, bytes) and self._lookup(key) is not None
-
-    def __setitem__(self, key: bytes, value: StoreValue) -> None:
-        self.known[key] = value
-
-    def __delitem__(self, key: bytes) -> None:
-        if self._lookup(key) is None:
-            raise KeyError(key)
-        self.known[key] = None
-
-    def __iter__(self) -> Iterator[bytes]:
-        self._read_all()
-        return iter([key for key, value in self.known.items() if value is not None])
-
-    def __len__(self) -> int:
-        self._read_all()
-        return sum(value is not None for value in self.known.values())

@@ -1,17 +1,18 @@
 """Runs a `kstool.streams` processor per task inside Spark's transformWithState.
 
 The grouping key is the task (the input partition, as in Kafka Streams, or the partition a
-repartition topic would give). A task's stores live in Spark's state (one MapState per store:
-store key bytes -> value, timestamp, bookkeeping). Each micro-batch, its records are processed in
-Kafka Streams' order against stores that read an entry from Spark's state when the processor
-first asks for it (a small batch costs lookups of the keys it touches, not a read of the whole
-store; the keys a batch will touch are asked for at once), and only the entries that changed are
-written back (kstool.topologies.map_state). Spark checkpoints the state with the batch, so
+repartition topic would give). A task's stores live in Spark's state, one MapState per store
+holding the store's entries in shards of a few thousand (kstool.topologies.shards). Each
+micro-batch, its records are processed in Kafka Streams' order against stores that read a
+shard from Spark's state when the processor first asks for one of its keys (a small batch costs
+the shards of the keys it touches, asked for at once; a large one reads the store whole), and
+only the shards that changed are written back. Spark checkpoints the state with the batch, so
 stream time, windows and join buffers survive restarts.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import MutableMapping
 from typing import Callable, Iterator, cast
 
@@ -19,8 +20,8 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kstool.streams.task import Processor, Record, Restorable, StoreValue, TaskState, run_task, task_stores
-from kstool.topologies.map_state import MapStateStore, PipelinedMapState
+from kstool.streams.task import NO_TIME, Processor, Record, Restorable, StoreValue, TaskState, run_task, task_stores
+from kstool.topologies.shards import Directory, ShardedStore
 
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
 # a topology whose source combines (kstool.streams.task.Record.partial) adds these
@@ -30,13 +31,14 @@ OUTPUT_SCHEMA = StructType([
     StructField("value", BinaryType()), StructField("event_time", LongType(), False),
     StructField("task", IntegerType(), False),
 ])
-STORE_KEY_SCHEMA = StructType([StructField("key", BinaryType(), False)])
-STORE_VALUE_SCHEMA = StructType([StructField("value", BinaryType()), StructField("timestamp", LongType()),
-                                 StructField("aux", StringType())])
+SHARD_KEY_SCHEMA = StructType([StructField("shard", BinaryType(), False)])
+SHARD_VALUE_SCHEMA = StructType([StructField("entries", BinaryType(), False)])
 # a batch this large reads its stores whole: one scan instead of a lookup per key it touches
 BULK_READ_RECORDS = 10_000
 META = "task_meta"
-META_SCHEMA = StructType([StructField("stream_time", LongType()), StructField("sequence", IntegerType())])
+# stream time, join sequence, and each store's shard directory as JSON ({store: [level, split, entries]})
+META_SCHEMA = StructType([StructField("stream_time", LongType()), StructField("sequence", IntegerType()),
+                          StructField("directories", StringType())])
 
 
 class TaskProcessor(StatefulProcessor):
@@ -45,7 +47,7 @@ class TaskProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.processor = self.make_processor()
-        self.maps = {name: handle.getMapState(name, STORE_KEY_SCHEMA, STORE_VALUE_SCHEMA)
+        self.maps = {name: handle.getMapState(name, SHARD_KEY_SCHEMA, SHARD_VALUE_SCHEMA)
                      for name in task_stores(self.processor)}
         self.meta = handle.getValueState(META, META_SCHEMA)
 
@@ -59,16 +61,16 @@ class TaskProcessor(StatefulProcessor):
             if "count" in frame.columns:
                 _add_partials(records[len(records) - len(frame):], frame)
         read_all = len(records) >= BULK_READ_RECORDS
-        stores = {name: MapStateStore(state, read_all) for name, state in self.maps.items()}
+        stream_time, sequence, directories = self._meta()
+        stores = {name: ShardedStore(state, directories[name], read_all) for name, state in self.maps.items()}
         if not read_all:  # what the batch will read, asked for at once
             for name, wanted in self.processor.reads(records).items():
                 stores[name].prefetch(wanted)
-        meta = self.meta.get() if self.meta.exists() else None
-        state = TaskState(cast(dict[str, MutableMapping[bytes, StoreValue]], stores), *(meta or ()))
+        state = TaskState(cast(dict[str, MutableMapping[bytes, StoreValue]], stores), stream_time, sequence)
         emitted = run_task(self.processor, state, records)
-        for name, changed in state.changed.items():
-            stores[name].write_back(changed)
-        self.meta.update((state.stream_time, state.sequence))
+        for store in stores.values():
+            store.write_back()
+        self._save_meta(state.stream_time, state.sequence, directories)
         yield pd.DataFrame({"role": [e.role for e in emitted], "key": [e.key for e in emitted],
                             "value": [e.value for e in emitted], "event_time": [e.timestamp for e in emitted],
                             "task": [int(key[0])] * len(emitted)}, columns=OUTPUT_SCHEMA.fieldNames())
@@ -80,16 +82,25 @@ class TaskProcessor(StatefulProcessor):
         processor = cast(Restorable, self.processor)
         stream_time = int(initialState["timestamp"].max())
         observed = initialState.groupby("store")["timestamp"].max().to_dict()
-        writes: dict[str, list[tuple[bytes, tuple]]] = {}
+        directories = {name: Directory() for name in self.maps}
+        stores = {name: ShardedStore(state, directories[name], False) for name, state in self.maps.items()}
         entries = zip(*(initialState[c].tolist() for c in ("store", "key", "value", "timestamp")))
         for store, store_key, value, ts in entries:
             restored = processor.restored(store, store_key, value, ts, int(observed[store]))
             if restored is not None:
-                writes.setdefault(store, []).append(
-                    (store_key, (restored.value, restored.timestamp, restored.stored_aux())))
-        for store, entries_of_store in writes.items():
-            PipelinedMapState(self.maps[store]).write_many(entries_of_store)
-        self.meta.update((stream_time, 0))
+                stores[store][store_key] = restored
+        for sharded in stores.values():
+            sharded.write_back()
+        self._save_meta(stream_time, 0, directories)
+
+    def _meta(self) -> tuple[int, int, dict[str, Directory]]:
+        meta = self.meta.get() if self.meta.exists() else None
+        stream_time, sequence, saved = meta if meta is not None else (NO_TIME, 0, None)
+        found = json.loads(saved) if saved else {}
+        return stream_time, sequence, {name: Directory(*found.get(name, ())) for name in self.maps}
+
+    def _save_meta(self, stream_time: int, sequence: int, directories: dict[str, Directory]) -> None:
+        self.meta.update((stream_time, sequence, json.dumps({n: d.to_list() for n, d in directories.items()})))
 
     def close(self) -> None:
         pass

@@ -1,0 +1,91 @@
+"""This tree against another kstool checkout on the same records, step by step in one run.
+
+    git worktree add /tmp/kstool-base <commit>
+    .venv/bin/python -m bench.versus --base /tmp/kstool-base [--this DIR] [--steps windowed_count_5m,...]
+
+One private embedded broker, the records loaded once; each step runs with the base checkout's
+code (PYTHONPATH, Spark's Python workers included) and then with this tree's (or --this, a
+checkout that cannot change while the runs go on), so a change is measured against the code it
+replaces on the same machine and data. Every run is cold: no warm engine. Results:
+bench/results/versus-<time>.json (processing records/s and wall time per side, and their ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.__main__ import kstool, machine, run_once, write_results
+from bench.load import create_topic, keyed_records, load
+
+# topic -> (records, keys, seed); the join topics hold a key per record, placed by Kafka's partitioner
+TOPICS = {"bench-keys-5m": (5_000_000, 10_000, 2), "bench-keys-1m": (1_000_000, 10_000, 3),
+          "bench-keys-1m-right": (1_000_000, 10_000, 4), "bench-join": (1_000_000, 1_000_000, 5),
+          "bench-join-right": (1_000_000, 1_000_000, 6)}
+STEPS = {
+    "windowed_count_5m": ("bench-keys-5m", "aggregate", ("--window", "tumbling:1s")),
+    "windowed_count_final_1m": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", "--emit", "final")),
+    "hopping_count_1m": ("bench-keys-1m", "aggregate", ("--window", "hopping:5s,1s")),
+    "session_count_1m": ("bench-keys-1m", "aggregate", ("--window", "session:1s")),
+    "table_table_join_2x1m": ("bench-keys-1m", "join", ("--kind", "table-table", "--how", "outer")),
+    "stream_table_join_1m_keys": ("bench-join", "join", ("--kind", "stream-table", "--how", "left")),
+    "table_table_join_1m_keys": ("bench-join", "join", ("--kind", "table-table", "--how", "outer")),
+}
+
+
+def checkout_env(env: dict, checkout: Path | None) -> dict:
+    """A checkout's code first on the path (None: this tree, as installed): `commands` lives
+    beside the package there, as here, so it is linked in as kstool.commands (what the editable
+    install maps)."""
+    if checkout is None:
+        return env
+    link = checkout / "kstool" / "commands"
+    if not link.exists():
+        link.symlink_to(checkout / "commands")
+    return {**env, "PYTHONPATH": str(checkout)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", type=Path, required=True, help="a checkout of the kstool to compare with")
+    parser.add_argument("--this", type=Path, help="a checkout to measure instead of this tree")
+    parser.add_argument("--steps", default=",".join(STEPS), help="comma-separated: " + ", ".join(STEPS))
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    steps = args.steps.split(",")
+    home = tempfile.mkdtemp(prefix="kstool-bench-")
+    # Python puts the working directory first on the path of `python -m` (the driver's and Spark's
+    # workers'): from this tree's root it would import this tree on both sides
+    os.chdir(home)
+    env = {**os.environ, "KSTOOL_HOME": home, "KSTOOL_ENGINE": "off"}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
+    results: dict = {"machine": machine(), "args": {**vars(args), "base": str(args.base), "this": str(args.this)},
+                     "runs": {}}
+    figures: dict = {}
+    try:
+        inputs = {STEPS[step][0] for step in steps}
+        for topic in sorted(inputs | {t + "-right" for t, topology, _ in map(STEPS.get, steps) if topology == "join"}):
+            count, keys, seed = TOPICS[topic]
+            create_topic(bootstrap, topic, 2)
+            load(bootstrap, topic, keyed_records(count, keys=keys, seed=seed), 2, by_key=keys == count)
+        for step in steps:
+            topic, topology, options = STEPS[step]
+            for side, side_env in (("base", checkout_env(env, args.base)), ("this", checkout_env(env, args.this))):
+                print(f"running {step} ({side}) ...", file=sys.stderr)
+                run = run_once(side_env, topic, f"bench-{step}-{side}".replace("_", "-"), args.master, topology, options)
+                results["runs"][f"{step}_{side}"] = run
+                figures[f"{step}_{side}_records_per_s"] = run["records_per_s"]
+                print(f"  {run}", file=sys.stderr)
+            figures[f"{step}_speedup"] = round(results["runs"][f"{step}_base"]["processing_s"]
+                                               / results["runs"][f"{step}_this"]["processing_s"], 2)
+    finally:
+        kstool(env, "broker", "stop")
+    write_results(results, figures, prefix="versus-")
+
+
+if __name__ == "__main__":
+    main()
