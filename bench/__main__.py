@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench import scaling
 from bench.latency import latency
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
-from bench.measure import PeakRss
+from bench.measure import PeakRss, cold_env
 from kstool.kafka.client import BULK_READ_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,9 +233,7 @@ def main() -> None:
     if args.only_state_scaling:
         return state_scaling_only(args)
 
-    home = tempfile.mkdtemp(prefix="kstool-bench-")
-    env = {**os.environ, "KSTOOL_HOME": home}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = cold_env()
     started = kstool(env, "broker", "start", "--port", "0", check=True)
     bootstrap = started.stdout.strip()
     results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
@@ -349,9 +347,7 @@ def main() -> None:
 
 
 def produce_only() -> None:
-    home = tempfile.mkdtemp(prefix="kstool-bench-")
-    env = {**os.environ, "KSTOOL_HOME": home}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = cold_env()
     bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
     results: dict = {"machine": machine(), "args": {"only_produce": True}, "runs": {}}
     try:
@@ -365,9 +361,7 @@ def produce_only() -> None:
 def combine_only(args) -> None:
     """The source's combiner against every record on its own (KSTOOL_COMBINE=off), in one run on
     the same records, with Quix Streams' count per key beside them."""
-    home = tempfile.mkdtemp(prefix="kstool-bench-")
-    env = {**os.environ, "KSTOOL_HOME": home}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = cold_env()
     bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
     results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
     runs = results["runs"]
@@ -410,9 +404,7 @@ def combine_only(args) -> None:
 
 
 def state_scaling_only(args) -> None:
-    home = tempfile.mkdtemp(prefix="kstool-bench-")
-    env = {**os.environ, "KSTOOL_HOME": home}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = cold_env()
     bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
     results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
     try:

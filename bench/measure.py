@@ -1,8 +1,9 @@
-"""Measuring helpers: process-tree peak RSS from /proc, percentiles."""
+"""Measuring helpers: process-tree peak RSS from /proc, percentiles, the environment of bench commands."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 
@@ -55,3 +56,11 @@ def percentile(values: list[float], q: float) -> float | None:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def cold_env(prefix: str = "kstool-bench-") -> dict:
+    """The environment of a bench's commands: a private kstool home (its own broker), and every
+    run cold, in its own process (no warm engine)."""
+    env = {**os.environ, "KSTOOL_HOME": tempfile.mkdtemp(prefix=prefix), "KSTOOL_ENGINE": "off"}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    return env

@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.load import create_topic
-from bench.measure import children, tree_rss_bytes
+from bench.measure import children, cold_env, tree_rss_bytes
 from kstool.kafka.partitioner import partition_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,9 +149,7 @@ def main() -> None:
     parser.add_argument("--kill-every", type=float, default=60, help="seconds")
     parser.add_argument("--apps", default=",".join(APPS))
     args = parser.parse_args()
-    home = tempfile.mkdtemp(prefix="kstool-soak-")
-    env = {**os.environ, "KSTOOL_HOME": home}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = cold_env("kstool-soak-")
     started = subprocess.run([*KSTOOL, "broker", "start", "--port", "0"], env=env, capture_output=True, text=True,
                              check=True)
     bootstrap = started.stdout.strip()

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from bench.__main__ import kstool, machine, run_once, write_results
 from bench.load import create_topic, keyed_records, load
+from bench.measure import cold_env
 
 # topic -> (records, keys, seed); the join topics hold a key per record, placed by Kafka's partitioner
 TOPICS = {"bench-keys-5m": (5_000_000, 10_000, 2), "bench-keys-1m": (1_000_000, 10_000, 3),
@@ -56,12 +56,10 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     steps = args.steps.split(",")
-    home = tempfile.mkdtemp(prefix="kstool-bench-")
+    env = cold_env()
     # Python puts the working directory first on the path of `python -m` (the driver's and Spark's
     # workers'): from this tree's root it would import this tree on both sides
-    os.chdir(home)
-    env = {**os.environ, "KSTOOL_HOME": home, "KSTOOL_ENGINE": "off"}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    os.chdir(env["KSTOOL_HOME"])
     bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
     results: dict = {"machine": machine(), "args": {**vars(args), "base": str(args.base), "this": str(args.this)},
                      "runs": {}}

@@ -14,8 +14,8 @@ from kstool.commands.completion import complete_apps, complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, state_dir_option
 from kstool.documents import AppTopRow
-from kstool.output import Column, Dashboard, Listing, emit, format_ms, sparkline, stdout_is_tty
-from kstool.timeutil import parse_duration
+from kstool.output import Column, Dashboard, Listing, emit, sparkline, stdout_is_tty
+from kstool.timeutil import format_duration, parse_duration
 
 SPARK_POINTS = 20  # lag samples in a dashboard row's trend
 
@@ -126,8 +126,8 @@ _TOP_COLUMNS = [Column("name", "APP"), Column("state"), Column("in", "IN/S", jus
 def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> Listing:
     shown = [{**row, "name": row["name"] + (" (group)" if row["kind"] == "group" else ""),
               "state": f"running ({row['running_pid']})" if row["running_pid"] else row["state"],
-              "in": row["input_rate"], "out": row["output_rate"], "time_lag": format_ms(row["time_lag_ms"]),
-              "batch": row["last_batch"], "took": format_ms(row["last_batch_ms"]),
+              "in": row["input_rate"], "out": row["output_rate"], "time_lag": format_duration(row["time_lag_ms"]),
+              "batch": row["last_batch"], "took": format_duration(row["last_batch_ms"]),
               "trend": sparkline(list(trends[row["name"]])) if trends is not None else None} for row in rows]
     columns = _TOP_COLUMNS + ([Column("trend", "LAG TREND")] if trends is not None else [])
     title = time.strftime("kstool apps top  %H:%M:%S") + ("  (q quits)" if trends is not None else "")

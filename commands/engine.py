@@ -6,6 +6,13 @@ import click
 
 from kstool.commands.options import output_option
 from kstool.engine.daemon import client
+from kstool.engine.daemon.protocol import (
+    DEFAULT_MAX_PARKED,
+    IDLE_ENV,
+    EngineSettings,
+    idle_timeout_from_env,
+    parse_idle_timeout,
+)
 from kstool.engine.session import SparkOptions
 from kstool.output import Column, Listing, emit, info
 
@@ -13,7 +20,8 @@ from kstool.output import Column, Listing, emit, info
 @click.group()
 def engine():
     """A warm Spark engine for this kstool home: `run`, `reprocess` and the checkpoint-backed
-    `state` reads use it while it runs (--no-engine to bypass)."""
+    `state` reads use it, and start it when none runs; it stops after an idle time
+    (--no-engine or KSTOOL_ENGINE=off: neither use nor start it)."""
 
 
 @engine.command()
@@ -21,9 +29,16 @@ def engine():
               help="Spark master URL the engine's session runs on (a cluster's spark://... too).")
 @click.option("--wait", "start_timeout", type=click.FloatRange(min=1), default=300, show_default=True,
               metavar="SECONDS", help="How long to wait for the engine's Spark session.")
-def start(master: str, start_timeout: float):
+@click.option("--idle-timeout", metavar="DURATION",
+              help=f"Stop after this long with nothing to run; 0: never [default: ${IDLE_ENV}, else 30m].")
+@click.option("--driver-memory", metavar="SIZE", help="The engine's JVM heap, e.g. 4g [default: Spark's 1g].")
+@click.option("--max-parked", type=click.IntRange(min=0), default=DEFAULT_MAX_PARKED, show_default=True,
+              help="Apps whose query the engine keeps between --once runs; past it the least recently used stops.")
+def start(master: str, start_timeout: float, idle_timeout: str | None, driver_memory: str | None,
+          max_parked: int) -> None:
     """Start the engine in the background; prints its pid once it serves."""
-    state = client.start(master, start_timeout)
+    idle_ms = idle_timeout_from_env() if idle_timeout is None else parse_idle_timeout(idle_timeout)
+    state = client.start(EngineSettings(master, idle_ms, driver_memory, max_parked), start_timeout)
     info(f"engine started (pid {state['pid']}, master {state['master']}); log: {state['log']}")
     click.echo(state["pid"])
 

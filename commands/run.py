@@ -106,7 +106,7 @@ engine_options = gathered(
     click.option("--report", type=click.Choice(["text", "json"]), default="text",
                  show_default=True, help="Final summary: a line on stderr, or JSON on stdout."),
     click.option("--no-engine", is_flag=True,
-                 help="Run in this process even when the warm engine (kstool engine start) runs."),
+                 help="Run in this process: neither use the warm engine nor start one (also KSTOOL_ENGINE=off)."),
     click.option("--schema-registry", metavar="URL",
                  help="With --input-value-format avro|protobuf|jsonschema: the Schema Registry (else schema.registry.url "
                       "from --command-config)."),

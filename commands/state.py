@@ -40,7 +40,8 @@ _SOURCE_OPTIONS = [
     click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
     click.option("--value-format", type=STORE_FORMATS, help="With --changelog-topic."),
     click.option("--no-engine", "use_engine", flag_value=False, default=True,
-                 help="Read the checkpoint in this process even when the warm engine runs."),
+                 help="Read the checkpoint in this process: neither use the warm engine nor start one "
+                      "(also KSTOOL_ENGINE=off)."),
 ]
 _BATCH_OPTION = click.option("--batch-id", type=click.IntRange(min=0),
                              help="The store as of this committed batch (checkpoint only).")

@@ -7,7 +7,7 @@ SUMMARIES = {
     'completion': 'Print the completion script for SHELL (see README: where to install it).',
     'config': 'Show the effective configuration.',
     'consume': 'Read records from TOPIC (follows new records until Ctrl-C unless -e, -n or --to-time).',
-    'engine': 'A warm Spark engine for this kstool home: `run`, `reprocess` and the checkpoint-backed `state` reads use it while it runs (--no-engine to bypass).',
+    'engine': 'A warm Spark engine for this kstool home: `run`, `reprocess` and the checkpoint-backed `state` reads use it, and start it when none runs; it stops after an idle time (--no-engine or KSTOOL_ENGINE=off: neither use nor start it).',
     'groups': 'Consumer groups (= application ids), members, committed offsets and lag.',
     'produce': 'Write records to TOPIC from stdin (or --file), one per line.',
     'replay': 'Copy records for reprocessing: keys, values, headers and timestamps kept, plus provenance headers (source topic, partition, offset).',

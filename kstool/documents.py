@@ -170,5 +170,8 @@ class EngineStatus(TypedDict):  # engine status -o json; only {"running": false}
     jvm_heap_max_bytes: NotRequired[int]
     runs: NotRequired[list[EngineRun]]
     parked: NotRequired[list[str]]  # app folders whose query the engine keeps between --once runs
+    max_parked: NotRequired[int]  # past it, parking a query stops the least recently used one
+    idle_s: NotRequired[float]  # since the engine last hosted a call (0 while it hosts one)
+    idle_timeout_s: NotRequired[float]  # the engine stops after this long idle; 0: never
     socket: NotRequired[str]
     log: NotRequired[str]

@@ -193,18 +193,6 @@ def sparkline(values: list[int | None]) -> str:
                    for v in values)
 
 
-def format_ms(ms: int | None) -> str | None:
-    """A duration for people: 850ms, 4.2s, 3m07s, 2h05m."""
-    if ms is None:
-        return None
-    if ms < 1_000:
-        return f"{ms}ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f}s"
-    minutes, seconds = divmod(ms // 1000, 60)
-    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
-
-
 class Dashboard:
     """A table redrawn in place on the terminal (rich Live); `q` or Ctrl-C quits."""
 

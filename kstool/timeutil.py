@@ -103,3 +103,15 @@ def format_time(ms: int | None) -> str | None:
         return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     except (OverflowError, ValueError, OSError):
         return None
+
+
+def format_duration(ms: int | None) -> str | None:
+    """A duration for people: 850ms, 4.2s, 3m07s, 2h05m."""
+    if ms is None:
+        return None
+    if ms < 1_000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"

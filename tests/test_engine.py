@@ -28,6 +28,11 @@ def _status() -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.fixture(autouse=True)
+def engine_wanted(monkeypatch):
+    monkeypatch.setenv("KSTOOL_ENGINE", "on")  # tests/conftest.py keeps the other tests in process
+
+
 @pytest.fixture(scope="module")
 def engine(kafka, jvm_archive):
     started = cli_subprocess("engine", "start", timeout=320)
@@ -301,15 +306,17 @@ def test_engine_stop_lets_each_of_its_runs_finish_its_batch(kafka, engine, topic
     assert cli_subprocess("engine", "start", timeout=320).exit_code == 0  # for the next test
 
 
-def test_an_engine_killed_under_a_waiting_client_fails_it_and_a_run_of_its_own_goes_on(
+def test_an_engine_killed_under_a_waiting_client_fails_it_and_the_next_run_starts_a_new_one(
         kafka, spark, engine, topic_name):
-    """The last test of the module: it kills the engine."""
+    """The last test of the module: it kills the engine; the rerun starts another (stopped by
+    the module's fixture) and goes on from the checkpoint."""
     create_topic(kafka, topic_name, 2)
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:200]])
     app = topic_name + "-app"
     client = _continuous(topic_name, app)
     _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
-    os.killpg(_status()["pid"], signal.SIGKILL)  # the engine, its Spark JVM and Python workers
+    killed = _status()["pid"]
+    os.killpg(killed, signal.SIGKILL)  # the engine, its Spark JVM and Python workers
     _, stderr = client.communicate(timeout=60)
     assert client.returncode == 1
     assert stderr.strip().splitlines()[-1].startswith(f"kstool: error: the engine stopped while running {app}")
@@ -318,5 +325,6 @@ def test_an_engine_killed_under_a_waiting_client_fails_it_and_a_run_of_its_own_g
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[200:]])
     rerun = cli("run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app, "--once")
     assert rerun.exit_code == 0, rerun.stderr
+    assert "started the warm engine" in rerun.stderr and _status()["pid"] != killed
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
     assert counts == dict(oracle(WORDS))

@@ -65,7 +65,16 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Exited, waiting for its parent to reap it (e.g. an engine started by a long-lived process)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def load_running_profile() -> Profile | None:

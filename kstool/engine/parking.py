@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 from kstool.application.model import AppPaths
 from kstool.home import write_private_text
 
+_log = logging.getLogger("kstool.engine")
 # how often a parked query looks at its gate: the wait a run adds before its batch starts
 PARK_TRIGGER_MS = 100
 
@@ -55,11 +57,13 @@ class ParkedQuery:
 
 
 class ParkedQueries:
-    """The engine's parked queries, one per app folder."""
+    """The engine's parked queries, one per app folder, at most `limit`: parking one more stops
+    the one used least recently (each holds its state stores and a Python source process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
         self._lock = threading.Lock()
-        self._by_app: dict[Path, ParkedQuery] = {}
+        self._by_app: dict[Path, ParkedQuery] = {}  # least recently used first
+        self.limit = limit
 
     def take(self, app: Path, key: str, last_batch: int | None) -> ParkedQuery | None:
         """The app's parked query when it can serve a run built from `key` on a checkpoint whose
@@ -76,6 +80,12 @@ class ParkedQueries:
     def park(self, app: Path, parked: ParkedQuery) -> None:
         with self._lock:
             self._by_app[app] = parked
+            evicted = list(self._by_app.items())[:max(0, len(self._by_app) - self.limit)]
+            for folder, _ in evicted:
+                del self._by_app[folder]
+        for folder, query in evicted:
+            query.stop()
+            _log.info("%s: parked query stopped (the engine keeps %d)", folder, self.limit)
 
     def release(self, app: Path) -> bool:
         with self._lock:
@@ -98,10 +108,10 @@ class ParkedQueries:
 _engine_queries: ParkedQueries | None = None
 
 
-def host_parked_queries() -> ParkedQueries:
+def host_parked_queries(limit: int) -> ParkedQueries:
     """Called once by the engine process: its --once runs park their queries."""
     global _engine_queries
-    _engine_queries = ParkedQueries()
+    _engine_queries = ParkedQueries(limit)
     return _engine_queries
 
 

@@ -123,7 +123,9 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
     progress: dict[TP, int] = {}
     try:
         while pending or follow:
-            batch = consumer.consume(num_messages=500, timeout=0.5)
+            # consume() waits out its whole timeout unless it fills num_messages: a short wait
+            # lets `-e` end as soon as the last partition is done (10 records: 0.7 -> 0.2 s)
+            batch = consumer.consume(num_messages=500, timeout=0.05)
             if not batch:
                 _finish_drained(consumer, pending, plan.stop)
             for msg in batch:

@@ -15,7 +15,7 @@ from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, St
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import flag_formats, store_formats
 from kstool.engine.checkpoint_files import app_checkpoint
-from kstool.engine.daemon.protocol import EnginePaths
+from kstool.engine.daemon.client import engine_wanted
 from kstool.engine.session import SparkOptions
 from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
@@ -39,7 +39,7 @@ class StateSource:
     value_format: str | None = None
     batch_id: int | None = None
     spark: SparkOptions | None = None
-    use_engine: bool = True  # checkpoint reads go to the warm engine when one runs
+    use_engine: bool = True  # checkpoint reads go to the warm engine, started when none runs
     schemas: SchemaOptions | None = None  # --changelog-topic with avro keys or values
 
 
@@ -94,7 +94,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
                                 source.batch_id, sharded=manifest.state_layout == STATE_LAYOUT_SHARDS)
-    if source.use_engine and EnginePaths.of_home().socket.exists():
+    if engine_wanted(source.use_engine):
         return HostedBackend(clients, source, backend.description), store
     return backend, store
 
@@ -107,8 +107,8 @@ def query_checkpoint(clients: KafkaClients | None, source: StateSource, method: 
 
 
 class HostedBackend:
-    """A checkpoint-backed store read in the warm engine when one runs (kstool.engine.daemon),
-    else in this process: the same reads, without starting Spark here."""
+    """A checkpoint-backed store read in the warm engine (kstool.engine.daemon; started when
+    none runs), else in this process: the same reads, without starting Spark here."""
 
     def __init__(self, clients: KafkaClients | None, source: StateSource, description: str):
         self.clients, self.source, self.description = clients, source, description

@@ -4,6 +4,7 @@ Python takes to load kstool's CLI."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
@@ -11,8 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterator, cast
 
 from kstool import __version__
 from kstool.broker.profile import pid_alive
@@ -23,22 +25,24 @@ from kstool.engine.daemon.exceptions import (
     EngineNotRunningError,
     EngineRunningError,
 )
-from kstool.engine.daemon.protocol import EnginePaths, receive, send
+from kstool.engine.daemon.protocol import ENGINE_ENV, EnginePaths, EngineSettings, needs_own_spark, receive, send
 from kstool.engine.progress import Progress
 from kstool.engine.session import SparkOptions
 from kstool.home import private_dir
 from kstool.kafka.client import KafkaClients
 
+NOT_RUNNING = "the engine is not running (kstool engine start)"
+
 
 def _connect(paths: EnginePaths) -> socket.socket:
     if not paths.socket.exists():
-        raise EngineNotRunningError("the engine is not running (kstool engine start)")
+        raise EngineNotRunningError(NOT_RUNNING)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(str(paths.socket))
     except OSError:  # a socket left behind by an engine that was killed
         sock.close()
-        raise EngineNotRunningError("the engine is not running (kstool engine start)") from None
+        raise EngineNotRunningError(NOT_RUNNING) from None
     return sock
 
 
@@ -61,18 +65,57 @@ def status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> EngineS
         return EngineStatus(running=False)
 
 
-def start(master: str, timeout_s: float = 300.0) -> EngineStatus:
+def start(settings: EngineSettings, timeout_s: float = 300.0) -> EngineStatus:
     """Start the engine in the background; returns its status once it serves."""
+    paths = EnginePaths.of_home()
+    with _starting(paths, timeout_s):
+        running = status(paths)
+        if running["running"]:
+            raise EngineRunningError(f"the engine already runs (pid {running['pid']}, master {running['master']})")
+        return _spawn(paths, settings, timeout_s)
+
+
+def ensure_started(settings: EngineSettings, timeout_s: float = 300.0) -> tuple[EngineStatus, bool]:
+    """The running engine, or one started now (True). Two commands that both find none end
+    with one engine: the second waits for the first's start, then uses its engine."""
     paths = EnginePaths.of_home()
     running = status(paths)
     if running["running"]:
-        raise EngineRunningError(f"the engine already runs (pid {running['pid']}, master {running['master']})")
+        return running, False
+    with _starting(paths, timeout_s):
+        running = status(paths)
+        if running["running"]:
+            return running, False
+        return _spawn(paths, settings, timeout_s), True
+
+
+@contextmanager
+def _starting(paths: EnginePaths, timeout_s: float) -> Iterator[None]:
+    """Held while an engine is being started for this home: one start at a time (a lock, not a sleep)."""
     private_dir(paths.root)
+    fd = os.open(paths.start_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EngineError(f"another command has been starting the engine for {timeout_s:.0f}s; "
+                                      f"its log: {paths.log}") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _spawn(paths: EnginePaths, settings: EngineSettings, timeout_s: float) -> EngineStatus:
     # the engine takes Kafka settings from each call, never from its own environment
     env = {k: v for k, v in os.environ.items() if k != "KSTOOL_BOOTSTRAP_SERVERS"}
     with open(paths.log, "ab") as log:
         os.chmod(paths.log, 0o600)
-        proc = subprocess.Popen([sys.executable, "-m", "kstool.engine.daemon.server", "--master", master],
+        proc = subprocess.Popen([sys.executable, "-m", "kstool.engine.daemon.server", *settings.arguments()],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True)  # a terminal's Ctrl-C is not for the engine
     deadline = time.monotonic() + timeout_s
@@ -83,7 +126,7 @@ def start(master: str, timeout_s: float = 300.0) -> EngineStatus:
         running = status(paths)
         if running["running"]:
             return running
-        time.sleep(0.2)
+        time.sleep(0.1)
     proc.terminate()
     raise EngineError(f"the engine did not start within {timeout_s:.0f}s; its log: {paths.log}")
 
@@ -132,40 +175,67 @@ def _last_line(paths: EnginePaths) -> str:
     return (errors or lines or ["no log"])[-1].strip()
 
 
+def engine_wanted(use_engine: bool = True) -> bool:
+    """Whether a command may use (and start) the engine: not with --no-engine or KSTOOL_ENGINE=off."""
+    return use_engine and os.environ.get(ENGINE_ENV, "on").lower() not in ("off", "0", "false", "no")
+
+
 def run_here_or_in_engine(fn: Callable, clients: KafkaClients | None, *args: Any, name: str, spark: SparkOptions | None,
                           progress: Progress, use_engine: bool = True) -> Any:
-    """fn(clients, *args, progress): in the running engine when there is one that can host it
-    (same kstool, a compatible Spark master and settings), else in this process."""
-    if use_engine:
-        paths = EnginePaths.of_home()
-        if paths.socket.exists():
-            try:
-                sock = _connect(paths)
-            except EngineNotRunningError:
-                sock = None
-            if sock is not None:
-                with sock:
-                    hosted, result = _call(sock, paths, fn, clients, args, name, spark, progress)
-                if hosted:
-                    return result
-                progress.message(f"running without the engine: {result}")
+    """fn(clients, *args, progress): in this home's engine, started now when none runs, unless
+    the engine is not wanted or cannot host it (other Spark settings, another kstool); then in
+    this process, saying why when an engine was there to use."""
+    if engine_wanted(use_engine):
+        hosted, outcome = _in_engine(fn, clients, args, name, spark, progress)
+        if hosted:
+            return outcome
+        if outcome:
+            progress.message(f"running without the engine: {outcome}")
     return fn(clients, *args, progress)
+
+
+def _in_engine(fn: Callable, clients: KafkaClients | None, args: tuple, name: str, spark: SparkOptions | None,
+               progress: Progress) -> tuple[bool, Any]:
+    """(True, fn's result) from the engine; or (False, why not, or None when no engine was asked)."""
+    paths = EnginePaths.of_home()
+    own_spark = needs_own_spark(spark)
+    if own_spark is not None:
+        return False, own_spark if paths.socket.exists() else None
+    try:
+        sock = _connect(paths)
+    except EngineNotRunningError:
+        try:
+            settings = EngineSettings.from_env(spark.master if spark else SparkOptions.master)
+            _, started = ensure_started(settings)
+            sock = _connect(paths)
+        except EngineError as exc:
+            return False, str(exc)
+        if started:
+            progress.message(f"started the warm engine for later runs (stops after {settings.idle_text()} idle, "
+                             "or with `kstool engine stop`)")
+    with sock:
+        return _call(sock, paths, fn, clients, args, name, spark, progress)
 
 
 def _call(sock: socket.socket, paths: EnginePaths, fn: Callable, clients: KafkaClients | None, args: tuple, name: str,
           spark: SparkOptions | None, progress: Progress) -> tuple[bool, Any]:
     send(sock, {"op": "call", "fn": fn, "args": args, "config": clients and clients.config, "name": name, "spark": spark,
                 "client_pid": os.getpid(), "version": __version__, "prefix": sys.prefix})
+    accepted = False
     with _ForwardedStopSignals(sock):
         while True:
             try:
                 message = receive(sock)
             except (EOFError, OSError):
+                if not accepted:  # it went away before taking the call (an idle engine stopping): nothing ran
+                    return False, "the engine stopped before it took the call"
                 progress.close()
                 raise EngineLostError(f"the engine stopped while running {name}; its log: {paths.log} "
                                       f"(the checkpoint keeps what was committed: run again)") from None
             kind = message[0]
-            if kind == "progress":
+            if kind == "accepted":
+                accepted = True
+            elif kind == "progress":
                 getattr(progress, message[1])(*message[2])
             elif kind == "result":
                 return True, message[1]

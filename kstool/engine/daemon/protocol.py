@@ -4,6 +4,7 @@ call), and the socket admits only its owner (0600 in a 0700 directory)."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import socket
 import struct
@@ -11,11 +12,69 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kstool.engine.session import SparkOptions
+from kstool.errors import UsageError
 from kstool.home import kstool_home
+from kstool.timeutil import format_duration, parse_duration
 
 _LENGTH = struct.Struct(">I")
 # AF_UNIX addresses are at most 107 bytes on Linux
 MAX_SOCKET_PATH = 107
+ENGINE_ENV = "KSTOOL_ENGINE"  # off: commands neither use nor start the engine
+IDLE_ENV = "KSTOOL_ENGINE_IDLE"  # how long an engine with nothing to do stays; 0 = for ever
+DEFAULT_IDLE_MS = 30 * 60_000
+# parked queries an engine keeps (kstool.engine.parking); past it the least recently used is stopped
+DEFAULT_MAX_PARKED = 8
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What an engine is started with (`kstool engine start`, or a command that starts one)."""
+
+    master: str = SparkOptions.master
+    idle_timeout_ms: int = DEFAULT_IDLE_MS
+    driver_memory: str | None = None  # the JVM heap (Spark's spark.driver.memory); None: Spark's 1g
+    max_parked: int = DEFAULT_MAX_PARKED
+
+    @classmethod
+    def from_env(cls, master: str = SparkOptions.master) -> "EngineSettings":
+        return cls(master, idle_timeout_from_env())
+
+    def arguments(self) -> list[str]:
+        """The engine process's command line (kstool.engine.daemon.server)."""
+        memory = ["--driver-memory", self.driver_memory] if self.driver_memory else []
+        return ["--master", self.master, "--idle-timeout-ms", str(self.idle_timeout_ms),
+                "--max-parked", str(self.max_parked), *memory]
+
+    def idle_text(self) -> str:
+        return str(format_duration(self.idle_timeout_ms)) if self.idle_timeout_ms else "never"
+
+
+def parse_idle_timeout(text: str) -> int:
+    """An idle timeout in ms: a duration, or 0 (never)."""
+    return 0 if text.strip() == "0" else parse_duration(text)
+
+
+def idle_timeout_from_env() -> int:
+    text = os.environ.get(IDLE_ENV, "").strip()
+    if not text:
+        return DEFAULT_IDLE_MS
+    try:
+        return parse_idle_timeout(text)
+    except UsageError as exc:
+        raise UsageError(f"{IDLE_ENV}: {exc}") from None
+
+
+def needs_own_spark(spark: SparkOptions | None) -> str | None:
+    """Why a command's Spark settings need a Spark of its own, not the engine's, or None."""
+    if spark is None:
+        return None
+    if spark.debug:
+        return "--debug shows Spark's own log, which only a Spark of the command's own can"
+    fixed = sorted(k for k in spark.conf if not k.startswith("spark.sql."))
+    if fixed:
+        return f"{', '.join(fixed)} can only be set when a Spark session starts"
+    return None
 
 
 @dataclass(frozen=True)
@@ -29,6 +88,11 @@ class EnginePaths:
     @property
     def socket(self) -> Path:
         return self.root / "engine.sock"
+
+    @property
+    def start_lock(self) -> Path:
+        """Held by the command that is starting an engine for this home."""
+        return self.root / "start.lock"
 
     @property
     def pid_file(self) -> Path:

@@ -4,8 +4,10 @@ A client asks for a call: a kstool library function (run_app, reprocess, a state
 arguments. The engine runs it in a thread of its own, on the warm session, and sends back the
 run's progress, then its result or its error. The client's Ctrl-C (or its going away) asks the
 run to stop after the current batch, exactly as a signal does to a run of its own
-(kstool.engine.stopping). `python -m kstool.engine.daemon.server --master URL`; started by
-`kstool engine start`, which waits for the socket.
+(kstool.engine.stopping). `python -m kstool.engine.daemon.server --master URL ...`
+(EngineSettings.arguments); started by `kstool engine start` or by the first command that wants
+an engine, which wait for the socket. It stops by itself after its idle timeout: no call hosted
+for that long (status questions do not count).
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from typing import Any
 from kstool import __version__
 from kstool.documents import EngineRun, EngineStatus
 from kstool.engine.daemon.exceptions import RemoteError
-from kstool.engine.daemon.protocol import MAX_SOCKET_PATH, EnginePaths, receive, send
+from kstool.engine.daemon.protocol import (
+    DEFAULT_IDLE_MS,
+    DEFAULT_MAX_PARKED,
+    MAX_SOCKET_PATH,
+    EnginePaths,
+    EngineSettings,
+    needs_own_spark,
+    receive,
+    send,
+)
 from kstool.engine.parking import host_parked_queries
 from kstool.engine.session import SparkOptions
 from kstool.engine.state_stores import close_loaded_state_stores
@@ -72,14 +83,22 @@ class RemoteProgress:
 
 
 class Engine:
-    def __init__(self, paths: EnginePaths, master: str):
-        self.paths, self.master = paths, master
-        self.started = time.time()
+    def __init__(self, paths: EnginePaths, settings: EngineSettings):
+        self.paths, self.settings, self.master = paths, settings, settings.master
+        self.started = self.last_used = time.time()
         self.calls: dict[int, HostedCall] = {}
         self.calls_lock = threading.Lock()
         self.closing = threading.Event()
         self.spark: Any = None
-        self.parked = host_parked_queries()
+        self.parked = host_parked_queries(settings.max_parked)
+
+    def idle_s(self) -> float:
+        """Seconds since the engine last hosted anything (0 while it hosts a call)."""
+        with self.calls_lock:
+            return 0.0 if self.calls else time.time() - self.last_used
+
+    def used(self) -> None:
+        self.last_used = time.time()
 
     def status(self) -> EngineStatus:
         runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
@@ -91,6 +110,8 @@ class Engine:
                 "uptime_s": round(time.time() - self.started, 1),
                 "jvm_heap_used_bytes": runtime.totalMemory() - runtime.freeMemory(),
                 "jvm_heap_max_bytes": runtime.maxMemory(), "runs": calls, "parked": self.parked.apps(),
+                "max_parked": self.settings.max_parked, "idle_s": round(self.idle_s(), 1),
+                "idle_timeout_s": self.settings.idle_timeout_ms / 1000,
                 "socket": str(self.paths.socket), "log": str(self.paths.log)}
 
     def refusal(self, request: dict) -> str | None:
@@ -100,14 +121,9 @@ class Engine:
         if self.closing.is_set():
             return "the engine is stopping"
         spark: SparkOptions | None = request.get("spark")
-        if spark is not None and spark.debug:
-            return "--debug shows Spark's own log, which only a Spark of the command's own can"
         if spark is not None and spark.master not in (SparkOptions.master, self.master):
             return f"the engine runs on {self.master}, this run asks for {spark.master}"
-        fixed = sorted(k for k in spark.conf if not k.startswith("spark.sql.")) if spark is not None else []
-        if fixed:
-            return f"{', '.join(fixed)} can only be set when a Spark session starts"
-        return None
+        return needs_own_spark(spark)
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
@@ -122,11 +138,13 @@ class Engine:
                 send(conn, ("result", self.status()))
                 self.shut_down()
             elif op == "release":
+                self.used()
                 released = self.parked.release(Path(request["app"]))
                 if released:
                     _log.info("%s: parked query stopped for another use of the app", request["app"])
                 send(conn, ("result", released))
             elif op == "free":
+                self.used()
                 self.parked.stop_all()
                 close_loaded_state_stores()
                 _log.info("%s: parked queries stopped and state stores closed for a checkpoint change", request["app"])
@@ -140,6 +158,7 @@ class Engine:
             send(conn, ("refused", refusal))
             return
         call = HostedCall(request["name"], request["client_pid"])
+        send(conn, ("accepted", None))  # from here on, a client that loses the engine loses a run
         send_lock = threading.Lock()
         with self.calls_lock:
             self.calls[id(call)] = call
@@ -161,6 +180,7 @@ class Engine:
         finally:
             with self.calls_lock:
                 self.calls.pop(id(call), None)
+                self.used()
         try:
             with send_lock:
                 send(conn, reply)
@@ -215,7 +235,7 @@ def _listen(paths: EnginePaths) -> socket.socket:
     return server
 
 
-def serve(master: str) -> int:
+def serve(settings: EngineSettings) -> int:
     paths = EnginePaths.of_home()
     private_dir(paths.root)
     lock = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
@@ -227,16 +247,24 @@ def serve(master: str) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     from kstool.engine.session import build_session
 
-    engine = Engine(paths, master)
-    engine.spark, _ = build_session(SparkOptions(master=master), app_name="kstool-engine", log_file=paths.spark_log)
+    engine = Engine(paths, settings)
+    memory = {"spark.driver.memory": settings.driver_memory} if settings.driver_memory else {}
+    engine.spark, _ = build_session(SparkOptions(master=settings.master, conf=memory), app_name="kstool-engine",
+                                    log_file=paths.spark_log)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.shut_down())
     server = _listen(paths)
+    engine.used()  # idle from now: the session's start is not idle time
     write_private_text(paths.pid_file, str(os.getpid()))
-    _log.info("engine %s ready on %s (master %s)", os.getpid(), paths.socket, master)
+    _log.info("engine %s ready on %s (master %s, stops after %s idle)", os.getpid(), paths.socket, settings.master,
+              settings.idle_text())
     workers: list[threading.Thread] = []
     try:
         while not engine.closing.is_set():
+            if settings.idle_timeout_ms and engine.idle_s() * 1000 > settings.idle_timeout_ms:
+                _log.info("idle for %s: stopping", settings.idle_text())
+                engine.shut_down()
+                break
             try:
                 conn, _ = server.accept()
             except socket.timeout:
@@ -259,7 +287,11 @@ def serve(master: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="kstool-engine")
     parser.add_argument("--master", default=SparkOptions.master)
-    sys.exit(serve(parser.parse_args().master))
+    parser.add_argument("--idle-timeout-ms", type=int, default=DEFAULT_IDLE_MS)
+    parser.add_argument("--max-parked", type=int, default=DEFAULT_MAX_PARKED)
+    parser.add_argument("--driver-memory")
+    args = parser.parse_args()
+    sys.exit(serve(EngineSettings(args.master, args.idle_timeout_ms, args.driver_memory, args.max_parked)))
 
 
 if __name__ == "__main__":
