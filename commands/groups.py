@@ -6,7 +6,7 @@ import click
 
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option
+from kstool.commands.options import named_argument, output_option
 from kstool.kafka import groups as ops
 from kstool.output import Column, Listing, emit
 
@@ -26,7 +26,7 @@ def list_(g: Globals, output: str):
 
 
 @groups.command()
-@click.argument("group", shell_complete=complete_groups)
+@named_argument("group", "The same as GROUP (kafka-consumer-groups.sh's spelling).", shell_complete=complete_groups)
 @click.option("--time-lag", is_flag=True,
               help="Also the lag in time: how long the oldest unprocessed record of each partition has "
                    "waited (reads one record per lagging partition).")

@@ -34,12 +34,46 @@ def gathered(into: str, cls: type, *decorators: Callable[[Any], Any]):
     return decorate
 
 
+class OutputFormat(click.Choice):
+    """-o's formats; an offset there (kcat's -o) gets a hint to --from."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            if isinstance(value, str) and (value.lstrip("-").isdigit() or value in ("beginning", "end")):
+                self.fail(f"{value!r} is not an output format ({', '.join(self.choices)}); -o is the output "
+                          f"format here, not kcat's offset: give the start as --from {value}", param, ctx)
+            raise
+
+
 def output_option(default: str | None = "table", extra: tuple[str, ...] = (), long: str = "--output",
                   dest: str = "output",
                   help_text: str = "Output format; json is one stable document, jsonl one object per line."):
     """-o: every command that shows data takes kstool.output's FORMATS (and maybe its own)."""
-    return click.option("-o", long, dest, type=click.Choice([*extra, *FORMATS]), default=default,
+    return click.option("-o", long, dest, type=OutputFormat([*extra, *FORMATS]), default=default,
                         show_default=default is not None, help=help_text)
+
+
+def named_argument(name: str, flag_help: str, **argument: Any):
+    """A command's NAME argument that also takes Kafka's tools' spelling, --NAME VALUE
+    (`kafka-topics.sh --describe --topic t`, `kafka-consumer-groups.sh --describe --group g`)."""
+    flag = f"{name}_flag"
+
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            given, spelled = kwargs.get(name), kwargs.pop(flag)
+            if given is not None and spelled is not None and given != spelled:
+                raise UsageError(f"give the {name} once: {given!r} or --{name} {spelled!r}")
+            if given is None and spelled is None:
+                raise UsageError(f"missing {name.upper()} (or --{name} {name.upper()})")
+            kwargs[name] = given if given is not None else spelled
+            return func(*args, **kwargs)
+        wrapper = click.option(f"--{name}", flag, metavar=name.upper(), help=flag_help,
+                               shell_complete=argument.get("shell_complete"))(wrapper)
+        return click.argument(name, required=False, **argument)(wrapper)
+    return decorate
 
 
 # what a store's keys and values (changelogs, state) and whole records (also `raw`) may be in

@@ -128,7 +128,8 @@ def get(g: Globals, keys, output, source: ops.StateSource):
     backend, store = _open(g, source)
     wanted = [ops.typed_key(k, source, store) for k in keys]
     found = backend.lookup(wanted)
-    _emit(found, output)
+    if found or output != "table":  # a table of nothing would only be a header above the error
+        _emit(found, output)
     found_keys = [e.key for e in found]  # a list: avro keys are dicts
     missing = [text for text, k in zip(keys, wanted) if k not in found_keys]
     if missing:

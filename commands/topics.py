@@ -6,7 +6,7 @@ import click
 
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import confirm_or_refuse, output_option, yes_option
+from kstool.commands.options import confirm_or_refuse, named_argument, output_option, yes_option
 from kstool.config import parse_key_values
 from kstool.kafka import topics as ops
 from kstool.output import Column, Listing, emit, info
@@ -29,7 +29,7 @@ def list_(g: Globals, internal: bool, output: str):
 
 
 @topics.command()
-@click.argument("topic", shell_complete=complete_topics)
+@named_argument("topic", "The same as TOPIC (kafka-topics.sh's spelling).", shell_complete=complete_topics)
 @output_option()
 @pass_globals
 def describe(g: Globals, topic: str, output: str):
@@ -60,7 +60,7 @@ def create(g: Globals, topic: str, partitions: int, replication_factor: int, con
     opts = ops.CreateTopicOptions(topic, partitions, replication_factor,
                                   parse_key_values(configs, "--config"))
     ops.create_topic(g.clients(), opts)
-    info(f"created topic {topic} ({partitions} partitions)")
+    info(f"created topic {topic} ({partitions} partition{'' if partitions == 1 else 's'})")
 
 
 @topics.command()

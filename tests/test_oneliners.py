@@ -215,3 +215,44 @@ def test_produce_skip_reports_bad_lines(kafka, topic_name):
                  input='{"value": "a"}\n[1]\n{"value": "b"}\n')
     assert result.exit_code == 0
     assert "skipped line 2" in result.stderr and "wrote 2 record(s)" in result.stderr
+
+
+def test_kafka_tool_spellings_and_kcat_habits_work_or_say_what_to_type(kafka, topic_name):
+    """#41: `--topic`/`--group` as kafka-topics.sh and kafka-consumer-groups.sh spell them; kcat's
+    `-o -3` (an offset) names --from; a group's state is the same in list and describe."""
+    created = cli("topics", "create", topic_name, "-p", "1")
+    assert created.exit_code == 0 and f"created topic {topic_name} (1 partition)\n" == created.stderr
+    cli("produce", topic_name, input="a\nb\nc\n")
+    by_flag = cli("topics", "describe", "--topic", topic_name, "-o", "json")
+    assert by_flag.exit_code == 0 and json.loads(by_flag.stdout)["total_records"] == 3
+    assert by_flag.stdout == cli("topics", "describe", topic_name, "-o", "json").stdout
+    both = cli("topics", "describe", topic_name, "--topic", "other")
+    assert both.exit_code == 2 and "give the topic once" in both.stderr
+    neither = cli("topics", "describe")
+    assert neither.exit_code == 2 and "missing TOPIC (or --topic TOPIC)" in neither.stderr
+
+    kcat = cli("consume", topic_name, "-o", "-3")
+    assert kcat.exit_code == 2 and "give the start as --from -3" in kcat.stderr
+    assert cli("consume", topic_name, "-o", "yaml").stderr.count("--from") == 0  # no offset, no hint
+
+    group = topic_name + "-g"
+    consumer = Consumer({**kafka.consumer_conf(), "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    consumer.close()
+    described = json.loads(cli("groups", "describe", "--group", group, "-o", "json").stdout)
+    listed = {g["group"]: g["state"] for g in json.loads(cli("groups", "list", "-o", "json").stdout)}
+    assert described["total_lag"] == 2 and listed[group] == described["state"] != "UNKNOWN"
+
+
+def test_state_get_of_a_missing_key_prints_only_the_error(kafka, topic_name):
+    changelog = topic_name + "-changelog"
+    _create(kafka, changelog, 1)
+    _produce_raw(kafka, changelog, [{"key": b"k1", "value": (7).to_bytes(8, "big"), "partition": 0,
+                                     "timestamp": 1_000}])
+    source = ("--changelog-topic", changelog, "--key-format", "string", "--value-format", "long")
+    missing = cli("state", "get", *source, "nope")
+    assert (missing.exit_code, missing.stdout, missing.stderr) == (1, "", "kstool: error: not found: nope\n")
+    as_json = cli("state", "get", *source, "nope", "-o", "json")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout) == []
+    found = cli("state", "get", *source, "k1", "nope", "-o", "json")
+    assert found.exit_code == 1 and [e["value"] for e in json.loads(found.stdout)] == [7]

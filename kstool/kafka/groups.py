@@ -22,8 +22,24 @@ def list_groups(clients: KafkaClients) -> list[GroupRow]:
     if result.errors:  # an unreachable broker answers with errors and no groups, not an empty list
         raise clients.translate(KafkaException(result.errors[0]))
     rows: list[GroupRow] = [{"group": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
-            for g in result.valid]
+                            for g in result.valid]
+    _fill_unknown_states(clients, rows)
     return sorted(rows, key=lambda r: r["group"])
+
+
+def _fill_unknown_states(clients: KafkaClients, rows: list[GroupRow]) -> None:
+    """Some brokers (the embedded one) list groups without their state: ask DescribeGroups, as
+    `groups describe` does, so that both commands say the same."""
+    unknown = [row for row in rows if row["state"] == "UNKNOWN"]
+    if not unknown:
+        return
+    try:
+        futures = clients.admin().describe_consumer_groups([row["group"] for row in unknown],
+                                                           request_timeout=clients.timeout)
+        for row in unknown:
+            row["state"] = _state(futures[row["group"]].result().state)
+    except KafkaException:
+        pass  # the listing stands; the state stays UNKNOWN
 
 
 def _state(state: Any) -> str:
