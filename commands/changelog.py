@@ -16,8 +16,8 @@ from kstool.output import Column, Listing, dumps, emit, warn
 from kstool.timeutil import parse_time
 
 ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
-               Column("timestamp", justify="right"), Column("key"), Column("window_start"),
-               Column("window_end"), Column("seqnum"), Column("value"), Column("tombstone")]
+               Column("timestamp", kind="time"), Column("key"), Column("window_start", kind="time"),
+               Column("window_end", kind="time"), Column("seqnum"), Column("value"), Column("tombstone")]
 
 
 
@@ -73,7 +73,7 @@ def describe(g: Globals, topic, key_format, value_format, detect, state_dir, sch
                   Column("high_offset", "HIGH", justify="right"), Column("records", justify="right"),
                   Column("distinct_keys", "KEYS", justify="right"),
                   Column("tombstones", justify="right"), Column("records_per_key", "REC/KEY", justify="right"),
-                  Column("oldest_timestamp", "OLDEST"), Column("newest_timestamp", "NEWEST")],
+                  Column("oldest_timestamp", "OLDEST", kind="time"), Column("newest_timestamp", "NEWEST", kind="time")],
                  document=doc, title=f"{topic}: {total['records']} records, {total['distinct_keys']} keys, "
                                      f"{total['tombstones']} tombstones, compaction would reclaim "
                                      f"{total['reclaimable_records']}",

@@ -20,7 +20,7 @@ from kstool.output import Column, Listing, compile_record_format, dumps, emit, i
 from kstool.schemas.formats import RecordDecoder, record_decoder, schemas_for
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
-                  Column("timestamp", justify="right"), Column("key"), Column("value"),
+                  Column("timestamp", kind="time"), Column("key"), Column("value"),
                   Column("headers")]
 
 

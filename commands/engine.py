@@ -58,7 +58,15 @@ def status(output: str):
     state = client.status()
     row = {k: v for k, v in state.items() if k not in ("runs", "parked")}
     extra = ([Listing(state["runs"], [Column("name"), Column("client_pid", justify="right"),
-                                      Column("running_s", justify="right")])] if state.get("runs") else [])
+                                      _column("running_s")])] if state.get("runs") else [])
     if state.get("parked"):
         extra.append(Listing([{"parked_app": folder} for folder in state["parked"]], [Column("parked_app")]))
-    emit(Listing([row], [Column(k) for k in row], document=state, extra_tables=extra), output)
+    emit(Listing([row], [_column(k) for k in row], document=state, extra_tables=extra), output)
+
+
+def _column(key: str) -> Column:
+    """Sizes and durations readable in the table (the JSON keeps bytes and seconds)."""
+    for suffix, kind in (("_bytes", "bytes"), ("_s", "seconds")):
+        if key.endswith(suffix):
+            return Column(key, key[:-len(suffix)].upper().replace("_", " "), justify="right", kind=kind)
+    return Column(key)

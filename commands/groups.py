@@ -9,6 +9,7 @@ from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import named_argument, output_option
 from kstool.kafka import groups as ops
 from kstool.output import Column, Listing, emit
+from kstool.timeutil import format_duration
 
 
 @click.group()
@@ -37,13 +38,13 @@ def describe(g: Globals, group: str, time_lag: bool, output: str):
     doc = ops.describe_group(g.clients(), group, time_lag)
     members = Listing(doc["members"], [Column("member_id"), Column("client_id"), Column("host"),
                                        Column("assignment")])
-    in_time = f", max time lag {doc['max_time_lag_ms']} ms" if time_lag else ""
+    in_time = f", max time lag {format_duration(doc['max_time_lag_ms'])}" if time_lag else ""
     emit(Listing(
         rows=doc["partitions"],
         columns=[Column("topic"), Column("partition", justify="right"),
                  Column("committed", justify="right"), Column("end_offset", justify="right"),
                  Column("lag", justify="right")]
-                + ([Column("time_lag_ms", "TIME LAG MS", justify="right")] if time_lag else []),
+                + ([Column("time_lag_ms", "TIME LAG", justify="right", kind="ms")] if time_lag else []),
         document=doc,
         title=f"group {group}: {doc['state']}, {len(doc['members'])} member(s), "
               f"total lag {doc['total_lag']}{in_time}",

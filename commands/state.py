@@ -25,8 +25,8 @@ from kstool.output import Column, Listing, emit, info, warn
 from kstool.state import query as ops
 from kstool.state.exceptions import KeyNotFoundError
 
-ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start"), Column("window_end"),
-                 Column("partition", justify="right")]
+ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start", kind="time"),
+                 Column("window_end", kind="time"), Column("partition", justify="right")]
 
 
 _SOURCE_OPTIONS = [
@@ -200,5 +200,4 @@ def changes(g: Globals, from_batch, to_batch, output, source: ops.StateSource):
     backend, _ = _open(g, source)
     rows = [c.to_dict() for c in backend.changes(from_batch, to_batch)]
     emit(Listing(rows, [Column("batch_id", "BATCH", justify="right"), Column("change_type", "CHANGE"),
-                        Column("key"), Column("value"), Column("window_start"), Column("window_end"),
-                        Column("partition", justify="right")]), output)
+                        *ENTRY_COLUMNS]), output)

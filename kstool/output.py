@@ -2,6 +2,8 @@
 
 Formats: `table` (rich on a TTY, plain tabulate when piped), `json` (one stable document),
 `jsonl` (one object per row), `csv` (header + rows). JSON keys are snake_case and stable.
+Tables are for people: a column of times shows ISO-8601 UTC, of sizes or durations readable
+units (its `kind`); json, jsonl and csv keep the numbers (epoch ms, bytes, seconds).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
+
+from kstool.timeutil import format_duration, format_time
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -26,10 +30,31 @@ class Column:
     key: str
     header: str | None = None
     justify: str = "left"
+    # how a table shows the numbers: "time" (epoch ms), "bytes", "seconds", "ms" (durations)
+    kind: str | None = None
 
     @property
     def title(self) -> str:
         return self.header or self.key.upper().replace("_", " ")
+
+    def cell(self, value: Any) -> str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and self.kind is not None:
+            shown = _FOR_PEOPLE[self.kind](value)
+            if shown is not None:
+                return shown
+        return _cell(value)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+_FOR_PEOPLE = {"time": lambda ms: format_time(int(ms)), "bytes": _size,
+               "seconds": lambda s: format_duration(round(s * 1000)), "ms": lambda ms: format_duration(int(ms))}
 
 
 @dataclass
@@ -102,7 +127,7 @@ def _rich_table(listing: Listing):
     for col in listing.columns:
         table.add_column(col.title, justify=cast("JustifyMethod", col.justify))
     for row in listing.rows:
-        table.add_row(*(_cell(row.get(c.key)) for c in listing.columns))
+        table.add_row(*(c.cell(row.get(c.key)) for c in listing.columns))
     return table
 
 
@@ -116,7 +141,7 @@ def _emit_table(listing: Listing, out) -> None:
 
     if listing.title:
         out.write(listing.title + "\n")
-    rows = [[_cell(row.get(c.key)) for c in listing.columns] for row in listing.rows]
+    rows = [[c.cell(row.get(c.key)) for c in listing.columns] for row in listing.rows]
     out.write(tabulate(rows, headers=[c.title for c in listing.columns], tablefmt="plain",
                        disable_numparse=True) + "\n")
 

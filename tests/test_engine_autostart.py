@@ -74,6 +74,8 @@ def test_the_first_run_starts_the_engine_and_later_commands_reuse_it(kafka, home
     assert "started the warm engine for later runs" in first.stderr
     status = _status()
     assert status["running"] and status["idle_timeout_s"] == 1800  # 30 minutes unless told
+    table = cli_subprocess("engine", "status").stdout  # sizes and durations for people
+    assert "JVM HEAP USED" in table and "MiB" in table and "30m00s" in table
     _feed(kafka, topic_name, LINES[60:])
     second = cli_subprocess(*_wordcount(topic_name, app), timeout=300)
     assert second.exit_code == 0, second.stderr
