@@ -131,4 +131,5 @@ def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> L
               "trend": sparkline(list(trends[row["name"]])) if trends is not None else None} for row in rows]
     columns = _TOP_COLUMNS + ([Column("trend", "LAG TREND")] if trends is not None else [])
     title = time.strftime("kstool apps top  %H:%M:%S") + ("  (q quits)" if trends is not None else "")
-    return Listing(shown, columns, title=title)
+    errors = [f"{row['name']}: {row['error']}" for row in rows if row["error"]]
+    return Listing(shown, columns, title=title, footer=errors)

@@ -140,7 +140,7 @@ class BatchMetrics(TypedDict):  # one line of an app's metrics.jsonl, per micro-
 class AppTopRow(TypedDict):  # apps top: one row per kstool app, then per --group
     name: str  # the app id (its consumer group), or the group given
     kind: str  # "app" | "group"
-    state: str  # apps: "running" | "stopped"; groups: the group's state, e.g. "STABLE"
+    state: str  # apps: "running" | "stopped" | "error"; groups: the group's state, e.g. "STABLE"
     running_pid: int | None
     input_rate: float | None  # records/s the group's committed offsets moved over the interval
     output_rate: float | None  # records/s written to the app's output topics (apps only)
@@ -152,6 +152,7 @@ class AppTopRow(TypedDict):  # apps top: one row per kstool app, then per --grou
     late_records: int | None  # totals from the app's metrics.jsonl
     bad_records: int | None
     sampled_at: int  # epoch ms
+    error: str | None  # state "error": why its figures could not be read (e.g. its input topic is gone)
 
 
 class EngineRun(TypedDict):

@@ -150,3 +150,25 @@ def test_metrics_file_is_bounded_and_keeps_the_totals(tmp_path, monkeypatch):
     kept = metrics.read_metrics(paths)
     assert [m["batch_id"] for m in kept] == [6, 7, 8, 9, 10, 11]
     assert (kept[-1]["late_total"], kept[-1]["bad_total"]) == (11, 6)
+
+
+def test_an_app_whose_input_is_gone_shows_its_error_and_the_others_their_figures(kafka, topic_name, tmp_path):
+    """#41: one stale app (its input topic deleted) must not break the view, nor --fail-on-lag."""
+    from kstool.application.model import Manifest, save_manifest
+
+    state_dir = tmp_path / "apps"
+    create_topic(kafka, topic_name, 1)
+    for app, source in (("healthy", topic_name), ("stale", topic_name + "-deleted")):
+        paths = AppPaths(state_dir, app)
+        save_manifest(paths, Manifest(app, "wordcount", {}, [source], [app + "-out"]))
+        for log, last_line in (("offsets", json.dumps({source: {"0": 3}})), ("commits", "{}")):
+            (paths.default_checkpoint / log).mkdir(parents=True)  # batch 0 ended at offset 3, as Spark logs it
+            (paths.default_checkpoint / log / "0").write_text(f'v1\n{{"batchTimestampMs": 0, "conf": {{}}}}\n{last_line}\n')
+    produce_batched(kafka, topic_name, [(None, b"x") for _ in range(5)])
+    code, rows, stderr = _snapshot(state_dir, "--fail-on-lag", "1h")
+    assert code == 0, stderr
+    assert rows["stale"]["state"] == "error" and f"topic '{topic_name}-deleted' does not exist" in rows["stale"]["error"]
+    assert rows["healthy"]["state"] == "stopped" and rows["healthy"]["error"] is None
+    assert rows["healthy"]["lag"] == 2  # 5 records, 3 processed
+    table = cli_subprocess("apps", "top", "--state-dir", state_dir, "--once", "--interval", "1s")
+    assert table.exit_code == 0 and f"stale: topic '{topic_name}-deleted' does not exist" in table.stdout

@@ -54,7 +54,15 @@ class Top:
         self._before: dict[tuple[str, str], _Position] = {}
 
     def snapshot(self) -> list[AppTopRow]:
-        rows = [self._app_row(paths, manifest) for paths, manifest in iter_apps(self.options.state_dir)]
+        """A row per app; an app whose figures cannot be read (its input topic deleted, say)
+        gets a row in state "error" with the reason, and the others their figures."""
+        rows = []
+        for paths, manifest in iter_apps(self.options.state_dir):
+            try:
+                rows.append(self._app_row(paths, manifest))
+            except KstoolError as failure:
+                row = self._row(manifest.app_id, "app", "error", None, None, None, None)
+                rows.append({**row, "running_pid": running_pid(paths), "error": str(failure)})
         return rows + [self._group_row(group) for group in self.options.groups]
 
     def watch(self, wait: Callable[[float], bool]) -> Iterator[list[AppTopRow]]:
@@ -67,6 +75,7 @@ class Top:
     def _app_row(self, paths: AppPaths, manifest: Manifest) -> AppTopRow:
         pid = running_pid(paths)
         inputs = set(manifest.input_topics)
+        self.clients.require_topics(manifest.input_topics)  # a deleted input: say which
         positions = {tp: o for tp, o in self._processed(paths, manifest).items() if tp[0] in inputs}
         lag, time_lag = self._lags(positions) if positions else (None, None)
         metrics = read_metrics(paths)
@@ -114,7 +123,7 @@ class Top:
                 "input_rate": _rate(before, now, "committed"), "output_rate": _rate(before, now, "output_end"),
                 "lag": lag, "time_lag_ms": time_lag,
                 "last_batch": None, "last_batch_ms": None, "last_batch_at": None,
-                "late_records": None, "bad_records": None, "sampled_at": at}
+                "late_records": None, "bad_records": None, "sampled_at": at, "error": None}
 
     def _output_end(self, topics: list[str]) -> int | None:
         try:
