@@ -7,7 +7,7 @@ export KSTOOL_HOME="${KSTOOL_HOME:-$PWD/.kstool-demo}"
 unset KSTOOL_BOOTSTRAP_SERVERS
 TEXT="$(dirname "$0")/data/gettysburg-address.txt"
 
-kstool engine stop >/dev/null  # a cold start, even after an interrupted demo
+kstool engine stop >/dev/null 2>&1  # a cold start, even after an interrupted demo
 kstool broker start --port 0 >/dev/null
 trap 'kstool engine stop >/dev/null; kstool broker stop' EXIT
 rm -rf "$KSTOOL_HOME/apps/demo-wordcount"
