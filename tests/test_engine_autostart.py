@@ -154,3 +154,30 @@ def test_a_command_of_another_kstool_runs_in_its_own_process_and_says_why_once(k
     assert len(refusals) == 1 and "the engine runs kstool" in refusals[0]
     assert f"{app}: run_app" not in _log(home)
     assert _counts(kafka, app) == dict(oracle(LINES))
+
+
+class _Query:
+    """What ParkedQueries needs of a pyspark StreamingQuery."""
+
+    isActive = True
+
+    def __init__(self):
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_an_engine_keeps_at_most_its_limit_of_parked_queries_stopping_the_least_recently_used(tmp_path):
+    from kstool.engine.parking import ParkedQueries, ParkedQuery
+
+    parked = ParkedQueries(limit=2)
+    queries = {name: ParkedQuery(name, _Query(), tmp_path / f"{name}.gate") for name in ("a", "b", "c")}
+    parked.park(Path("a"), queries["a"])
+    parked.park(Path("b"), queries["b"])
+    taken = parked.take(Path("a"), "a", None)  # a run of a: a is now the most recently used
+    assert taken is queries["a"]
+    parked.park(Path("a"), taken)
+    parked.park(Path("c"), queries["c"])  # one too many: b goes
+    assert parked.apps() == ["a", "c"] and queries["b"].query.stopped
+    assert not queries["a"].query.stopped and not queries["c"].query.stopped
