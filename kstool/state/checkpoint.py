@@ -77,7 +77,7 @@ class CheckpointBackend:
                              F.col("partition_id")).toArrow()
         raw_keys, raw_values, partitions = (table.column(c).to_pylist() for c in ("k", "v", "partition_id"))
         if self.sharded:
-            raw_keys, raw_values, partitions = _unsharded(raw_keys, raw_values, partitions)
+            raw_keys, raw_values, partitions = _unsharded(raw_values, partitions)
         keys, values, starts, ends = self._decoded(raw_keys, raw_values)
         rows = zip(keys, values, starts, ends, partitions)
         return sorted((Entry(*row) for row in rows), key=lambda e: (_sort_key(e.key), e.window_start or 0))
@@ -158,7 +158,7 @@ def _pairs(blob: bytes) -> list[tuple[bytes, bytes | None]]:
     return [(key, value) for key, value, _, _ in decode_shard(blob)]
 
 
-def _unsharded(shards: list, blobs: list, partitions: list) -> tuple[list, list, list]:
+def _unsharded(blobs: list, partitions: list) -> tuple[list, list, list]:
     """The store entries of shard rows: (store keys, values, partitions)."""
     keys, values, parts = [], [], []
     for blob, partition in zip(blobs, partitions):
