@@ -134,11 +134,14 @@ class CheckpointBackend:
                 .option("changeEndBatchId", to_batch).load(self.checkpoint.uri)
                 .select("batch_id", "change_type", "partition_id", F.col("user_map_key.shard").alias("shard"),
                         F.col("user_map_value.entries").alias("blob")).toArrow().to_pylist())
+        by_batch: dict[int, list[dict]] = {}
+        for row in feed:
+            by_batch.setdefault(row["batch_id"], []).append(row)
         out: list[tuple[int, str, bytes, bytes | None, int]] = []
-        for batch in sorted({row["batch_id"] for row in feed}):
+        for batch, rows_of_batch in sorted(by_batch.items()):
             removed: dict[tuple[int, bytes], bytes | None] = {}
             added: dict[tuple[int, bytes], bytes | None] = {}
-            for row in (r for r in feed if r["batch_id"] == batch):
+            for row in rows_of_batch:
                 slot = (row["partition_id"], row["shard"])
                 old = held.pop(slot, {})
                 new = dict(_pairs(row["blob"])) if row["change_type"] == "update" and row["blob"] else {}

@@ -111,16 +111,16 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
         directory = self.directory
         shard, moved_to = directory.split, directory.split + (1 << directory.level)
         self._load({shard})
-        mask = (2 << directory.level) - 1
-        kept: dict[bytes, StoreValue] = {}
-        moved: dict[bytes, StoreValue] = {}
-        for key, value in self.shards[shard].items():
-            (moved if zlib.crc32(key) & mask == moved_to else kept)[key] = value
-        self.shards[shard], self.shards[moved_to] = kept, moved
-        self.dirty |= {shard, moved_to}
         directory.split += 1
         if directory.split == 1 << directory.level:
             directory.level, directory.split = directory.level + 1, 0
+        # the directory now sends each of the shard's keys where it stays or where it moves
+        kept: dict[bytes, StoreValue] = {}
+        moved: dict[bytes, StoreValue] = {}
+        for key, value in self.shards[shard].items():
+            (moved if directory.shard_of(key) == moved_to else kept)[key] = value
+        self.shards[shard], self.shards[moved_to] = kept, moved
+        self.dirty |= {shard, moved_to}
 
     def _load(self, shards: set[int]) -> None:
         wanted = [shard for shard in shards if shard not in self.shards]
