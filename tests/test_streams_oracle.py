@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kstool.contract import LATE, OUTPUT
 from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
-from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task, task_stores
+from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 from kstool.streams.windows import WindowSpec
 
 records = st.lists(st.tuples(st.sampled_from([b"a", b"b"]), st.integers(0, 60)), max_size=40)
@@ -118,6 +118,34 @@ def test_sessions_match_the_oracle(inputs, gap, grace, batch, bucket):
     # exactly the closed sessions, once each, with their final counts; the store keeps the rest
     assert emitted == Counter({(*w, n): 1 for w, n in closed.items()})
     assert len(state.stores["aggregate"]) == len(final) - len(closed)
+
+
+class _SessionsRecordByRecord(SessionAggregate):
+    process_batch = RecordByRecord.process_batch  # the oracle: process() per record
+
+
+def _observable(out, state) -> tuple[list, dict]:
+    """What a batch leaves that anyone sees: its records in order, and the session store."""
+    return ([(e.role, e.key, e.value, e.timestamp) for e in out],
+            {k: (v.value, v.timestamp, v.stored_aux()) for k, v in state.stores["aggregate"].items()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c"]), st.integers(0, 60),
+                          st.sampled_from([1.0, 0.1, -2.5, 7.0])), max_size=40),
+       st.integers(1, 8), st.integers(0, 5), batch_sizes, st.sampled_from(["update", "final"]),
+       st.sampled_from(["count", "sum", "avg"]))
+def test_sessions_batch_at_once_equals_record_by_record(inputs, gap, grace, batch, emit, agg):
+    """SessionAggregate.process_batch (each key's sessions merged at once) against process()
+    per record: the same records out in the same order, the same store, batch after batch."""
+    recs = [Record(k, b"v", ts, number=n, offset=i) for i, (k, ts, n) in enumerate(inputs)]
+    spec = WindowSpec("session", gap, 0)
+    at_once, by_record = SessionAggregate(spec, agg, grace, emit), _SessionsRecordByRecord(spec, agg, grace, emit)
+    fast, slow = TaskState.empty(task_stores(at_once)), TaskState.empty(task_stores(by_record))
+    for i in range(0, len(recs), batch):
+        assert _observable(run_task(at_once, fast, recs[i:i + batch]), fast) == \
+            _observable(run_task(by_record, slow, recs[i:i + batch]), slow)
+        assert fast.stream_time == slow.stream_time
 
 
 sides = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a", b"b"]), st.integers(0, 40)),

@@ -318,6 +318,73 @@ class SessionAggregate(RecordByRecord):
         state.emit(output_key(key, start, end, True, self.key_format), value, end,
                    store=STORE, store_key=session_store_key(key, start, end))
 
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        """The batch key by key, with the results of processing it record by record (`process`,
+        the tests' oracle): each key's sessions are merged in plain objects, and the store, the
+        indexes and the output then see only each session's last change, at its position in the
+        batch (the record cache keeps only that one); closed sessions are found once, at the end,
+        and emitted where the stream time closed them."""
+        import numpy as np
+
+        if not records:
+            return
+        by_key, ends = self._indexes(state)
+        ts = _timestamps(records)
+        close = np.maximum.accumulate(np.maximum(ts, state.stream_time)) - self.grace - self.window.size
+        positions: dict[bytes, list[int]] = {}
+        for position, record in enumerate(records):
+            positions.setdefault(cast(bytes, record.key), []).append(position)
+        owned = {key: by_key.get(key) for key in positions}
+        state.prefetch(STORE, (store_key for store_keys in owned.values() for store_key in store_keys))
+        merger = _SessionMerger(self.window.size, ts.tolist(), close.tolist())
+        for key, at in positions.items():
+            merger.merge(key, [_Session.stored(store_key, state.get(STORE, store_key)) for store_key in owned[key]],
+                         at, records)
+        for _, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
+            if kind == _DELETE:
+                state.delete(STORE, cast(bytes, session.stored_as), session.end)
+                by_key.discard(key, cast(bytes, session.stored_as))
+                if self.emit == "update":
+                    self._emit_session(state, key, session.start, session.end, None)
+                continue
+            store_key = session_store_key(key, session.start, session.end)
+            state.put(STORE, store_key, StoreValue(store_value(self.agg, session.acc.result(self.agg)), session.end,
+                                                   session.acc))
+            if store_key not in by_key.get(key):
+                by_key.add(key, store_key)
+                ends.add(session.end, store_key)
+            if self.emit == "update":
+                self._emit_session(state, key, session.start, session.end, session.acc)
+        state.advance(int(ts.max()))
+        self._close_in_order(state, [(position, records[position]) for position in merger.late], close)
+
+    def _close_in_order(self, state: TaskState, late: list[tuple[int, Record]], close: np.ndarray) -> None:
+        """Late records and the sessions the batch closed, in processing order: a record's late
+        copy, then the sessions its stream time closed (by end, then store key)."""
+        import numpy as np
+
+        by_key, ends = self._indexes(state)
+        closing = ends.take(int(close[-1]))
+        if closing:
+            state.prefetch(STORE, (store_key for _, store_key in closing))
+        closed_at = np.searchsorted(close, np.array([end for end, _ in closing], np.int64), "right").tolist()
+        events: list[tuple[int, int, Any]] = [(at, 0, record) for at, record in late]
+        events += [(at, 1, entry) for at, entry in zip(closed_at, closing)]
+        events.sort(key=lambda event: event[:2])  # stable: closings keep take()'s order
+        for _, kind, item in events:
+            if kind == 0:
+                state.emit(item.key, item.value, item.timestamp, LATE)
+                continue
+            end, store_key = item
+            value = state.get(STORE, store_key)
+            if value is None:  # merged into a later session
+                continue
+            key, start, _ = split_session_store_key(store_key)
+            if self.emit == "final":
+                self._emit_session(state, key, start, end, Accumulator.of(value))
+            state.delete(STORE, store_key, end, log=False)
+            by_key.discard(key, store_key)
+
     def process(self, record: Record, state: TaskState) -> None:
         by_key, ends = self._indexes(state)  # an unindexed store is indexed before this record changes it
         gap, ts = self.window.size, record.timestamp
@@ -384,6 +451,79 @@ class SessionAggregate(RecordByRecord):
                 self._emit_session(state, key, start, end, Accumulator.of(value))
             state.delete(STORE, store_key, end, log=False)
             by_key.discard(key, store_key)
+
+
+_DELETE, _PUT = 0, 1
+_AFTER_DELETES = 1 << 62  # a put's order at its position: after the sessions merged there
+
+
+@dataclass(slots=True)
+class _Session:
+    start: int
+    end: int
+    acc: Accumulator
+    stored_as: bytes | None = None  # its store key, for a session the store held before the batch
+    changed_at: int | None = None  # the position of its last change in the batch
+    merged: bool = False
+
+    @classmethod
+    def stored(cls, store_key: bytes, value: StoreValue | None) -> "_Session":
+        _, start, end = split_session_store_key(store_key)
+        return cls(start, end, Accumulator.of(value), store_key)
+
+
+class _SessionMerger:
+    """One key's records merged into its sessions as `SessionAggregate.process` merges them, in
+    plain objects; `changes` collects what the store must see: (position, order within it,
+    _DELETE or _PUT, key, session): a stored session merged away is deleted where that
+    happened, a session changed by the batch and still standing is put where it last changed."""
+
+    def __init__(self, gap: int, timestamps: list[int], close: list[int]):
+        self.gap, self.timestamps, self.close = gap, timestamps, close
+        self.changes: list[tuple[int, int, int, bytes, _Session]] = []
+        self.late: list[int] = []
+
+    def merge(self, key: bytes, live: list[_Session], positions: list[int], records: list[Record]) -> None:
+        gap, close, sessions = self.gap, self.close, list(live)
+        for position in positions:
+            ts = self.timestamps[position]
+            if position and live:  # sessions closed by the stream time before this record are gone
+                floor = close[position - 1]
+                live = [s for s in live if s.end >= floor]
+            near = [s for s in live if s.end >= ts - gap and s.start <= ts + gap]
+            if len(near) == 1 and near[0].stored_as is None:  # most records: one session of this batch's
+                session = near[0]
+                end = max(ts, session.end)
+                if end < close[position]:
+                    self.late.append(position)
+                    continue
+                session.start, session.end = min(ts, session.start), end
+                session.acc.add(records[position].number)  # its own: no stored value shares it
+                session.changed_at = position
+                continue
+            start = min([ts] + [s.start for s in near])
+            end = max([ts] + [s.end for s in near])
+            if end < close[position]:
+                self.late.append(position)
+                continue
+            acc, kept = Accumulator(), None
+            for order, session in enumerate(sorted(near, key=lambda s: (s.start, s.end))):
+                acc.merge(session.acc)
+                if (session.start, session.end) == (start, end):
+                    kept = session
+                    continue
+                session.merged = True
+                live.remove(session)
+                if session.stored_as is not None:
+                    self.changes.append((position, order, _DELETE, key, session))
+            acc.add(records[position].number)
+            if kept is None:
+                kept = _Session(start, end, acc)
+                live.append(kept)
+                sessions.append(kept)
+            kept.acc, kept.changed_at = acc, position
+        self.changes += [(s.changed_at, _AFTER_DELETES, _PUT, key, s) for s in sessions
+                         if s.changed_at is not None and not s.merged]
 
 
 def _timestamps(records: list[Record]) -> np.ndarray:
