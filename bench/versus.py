@@ -31,6 +31,7 @@ STEPS = {
     "hopping_count_1m": ("bench-keys-1m", "aggregate", ("--window", "hopping:5s,1s")),
     "session_count_1m": ("bench-keys-1m", "aggregate", ("--window", "session:1s")),
     "table_table_join_2x1m": ("bench-keys-1m", "join", ("--kind", "table-table", "--how", "outer")),
+    "stream_stream_join_1m_keys": ("bench-join", "join", ("--kind", "stream-stream", "--within", "1m")),
     "stream_table_join_1m_keys": ("bench-join", "join", ("--kind", "stream-table", "--how", "left")),
     "table_table_join_1m_keys": ("bench-join", "join", ("--kind", "table-table", "--how", "outer")),
 }

@@ -157,6 +157,9 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
     def __getitem__(self, key: bytes) -> StoreValue:
         return self._entries(key)[1][key]
 
+    def get(self, key: bytes, default: Any = None) -> Any:  # Mapping's raises and catches a KeyError per miss
+        return self._entries(key)[1].get(key, default)
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, bytes) and key in self._entries(key)[1]
 
