@@ -46,8 +46,9 @@ def _format_options(func):
     func = schema_options()(func)
     func = click.option("--detect", is_flag=True, help="Guess the layout and formats from the bytes.")(func)
     func = click.option("--value-format", type=STORE_FORMATS, help="Value serde.")(func)
-    func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT",
-                        help="Key serde and layout, e.g. string, windowed:long, session:avro.")(func)
+    func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT|time-windowed:FMT",
+                        help="Key serde and layout, e.g. string, windowed:long (a window store's), session:avro; "
+                             "time-windowed:FMT: an aggregate's output keys (key and window start).")(func)
     return _state_dir_option(func)
 
 
@@ -129,7 +130,9 @@ def dump(g: Globals, topic, key_format, value_format, detect, state_dir, schema_
         pass
     if stats.bad_keys or stats.bad_values:
         warn(f"{stats.bad_keys} key(s) and {stats.bad_values} value(s) could not be decoded as "
-             f"{formats.key.layout}:{formats.key.key_format} / {formats.value}; shown as hex")
+             f"{formats.key.layout}:{formats.key.key_format} / {formats.value}; shown as hex"
+             + ("; an aggregate's output topic has time-windowed:FMT keys" if stats.bad_keys and
+                formats.key.layout == "window" else ""))
 
 
 def _line(row: dict) -> str:

@@ -17,7 +17,7 @@ from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
 from kstool.kafka.records import to_envelope
 from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty, warn
-from kstool.schemas.formats import RecordDecoder, record_decoder, schemas_for
+from kstool.schemas.formats import record_decoder, schemas_for
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", kind="time"), Column("key"), Column("value"),
@@ -37,7 +37,8 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
 @click.option("-n", "--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--group", "-g", help="Commit progress as this consumer group (default: read-only).")
 @record_format_option("key", "raw: the bytes as they are (kcat's default); string: UTF-8, else base64 JSON; "
-                            "avro, protobuf, jsonschema: decoded with its schema.")
+                            "avro, protobuf, jsonschema: decoded with its schema; windowed:FMT, session:FMT: "
+                            "Kafka Streams' windowed keys (an aggregate's output) as {\"key\", \"start\"[, \"end\"]}.")
 @record_format_option("value", "As --key-format.")
 @schema_options()
 @output_option(default=None, help_text="Record format; default: the value of each record, one per line.")
@@ -94,7 +95,7 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         envelopes.close()
         sys.stdout.flush()
         sys.stdout.buffer.flush()
-    failures = sum(d.failures for d in (decode_key, decode_value) if isinstance(d, RecordDecoder))
+    failures = sum(getattr(d, "failures", 0) for d in (decode_key, decode_value))
     if failures:
         warn(f"{failures} key(s)/value(s) did not decode: shown as {{\"error\", \"hex\"}}")
     if stderr_is_tty():

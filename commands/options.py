@@ -14,6 +14,7 @@ from kstool.commands.completion import complete_topics
 from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
 from kstool.schemas.formats import SchemaOptions
+from kstool.schemas.windowed import LAYOUTS as WINDOWED_LAYOUTS
 from kstool.serdes import FORMATS as SERDE_FORMATS
 from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 from kstool.timeutil import parse_time
@@ -80,10 +81,22 @@ def named_argument(name: str, flag_help: str, **argument: Any):
 STORE_FORMATS = click.Choice([*SERDE_FORMATS, *SCHEMA_FORMATS])
 
 
+class KeyFormat(click.Choice):
+    """A key's format, or Kafka Streams' windowed key around one: windowed:FMT, session:FMT."""
+
+    def __init__(self) -> None:
+        plain = [*RECORD_FORMATS, *SCHEMA_FORMATS]
+        inner = [f for f in plain if f != "raw"]
+        super().__init__(plain + [f"{layout}:{f}" for layout in WINDOWED_LAYOUTS for f in inner])
+
+    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
+        return "FMT|windowed:FMT|session:FMT"
+
+
 def record_format_option(part: str, help_text: str):
     """--key-format / --value-format of the commands that read or write records."""
-    return click.option(f"--{part}-format", type=click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS]), default="string",
-                        show_default=True, help=help_text)
+    kind = KeyFormat() if part == "key" else click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS])
+    return click.option(f"--{part}-format", type=kind, default="string", show_default=True, help=help_text)
 
 
 def state_dir_option(help_text: str = "Where kstool apps live [default: $KSTOOL_HOME/apps]."):

@@ -26,7 +26,8 @@ from kstool.schemas.formats import record_encoder, schemas_for
 @click.option("--header", "-H", "headers", multiple=True, metavar="KEY=VALUE", help="Header (repeatable).")
 @click.option("--timestamp", type=TIME, metavar="TIME", help="Record timestamp: ISO-8601, epoch ms, or -1h.")
 @record_format_option("key", "How text becomes key bytes; string and raw send the bytes as they are; "
-                            "avro, protobuf, jsonschema: JSON encoded with its schema.")
+                            "avro, protobuf, jsonschema: JSON encoded with its schema; windowed:FMT, "
+                            "session:FMT: {\"key\", \"start\"[, \"end\"]} as Kafka Streams' windowed keys.")
 @record_format_option("value", "As --key-format (long, int, double: Kafka's serializers; json: validated).")
 @schema_options(writes=True)
 @click.option("--on-error", type=click.Choice(ON_ERROR), default="fail", show_default=True,

@@ -15,6 +15,10 @@ import struct
 
 WINDOW_SUFFIX = 12  # bytes after the key in a window store key
 SESSION_SUFFIX = 16
+TIME_WINDOWED_SUFFIX = 8  # after the key in an output topic's time-windowed key
+# a window bound Kafka Streams can write: windows start at 0 or later (TimeWindows.windowsFor);
+# the bytes of a key read with the wrong layout give times far beyond the year 9999
+LATEST_WINDOW_TIME = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 def window_store_key(key: bytes, start: int, seqnum: int = 0) -> bytes:
@@ -23,6 +27,10 @@ def window_store_key(key: bytes, start: int, seqnum: int = 0) -> bytes:
 
 def session_store_key(key: bytes, start: int, end: int) -> bytes:
     return key + struct.pack(">qq", end, start)
+
+
+def usable_window_time(ms: int) -> bool:
+    return 0 <= ms <= LATEST_WINDOW_TIME
 
 
 def split_window_store_key(data: bytes) -> tuple[bytes, int, int]:

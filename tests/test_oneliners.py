@@ -7,12 +7,14 @@ import base64
 import json
 import random
 import re
+import struct
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import cli
+from tests.helpers import read_all
 
 
 def _create(kafka, topic: str, partitions: int) -> None:
@@ -266,3 +268,48 @@ def test_state_get_of_a_missing_key_prints_only_the_error(kafka, topic_name):
     assert as_json.exit_code == 1 and json.loads(as_json.stdout) == []
     found = cli("state", "get", *source, "k1", "nope", "-o", "json")
     assert found.exit_code == 1 and [e["value"] for e in json.loads(found.stdout)] == [7]
+
+
+def test_windowed_keys_decode_and_round_trip_and_another_layout_is_an_error(kafka, topic_name):
+    # Kafka Streams' output keys: TimeWindowedSerializer -> WindowKeySchema.toBinary(Windowed, ..)
+    # writes key ‖ start (8 bytes); SessionWindowedSerializer -> SessionKeySchema.toBinary writes
+    # key ‖ end ‖ start (apache/kafka streams/.../state/internals/WindowKeySchema.java, SessionKeySchema.java)
+    windowed, sessions, copy = f"{topic_name}-w", f"{topic_name}-s", f"{topic_name}-copy"
+    for topic in (windowed, sessions, copy):
+        _create(kafka, topic, 1)
+    keys = [b"user42" + struct.pack(">q", 1_700_000_100_000), "ü".encode() + struct.pack(">q", 0)]
+    _produce_raw(kafka, windowed, [{"key": k, "value": struct.pack(">q", n), "partition": 0,
+                                    "timestamp": 1_700_000_200_000} for n, k in enumerate(keys)])
+    session_key = b"user42" + struct.pack(">qq", 1_700_000_160_000, 1_700_000_100_000)
+    _produce_raw(kafka, sessions, [{"key": session_key, "value": b"x", "partition": 0, "timestamp": 5}])
+
+    shown = cli("consume", windowed, "-e", "-o", "jsonl", "--key-format", "windowed:string", "--value-format", "long")
+    assert shown.exit_code == 0, shown.stderr
+    assert [e["key"] for e in _jsonl(shown.stdout)] == [{"key": "user42", "start": 1_700_000_100_000},
+                                                        {"key": "ü", "start": 0}]
+    written = cli("produce", copy, "--format", "jsonl", "--key-format", "windowed:string", "--value-format", "long",
+                  input=shown.stdout)
+    assert written.exit_code == 0, written.stderr
+    assert [m.key() for m in read_all(kafka, copy)] == keys  # the same bytes back
+
+    session = cli("consume", sessions, "-e", "-o", "jsonl", "--key-format", "session:string")
+    assert _jsonl(session.stdout)[0]["key"] == {"key": "user42", "start": 1_700_000_100_000, "end": 1_700_000_160_000}
+
+    # a time-windowed key read as a session key: an error in its place and a warning, not garbage
+    wrong = cli("consume", windowed, "-e", "-o", "jsonl", "--key-format", "session:string")
+    assert wrong.exit_code == 0
+    assert all(set(e["key"]) == {"error", "hex"} for e in _jsonl(wrong.stdout))
+    assert "2 key(s)/value(s) did not decode" in wrong.stderr
+    # ... and as a window store's key (key ‖ start ‖ seqnum) by changelog dump: hex, a warning naming the way
+    dumped = cli("changelog", "dump", windowed, "--key-format", "windowed:string", "--value-format", "long",
+                 "-o", "jsonl")
+    assert [r["key"] for r in _jsonl(dumped.stdout)] == [{"hex": k.hex()} for k in keys]
+    assert "time-windowed:FMT" in dumped.stderr
+    dumped = cli("changelog", "dump", windowed, "--key-format", "time-windowed:string", "--value-format", "long",
+                 "-o", "jsonl")
+    assert [(r["key"], r["window_start"]) for r in _jsonl(dumped.stdout)] == [("user42", 1_700_000_100_000),
+                                                                              ("ü", 0)]
+
+    bad = cli("produce", copy, "--format", "jsonl", "--key-format", "session:string",
+              input='{"key": {"key": "k", "start": 10, "end": 5}, "value": "v"}\n')
+    assert bad.exit_code != 0 and "ends at or after its start" in bad.stderr

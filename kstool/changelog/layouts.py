@@ -4,15 +4,25 @@ formats, and detecting both from a sample."""
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from kstool.errors import UsageError
 from kstool.schemas.formats import Schemas, record_decoder
 from kstool.serdes import FORMATS, SCHEMA_FORMATS, WithSchemaId, raw
-from kstool.store_keys import SESSION_SUFFIX, WINDOW_SUFFIX, split_session_store_key, split_window_store_key
+from kstool.store_keys import (
+    SESSION_SUFFIX,
+    TIME_WINDOWED_SUFFIX,
+    WINDOW_SUFFIX,
+    split_session_store_key,
+    split_window_store_key,
+    usable_window_time,
+)
 
-LAYOUTS = ("key-value", "window", "session")
+# window and session: Kafka Streams' store keys (a changelog's); time-windowed: an aggregate's
+# output keys (TimeWindowedSerializer: key ‖ start), read here as well
+LAYOUTS = ("key-value", "window", "session", "time-windowed")
 # timestamps a real window bound can take: 2000-01-01 .. 2100-01-01
 _PLAUSIBLE = (946_684_800_000, 4_102_444_800_000)
 KEY_FORMATS = (*FORMATS, *SCHEMA_FORMATS)
@@ -25,15 +35,15 @@ class KeySpec:
 
     @classmethod
     def parse(cls, text: str) -> "KeySpec":
-        """`string`, `windowed:long`, `session:json`, ..."""
+        """`string`, `windowed:long`, `session:json`, `time-windowed:string`, ..."""
         prefix, sep, fmt = text.partition(":")
         if not sep:
             prefix, fmt = "key-value", text
         layout = {"windowed": "window", "window": "window", "session": "session",
-                  "key-value": "key-value"}.get(prefix)
+                  "time-windowed": "time-windowed", "key-value": "key-value"}.get(prefix)
         if layout is None or fmt not in KEY_FORMATS:
-            raise UsageError(f"invalid key format {text!r}: use FORMAT, windowed:FORMAT or "
-                             f"session:FORMAT with FORMAT one of {', '.join(KEY_FORMATS)}")
+            raise UsageError(f"invalid key format {text!r}: use FORMAT, windowed:FORMAT, session:FORMAT or "
+                             f"time-windowed:FORMAT with FORMAT one of {', '.join(KEY_FORMATS)}")
         return cls(layout, fmt)
 
 
@@ -63,19 +73,30 @@ def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[byte
     def decode(data: bytes | None) -> DecodedKey:
         if data is None:
             return DecodedKey(None)
-        if spec.layout == "window":
-            if len(data) < WINDOW_SUFFIX:
-                return DecodedKey(raw(data), ok=False)
-            key, start, seq = split_window_store_key(data)
-            return _checked(inner(key), spec.key_format, start=start, seqnum=seq)
-        if spec.layout == "session":
-            if len(data) < SESSION_SUFFIX:
-                return DecodedKey(raw(data), ok=False)
-            key, start, end = split_session_store_key(data)
-            return _checked(inner(key), spec.key_format, start=start, end=end)
-        value = inner(data)
-        return DecodedKey(value, ok=not _is_fallback(value, spec.key_format))
+        if spec.layout == "key-value":
+            value = inner(data)
+            return DecodedKey(value, ok=not _is_fallback(value, spec.key_format))
+        bounds = _bounds(spec.layout, data)
+        if bounds is None:  # another layout's key: its bytes would give garbage times
+            return DecodedKey(raw(data), ok=False)
+        key, start, end, seqnum = bounds
+        return _checked(inner(key), spec.key_format, start=start, end=end, seqnum=seqnum)
     return decode
+
+
+def _bounds(layout: str, data: bytes) -> tuple[bytes, int, int | None, int | None] | None:
+    """(key, start, end, seqnum) of a windowed key, or None when the bytes do not fit the layout."""
+    if layout == "window" and len(data) >= WINDOW_SUFFIX:
+        key, start, seqnum = split_window_store_key(data)
+        return (key, start, None, seqnum) if usable_window_time(start) and seqnum >= 0 else None
+    if layout == "session" and len(data) >= SESSION_SUFFIX:
+        key, start, end = split_session_store_key(data)
+        return (key, start, end, None) if usable_window_time(start) and usable_window_time(end) and start <= end \
+            else None
+    if layout == "time-windowed" and len(data) >= TIME_WINDOWED_SUFFIX:
+        (start,) = struct.unpack(">q", data[-TIME_WINDOWED_SUFFIX:])
+        return (data[:-TIME_WINDOWED_SUFFIX], start, None, None) if usable_window_time(start) else None
+    return None
 
 
 def _checked(key: Any, fmt: str, start: int, end: int | None = None, seqnum: int | None = None) -> DecodedKey:
@@ -121,8 +142,13 @@ def detect_layout(keys: list[bytes | None]) -> tuple[str, str]:
         seqs = sorted({split_window_store_key(k)[2] for k in present})
         return "window", (f"all {len(present)} keys end in a plausible 8-byte window start and a "
                           f"4-byte sequence number (values seen: {seqs[:5]})")
-    return "key-value", (f"{len(present) - max(len(windowed), len(session))} of {len(present)} keys do "
-                         "not end in window or session timestamps")
+    starts = [k for k in present if len(k) >= TIME_WINDOWED_SUFFIX
+              and _plausible(struct.unpack(">q", k[-TIME_WINDOWED_SUFFIX:])[0])]
+    if len(starts) == len(present):
+        return "time-windowed", (f"all {len(present)} keys end in a plausible 8-byte window start (an "
+                                 "aggregate's output keys)")
+    return "key-value", (f"{len(present) - max(len(windowed), len(session), len(starts))} of {len(present)} "
+                         "keys do not end in window or session timestamps")
 
 
 def detect_value_format(values: list[bytes | None]) -> str:
@@ -153,6 +179,6 @@ def _is_json_document(text: str) -> bool:
 
 
 def detect_key_format(keys: list[bytes | None], layout: str) -> str:
-    trim = {"window": WINDOW_SUFFIX, "session": SESSION_SUFFIX}.get(layout, 0)
+    trim = {"window": WINDOW_SUFFIX, "session": SESSION_SUFFIX, "time-windowed": TIME_WINDOWED_SUFFIX}.get(layout, 0)
     bare: list[bytes | None] = [k[:-trim] if trim else k for k in keys if k is not None]
     return detect_value_format(bare) if bare else "string"

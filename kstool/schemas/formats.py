@@ -21,6 +21,7 @@ from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileErro
 from kstool.schemas.json_schema import JsonSchemaCodec
 from kstool.schemas.protobuf import ProtobufCodec
 from kstool.schemas.registry import Registry
+from kstool.schemas.windowed import WindowedDecoder, split_format, windowed_encoder
 from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, WithSchemaId, decoder, plain_encoder
 
 SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "jsonschema": "JSON"}  # the registry's names
@@ -54,8 +55,10 @@ class Codec(Protocol):
 
 
 def schemas_for(formats: dict[str, str], options: SchemaOptions) -> "Schemas | None":
-    """The command's schemas when one of its formats needs them; formats: {"key": ..., "value": ...}."""
-    return Schemas(options, formats) if any(f in SCHEMA_FORMATS for f in formats.values()) else None
+    """The command's schemas when one of its formats needs them; formats: {"key": ..., "value": ...}
+    (a windowed key's schema is its inner key's)."""
+    inner = {part: split_format(fmt)[1] for part, fmt in formats.items()}
+    return Schemas(options, inner) if any(f in SCHEMA_FORMATS for f in inner.values()) else None
 
 
 class Schemas:
@@ -150,6 +153,10 @@ class RecordDecoder:
 
 
 def record_decoder(fmt: str, schemas: Schemas | None, part: str) -> Callable[[bytes | None], Any]:
+    """A decoder with `failures` counts the records it could not decode (shown as {"error", "hex"})."""
+    layout, fmt = split_format(fmt)
+    if layout is not None:
+        return WindowedDecoder(layout, record_decoder(fmt, schemas, part))
     if fmt not in SCHEMA_FORMATS:
         return decoder(fmt)
     return RecordDecoder(_required(schemas, fmt, part), part)
@@ -158,6 +165,9 @@ def record_decoder(fmt: str, schemas: Schemas | None, part: str) -> Callable[[by
 def record_encoder(fmt: str, schemas: Schemas | None, part: str, topic: str) -> FieldEncoder:
     """JSON value -> bytes: framed with the id the value was decoded with, else with the id of
     the file's schema under TOPIC-key / TOPIC-value; bare with --no-header."""
+    layout, fmt = split_format(fmt)
+    if layout is not None:
+        return windowed_encoder(layout, record_encoder(fmt, schemas, part, topic))
     if fmt not in SCHEMA_FORMATS:
         return plain_encoder(fmt)
     given = _required(schemas, fmt, part)
