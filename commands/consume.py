@@ -16,7 +16,17 @@ from kstool.errors import Interrupted
 from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
 from kstool.kafka.records import to_envelope
-from kstool.output import Column, Listing, compile_record_format, dumps, emit, info, stderr_is_tty, warn
+from kstool.output import (
+    Column,
+    Listing,
+    compile_record_format,
+    dumps,
+    emit,
+    info,
+    stderr_is_tty,
+    stdout_is_tty,
+    warn,
+)
 from kstool.schemas.formats import record_decoder, schemas_for
 
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
@@ -76,9 +86,11 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
                 count += 1
             emit(Listing(rows, RECORD_COLUMNS), output)
         else:
-            render = _line_renderer(output, fmt)
+            render = _line_renderer(output, fmt, escape=stdout_is_tty())
             out = sys.stdout.buffer
             live = _follows(options)  # a follow prints each record as it comes
+            if live and stderr_is_tty():
+                info("following new records (-e stops at the end; Ctrl-C quits)")
             with whole:
                 for env in envelopes:
                     with whole.record():
@@ -139,7 +151,9 @@ def _follows(options: ConsumeOptions) -> bool:
     return not options.exit_at_end and options.to_time is None and options.max_messages is None
 
 
-def _line_renderer(output: str | None, fmt: str | None):
+def _line_renderer(output: str | None, fmt: str | None, escape: bool):
+    """escape: a terminal gets keys and values with their control bytes escaped (a pipe gets the
+    bytes as they are)."""
     if output == "jsonl":
         return lambda env: (dumps(env) + "\n").encode("utf-8")
-    return compile_record_format(fmt if fmt is not None else "%s\\n")
+    return compile_record_format(fmt if fmt is not None else "%s\\n", escape)

@@ -11,7 +11,7 @@ from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, record_format_option, schema_options
 from kstool.config import parse_key_values
 from kstool.kafka.produce import INPUT_FORMATS, ON_ERROR, FieldEncoders, ProduceOptions, produce_lines
-from kstool.output import info, stderr_is_tty
+from kstool.output import info, plural, stderr_is_tty
 from kstool.schemas.formats import record_encoder, schemas_for
 
 
@@ -32,21 +32,28 @@ from kstool.schemas.formats import record_encoder, schemas_for
 @schema_options(writes=True)
 @click.option("--on-error", type=click.Choice(ON_ERROR), default="fail", show_default=True,
               help="A bad line: stop there (fail) or report and go on (skip).")
+@click.option("--create", is_flag=True, help="Create TOPIC first if it does not exist.")
+@click.option("--partitions", type=click.IntRange(min=1), help="With --create: the new topic's partitions [default: 1].")
 @pass_globals
 def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partition, headers,
-            timestamp, key_format, value_format, schema_flags: SchemaFlags, on_error):
+            timestamp, key_format, value_format, schema_flags: SchemaFlags, on_error, create, partitions):
     """Write records to TOPIC from stdin (or --file), one per line."""
+    if partitions is not None and not create:
+        raise click.UsageError("--partitions is for a topic --create makes")
     options = ProduceOptions(
         topic=topic, input_format=input_format, key_delimiter=key_delimiter, key=key,
         partition=partition, headers=list(parse_key_values(headers, "--header").items()),
         timestamp=timestamp,
-        key_format=key_format, value_format=value_format, on_error=on_error)
+        key_format=key_format, value_format=value_format, on_error=on_error,
+        create_partitions=(partitions or 1) if create else None)
     schemas = schemas_for({"key": key_format, "value": value_format},
                           schema_flags.options(g.client_config().schema_registry))
     encoders = FieldEncoders(record_encoder(key_format, schemas, "key", topic),
                              record_encoder(value_format, schemas, "value", topic))
     stream = file_ if file_ is not None else sys.stdin.buffer
     result = produce_lines(g.clients(), options, stream, encoders)
+    if result.created_partitions is not None:
+        info(f"created topic {topic} ({plural(result.created_partitions, 'partition')})")
     for skipped in result.skipped:
         info(f"kstool: skipped line {skipped['line']}: {skipped['error']}")
     info(f"wrote {result.written} record(s) to {topic}"

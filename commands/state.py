@@ -184,9 +184,11 @@ def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
     """Window and session stores: KEY's windows or sessions in a time range."""
     backend, store = _open(g, source)
     kind = store.kind if store else backend.formats.key.layout
-    entries = ops.fetch(backend.entries(), ops.typed_key(key, source, store),
-                        time_from, time_to, kind)
+    entries = list(ops.fetch(backend.entries(), ops.typed_key(key, source, store), time_from, time_to, kind))
     _emit(entries, output)
+    if not entries and not (source.from_changelog or source.changelog_topic):
+        info(f"no open {'session' if kind == 'session' else 'window'} of {key!r} in that range: closed ones leave "
+             "the store (its retention is size + grace); --from-changelog reads them from the changelog topic")
 
 
 @state.command()

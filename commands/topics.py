@@ -9,7 +9,7 @@ from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import confirm_or_refuse, named_argument, output_option, yes_option
 from kstool.config import parse_key_values
 from kstool.kafka import topics as ops
-from kstool.output import Column, Listing, emit, info
+from kstool.output import Column, Listing, emit, info, plural
 
 
 @click.group()
@@ -60,7 +60,7 @@ def create(g: Globals, topic: str, partitions: int, replication_factor: int, con
     opts = ops.CreateTopicOptions(topic, partitions, replication_factor,
                                   parse_key_values(configs, "--config"))
     ops.create_topic(g.clients(), opts)
-    info(f"created topic {topic} ({partitions} partition{'' if partitions == 1 else 's'})")
+    info(f"created topic {topic} ({plural(partitions, 'partition')})")
 
 
 @topics.command()

@@ -13,7 +13,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from kstool.timeutil import format_duration, format_time
 
@@ -265,6 +265,11 @@ class Dashboard:
             termios.tcsetattr(sys.stdin, termios.TCSADRAIN, self._saved_tty)
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 partition`, `2 partitions`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def info(message: str) -> None:
     """A human note on stderr (never mixed into data on stdout)."""
     sys.stderr.write(message + "\n")
@@ -277,22 +282,37 @@ def warn(message: str) -> None:
 _FORMAT_TOKEN = re.compile(r"%[kstpoThKS%]|\\[nt\\]")
 
 
-def compile_record_format(fmt: str):
+def compile_record_format(fmt: str, escape: bool = False):
     """kcat-style record format: %k key, %s value, %t topic, %p partition, %o offset,
     %T timestamp (ms), %h headers (k=v,...), %K / %S key / value length, %% a percent sign,
     and the escapes \\n \\t \\\\. Returns a function (envelope) -> bytes: raw keys and
-    values are written as they are, as kcat writes them."""
+    values are written as they are, as kcat writes them, or with `escape` (for a terminal)
+    with control characters and bytes that are not UTF-8 as \\xNN."""
     parts: list = []
     pos = 0
     for match in _FORMAT_TOKEN.finditer(fmt):
         parts.append(fmt[pos:match.start()].encode("utf-8"))
-        parts.append(_TOKENS[match.group(0)])
+        token = _TOKENS[match.group(0)]
+        parts.append(_escaped(token) if escape and match.group(0) in ("%k", "%s", "%h") else token)
         pos = match.end()
     parts.append(fmt[pos:].encode("utf-8"))
 
     def render(env: dict) -> bytes:
         return b"".join(p if isinstance(p, bytes) else p(env) for p in parts)
     return render
+
+
+# C0 controls but tab, DEL and C1 controls: what a terminal would act on instead of showing
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def escape_controls(data: bytes) -> bytes:
+    text = data.decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).encode("utf-8")
+
+
+def _escaped(token: Callable[[dict], bytes]) -> Callable[[dict], bytes]:
+    return lambda env: escape_controls(token(env))
 
 
 def as_bytes(value: Any) -> bytes:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import pty
 import random
 import re
+import select
 import struct
+import subprocess
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.conftest import cli
+from tests.conftest import KSTOOL, cli, cli_subprocess
 from tests.helpers import read_all
 
 
@@ -313,3 +317,59 @@ def test_windowed_keys_decode_and_round_trip_and_another_layout_is_an_error(kafk
     bad = cli("produce", copy, "--format", "jsonl", "--key-format", "session:string",
               input='{"key": {"key": "k", "start": 10, "end": 5}, "value": "v"}\n')
     assert bad.exit_code != 0 and "ends at or after its start" in bad.stderr
+
+
+def _on_a_terminal(*args: str, until: bytes, timeout: float = 60) -> bytes:
+    """kstool with stdout and stderr on a pseudo-terminal, as an operator's shell runs it: what it
+    wrote there up to `until` (or until it ended)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*KSTOOL, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + timeout
+    try:
+        while until not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the process ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    return seen
+
+
+def test_a_terminal_gets_control_bytes_escaped_and_a_follow_says_how_it_ends(kafka, topic_name):
+    _create(kafka, topic_name, 1)
+    value = b"red \x1b[31malert\x07 \xff end"
+    _produce_raw(kafka, topic_name, [{"key": b"k", "value": value, "partition": 0, "timestamp": 1}])
+    shown = _on_a_terminal("consume", topic_name, "-e", "--value-format", "raw", until=b"consumed 1 record")
+    assert b"red \\x1b[31malert\\x07 \\xff end" in shown and b"\x1b[31m" not in shown
+    piped = cli_subprocess("consume", topic_name, "-e", "--value-format", "raw")
+    assert piped.stdout_bytes == value + b"\n"  # a pipe gets the bytes as they are
+    followed = _on_a_terminal("consume", topic_name, "--from", "-1", until=b"Ctrl-C")
+    assert b"following new records (-e stops at the end" in followed
+
+
+def test_a_refused_connection_fails_at_once(fresh_home):
+    # --timeout 600: were it waited out, cli_subprocess's own 60 s limit would fail the test
+    result = cli_subprocess("-b", "127.0.0.1:1", "--timeout", "600", "topics", "list", timeout=60)
+    assert result.exit_code == 1 and "connection refused" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_produce_creates_a_missing_topic_when_asked_and_says_how_otherwise(kafka, topic_name):
+    missing = cli("produce", topic_name, input="a\n")
+    assert missing.exit_code == 1 and "--create" in missing.stderr and f"kstool topics create {topic_name}" in missing.stderr
+    created = cli("produce", topic_name, "--create", "--partitions", "3", "-K", ":", input="k1:a\nk2:b\n")
+    assert created.exit_code == 0, created.stderr
+    assert f"created topic {topic_name} (3 partitions)" in created.stderr
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    assert len(admin.list_topics(timeout=10).topics[topic_name].partitions) == 3
+    again = cli("produce", topic_name, "--create", input="c\n")  # exists: written to, not created
+    assert again.exit_code == 0 and "created" not in again.stderr
+    assert sorted(m.value() for m in read_all(kafka, topic_name)) == [b"a", b"b", b"c"]

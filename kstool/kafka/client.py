@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Iterable, cast
 
@@ -25,6 +26,9 @@ _UNREACHABLE = {
     KafkaError._RESOLVE,
 }
 
+
+# how long the first call's check that something listens at the bootstrap addresses may take
+PROBE_TIMEOUT_S = 0.5
 
 # Reading whole ranges: big fetches. One round trip per 1 MB (the default) caps a consumer at
 # ~150k small records/s against a broker with per-fetch latency; 10 MB per partition does not.
@@ -65,6 +69,7 @@ class KafkaClients:
     _last_error: str | None = None
     # how often every broker went away (a producer made before the last time may be stale)
     broker_losses: int = 0
+    _probed: bool = False
 
     def _with_logging(self, conf: dict[str, Any]) -> dict[str, Any]:
         # librdkafka prints connection noise to stderr by default; route it to logging (shown
@@ -83,8 +88,26 @@ class KafkaClients:
 
     def admin(self) -> AdminClient:
         if self._admin is None:
+            if not self._probed:  # the command's first call: later ones (an outage's) wait as asked
+                self._probed = True
+                self._fail_if_every_bootstrap_refuses()
             self._admin = self._build(AdminClient, self.config.base())
         return self._admin
+
+    def _fail_if_every_bootstrap_refuses(self) -> None:
+        """Nothing listens at any bootstrap address (a refused TCP connect is immediate): say so
+        now instead of waiting out the timeout. Any other outcome is left to the client."""
+        for server in self.config.bootstrap_servers.split(","):
+            host, _, port = server.strip().rpartition("://")[2].rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+                    return
+            except ConnectionRefusedError:
+                continue
+            except (OSError, ValueError):
+                return
+        raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: connection refused "
+                                     "(no broker listens there; `kstool broker start` starts the embedded one)")
 
     def drop_admin(self) -> None:
         """After an outage: an admin client that lived through it may keep a group coordinator

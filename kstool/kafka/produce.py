@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from confluent_kafka import KafkaException
 
-from kstool.errors import UsageError
+from kstool.errors import NotFoundError, UsageError
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, require_partitions
-from kstool.kafka.exceptions import BadInputLine, EnvelopeError
+from kstool.kafka.exceptions import BadInputLine, EnvelopeError, TopicNotFoundError
 from kstool.kafka.records import Record, from_envelope
+from kstool.kafka.topics import CreateTopicOptions, ensure_topic
 from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, plain_encoder
 
 INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
@@ -30,6 +32,7 @@ class ProduceOptions:
     key_format: str = "string"
     value_format: str = "string"
     on_error: str = "fail"  # one of ON_ERROR
+    create_partitions: int | None = None  # a missing topic is created with this many partitions
 
 
 @dataclass
@@ -38,6 +41,7 @@ class ProduceResult:
     written: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     per_partition: dict[int, int] = field(default_factory=dict)
+    created_partitions: int | None = None  # the topic was created first, with this many
 
 
 # formats whose text lines are the bytes to send, unchanged
@@ -104,6 +108,27 @@ def _fixed_key(options: ProduceOptions, encoders: FieldEncoders) -> bytes | None
         raise UsageError(f"--key {options.key!r} is not a valid {options.key_format}: {exc}") from None
 
 
+def _partitions(clients: KafkaClients, options: ProduceOptions, result: ProduceResult) -> list[int]:
+    """The topic's partitions; a missing topic is created when asked (--create), else the error
+    says how to make it."""
+    try:
+        return clients.topic_partitions(options.topic)
+    except TopicNotFoundError:
+        if options.create_partitions is None:
+            raise NotFoundError(f"topic {options.topic!r} does not exist: add --create [--partitions N] to "
+                                f"make it, or run `kstool topics create {options.topic}`") from None
+    if ensure_topic(clients, CreateTopicOptions(options.topic, options.create_partitions)):
+        result.created_partitions = options.create_partitions
+    deadline = time.monotonic() + clients.timeout
+    while True:  # a broker's metadata may show a new topic a moment after creating it
+        try:
+            return clients.topic_partitions(options.topic)
+        except TopicNotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes],
                   encoders: FieldEncoders | None = None) -> ProduceResult:
     """Write one record per input line, in batches. With on_error=fail the first bad line stops
@@ -111,13 +136,13 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
     encoders = encoders or FieldEncoders.plain(options)
     if options.input_format not in INPUT_FORMATS:
         raise UsageError(f"unknown input format {options.input_format!r}")
-    partitions = clients.topic_partitions(options.topic)
+    result = ProduceResult(options.topic)
+    partitions = _partitions(clients, options, result)
     if options.partition is not None:
         require_partitions(options.topic, [options.partition], partitions)
     parse = _text_parser(options, encoders) if options.input_format == "text" else _jsonl_parser(encoders)
     fixed_key = _fixed_key(options, encoders)
     headers = [(k, v.encode("utf-8")) for k, v in options.headers]
-    result = ProduceResult(options.topic)
     writer = BulkWriter(clients, {options.topic: len(partitions)})
 
     def finish() -> None:
