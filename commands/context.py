@@ -1,6 +1,6 @@
 """The state shared by all commands: global options and the Kafka clients built from them.
 
-The connection options (-b, --command-config, -X, --timeout, --debug) are accepted before the
+The connection options (-b, --command-config, -X, --timeout, --debug) and --tz are accepted before the
 command and after it alike (`kstool -b H topics list` = `kstool topics list -b H`), as Kafka's
 tools and kcat take them: every command of the tree carries them, and each one given fills the
 one Globals object of the invocation.
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import click
 
 from kstool.config import ClientConfig, build_client_config
+from kstool.output import show_times_in
+from kstool.timeutil import time_zone
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -26,6 +28,7 @@ class Globals:
     overrides: tuple[str, ...] = ()
     timeout_s: float = DEFAULT_TIMEOUT_S
     debug: bool = False
+    tz: str | None = None
     _config: ClientConfig | None = field(default=None, repr=False)
 
     def client_config(self) -> ClientConfig:
@@ -51,6 +54,8 @@ def _store(ctx: click.Context, param: click.Parameter, value):
         g.overrides = (*g.overrides, *value)
     else:
         setattr(g, param.name, value)
+    if param.name == "tz":
+        show_times_in(time_zone(value))
     if param.name == "debug":
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, force=True,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -74,10 +79,13 @@ def global_options() -> list[click.Option]:
                           f"{DEFAULT_TIMEOUT_S:g}]", **common),
         click.Option(["--debug", "debug"], is_flag=True, help="Show tracebacks and client logs.",
                      **common),
+        click.Option(["--tz", "tz"], metavar="ZONE", help="Tables show times in this zone (Europe/Paris, local) "
+                                                          "instead of UTC; json, jsonl and csv keep epoch ms.",
+                     **common),
     ]
 
 
-GLOBAL_OPTION_NAMES = {"bootstrap", "command_config", "overrides", "timeout_s", "debug"}
+GLOBAL_OPTION_NAMES = {"bootstrap", "command_config", "overrides", "timeout_s", "debug", "tz"}
 
 
 def finish_command(command: click.Command, path: str) -> None:

@@ -8,12 +8,14 @@ import logging
 import os
 import sys
 import traceback
+from datetime import timezone
 
 import click
 
 from kstool import __version__
 from kstool.commands.context import finish_command, finish_tree
 from kstool.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, KstoolError
+from kstool.output import show_times_in
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -94,6 +96,7 @@ def _fail(message: str, code: int, debug: bool) -> int:
 def run(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
+    show_times_in(timezone.utc)  # --tz is one invocation's (tests run many in one process)
     try:
         result = cli.main(args=argv, prog_name="kstool", standalone_mode=False)
         return result if isinstance(result, int) else 0

@@ -13,6 +13,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
+from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from kstool.timeutil import format_duration, format_time
@@ -53,7 +54,14 @@ def _size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-_FOR_PEOPLE = {"time": lambda ms: format_time(int(ms)), "bytes": _size,
+_shown_zone: list[tzinfo] = [timezone.utc]  # --tz: the zone tables show times in
+
+
+def show_times_in(zone: tzinfo) -> None:
+    _shown_zone[0] = zone
+
+
+_FOR_PEOPLE = {"time": lambda ms: format_time(int(ms), _shown_zone[0]), "bytes": _size,
                "seconds": lambda s: format_duration(round(s * 1000)), "ms": lambda ms: format_duration(int(ms))}
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import cast
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kstool.errors import UsageError
 
@@ -96,13 +98,27 @@ def _parse_iso(raw: str, original: str) -> int:
     return (parsed - _EPOCH) // timedelta(milliseconds=1)  # exact: no float rounding
 
 
-def format_time(ms: int | None) -> str | None:
+def format_time(ms: int | None, zone: tzinfo = timezone.utc) -> str | None:
+    """ISO-8601 with milliseconds: ...Z in UTC, else with the zone's offset."""
     if ms is None or ms < 0:
         return None
     try:
-        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        shown = datetime.fromtimestamp(ms / 1000, tz=zone).isoformat(timespec="milliseconds")
     except (OverflowError, ValueError, OSError):
         return None
+    return shown.replace("+00:00", "Z") if zone is timezone.utc else shown
+
+
+def time_zone(name: str) -> tzinfo:
+    """--tz: an IANA zone name (Europe/Paris), UTC, or `local` (this machine's)."""
+    if name.lower() == "local":
+        return cast(tzinfo, datetime.now().astimezone().tzinfo)
+    if name.upper() in ("UTC", "Z"):
+        return timezone.utc
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"unknown time zone {name!r}: use an IANA name (Europe/Paris), UTC or local") from None
 
 
 def format_duration(ms: int | None) -> str | None:

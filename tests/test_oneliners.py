@@ -258,6 +258,12 @@ def test_tables_show_times_for_people_and_json_keeps_the_numbers(kafka, topic_na
     assert [r["timestamp"] for r in _jsonl(cli("consume", topic_name, "-e", "-o", "jsonl").stdout)] == [1_000]
     described = cli("changelog", "describe", topic_name).stdout
     assert described.count("1970-01-01T00:00:01.000Z") == 2  # oldest and newest
+    # --tz: tables in that zone (Asia/Kolkata is UTC+05:30 all year), JSON still epoch ms
+    assert "1970-01-01T05:30:01.000+05:30" in cli("consume", topic_name, "-e", "-o", "table", "--tz", "Asia/Kolkata").stdout
+    assert [r["timestamp"] for r in _jsonl(cli("consume", topic_name, "-e", "-o", "jsonl", "--tz", "Asia/Kolkata").stdout)] == [1_000]
+    assert "1970-01-01T00:00:01.000Z" in cli("consume", topic_name, "-e", "-o", "table").stdout  # one invocation's
+    unknown = cli("--tz", "Mars/Base", "consume", topic_name, "-e")
+    assert unknown.exit_code == 2 and "unknown time zone 'Mars/Base'" in unknown.stderr
 
 
 def test_state_get_of_a_missing_key_prints_only_the_error(kafka, topic_name):
