@@ -5,6 +5,7 @@ key-value store:  key
 window store:     key ‖ windowStart (8) ‖ seqnum (4)   (WindowKeySchema)
 session store:    key ‖ sessionEnd (8) ‖ sessionStart (8), end first   (SessionKeySchema)
 output keys:      key ‖ start (8) (TimeWindowedSerializer), key ‖ end ‖ start (SessionWindowedSerializer)
+A key read in the wrong layout gives times past the year 9999: windowed_key_bounds refuses them.
 All integers big-endian; timestamps epoch ms.
 """
 
@@ -43,6 +44,23 @@ def split_session_store_key(data: bytes) -> tuple[bytes, int, int]:
     """-> key, session start, session end (the caller checks len(data) >= SESSION_SUFFIX)."""
     end, start = struct.unpack(">qq", data[-SESSION_SUFFIX:])
     return data[:-SESSION_SUFFIX], start, end
+
+
+def windowed_key_bounds(layout: str, data: bytes) -> tuple[bytes, int, int | None, int | None] | None:
+    """(key, start, end, seqnum) of a key in a windowed layout: `window` (a window store's key),
+    `session` (a session store's or output key), `time-windowed` (an output key); None when the
+    bytes do not fit it (too short, or times no window has: another layout's key)."""
+    if layout == "window" and len(data) >= WINDOW_SUFFIX:
+        key, start, seqnum = split_window_store_key(data)
+        return (key, start, None, seqnum) if usable_window_time(start) and seqnum >= 0 else None
+    if layout == "session" and len(data) >= SESSION_SUFFIX:
+        key, start, end = split_session_store_key(data)
+        fits = usable_window_time(start) and usable_window_time(end) and start <= end
+        return (key, start, end, None) if fits else None
+    if layout == "time-windowed" and len(data) >= TIME_WINDOWED_SUFFIX:
+        (start,) = struct.unpack(">q", data[-TIME_WINDOWED_SUFFIX:])
+        return (data[:-TIME_WINDOWED_SUFFIX], start, None, None) if usable_window_time(start) else None
+    return None
 
 
 def output_key(key: bytes, start: int, end: int, session: bool, key_format: str) -> bytes:

@@ -17,7 +17,7 @@ from kstool.store_keys import (
     WINDOW_SUFFIX,
     split_session_store_key,
     split_window_store_key,
-    usable_window_time,
+    windowed_key_bounds,
 )
 
 # window and session: Kafka Streams' store keys (a changelog's); time-windowed: an aggregate's
@@ -76,27 +76,12 @@ def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[byte
         if spec.layout == "key-value":
             value = inner(data)
             return DecodedKey(value, ok=not _is_fallback(value, spec.key_format))
-        bounds = _bounds(spec.layout, data)
+        bounds = windowed_key_bounds(spec.layout, data)
         if bounds is None:  # another layout's key: its bytes would give garbage times
             return DecodedKey(raw(data), ok=False)
         key, start, end, seqnum = bounds
         return _checked(inner(key), spec.key_format, start=start, end=end, seqnum=seqnum)
     return decode
-
-
-def _bounds(layout: str, data: bytes) -> tuple[bytes, int, int | None, int | None] | None:
-    """(key, start, end, seqnum) of a windowed key, or None when the bytes do not fit the layout."""
-    if layout == "window" and len(data) >= WINDOW_SUFFIX:
-        key, start, seqnum = split_window_store_key(data)
-        return (key, start, None, seqnum) if usable_window_time(start) and seqnum >= 0 else None
-    if layout == "session" and len(data) >= SESSION_SUFFIX:
-        key, start, end = split_session_store_key(data)
-        return (key, start, end, None) if usable_window_time(start) and usable_window_time(end) and start <= end \
-            else None
-    if layout == "time-windowed" and len(data) >= TIME_WINDOWED_SUFFIX:
-        (start,) = struct.unpack(">q", data[-TIME_WINDOWED_SUFFIX:])
-        return (data[:-TIME_WINDOWED_SUFFIX], start, None, None) if usable_window_time(start) else None
-    return None
 
 
 def _checked(key: Any, fmt: str, start: int, end: int | None = None, seqnum: int | None = None) -> DecodedKey:

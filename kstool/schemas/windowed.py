@@ -7,11 +7,10 @@ counted, never a key cut at the wrong byte."""
 from __future__ import annotations
 
 import json
-import struct
 from typing import Any, Callable
 
 from kstool.serdes import EncodeError, FieldEncoder, WithSchemaId, is_raw, unraw
-from kstool.store_keys import SESSION_SUFFIX, TIME_WINDOWED_SUFFIX, output_key, usable_window_time
+from kstool.store_keys import output_key, usable_window_time, windowed_key_bounds
 
 LAYOUTS = {"windowed": "time-windowed", "session": "session-windowed"}
 
@@ -46,16 +45,11 @@ class WindowedDecoder:
 
 
 def _window(layout: str, data: bytes) -> tuple[bytes, dict[str, int]] | None:
-    if layout == "windowed":
-        if len(data) < TIME_WINDOWED_SUFFIX:
-            return None
-        (start,) = struct.unpack(">q", data[-TIME_WINDOWED_SUFFIX:])
-        return (data[:-TIME_WINDOWED_SUFFIX], {"start": start}) if usable_window_time(start) else None
-    if len(data) < SESSION_SUFFIX:
+    bounds = windowed_key_bounds("time-windowed" if layout == "windowed" else "session", data)
+    if bounds is None:
         return None
-    end, start = struct.unpack(">qq", data[-SESSION_SUFFIX:])
-    fits = usable_window_time(start) and usable_window_time(end) and start <= end
-    return (data[:-SESSION_SUFFIX], {"start": start, "end": end}) if fits else None
+    key, start, end, _ = bounds
+    return key, ({"start": start} if end is None else {"start": start, "end": end})
 
 
 def _time(value: Any, name: str) -> int | None:

@@ -1,0 +1,76 @@
+"""The stateful steps of #35 cold and through the warm engine, Quix Streams beside them:
+`python -m bench.warm [--steps windowed_count_5m,...] [--skip-quix]` (not CI).
+
+One private embedded broker, the records loaded once (bench.versus' topics). The engine is
+started first by a small run that is not counted; then each step runs cold (a process of its
+own: Spark start and first-batch warm-up included) and through the engine (a new app: the
+query's start is included, Spark's and the Python workers' are not), each as a new app over the
+same records. Quix Streams 3.28.1 runs the peers of the windowed final count and of the
+stream-stream join (its interval join) in the same run. Results: bench/results/warm-<time>.json
+(processing records/s and whole-command wall time per side; the peer's wall time against each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from bench.__main__ import kstool, machine, quix, run_once, write_results
+from bench.load import create_topic, keyed_records, load, text_lines
+from bench.measure import cold_env
+from bench.versus import STEPS, TOPICS
+
+PEERS = {"windowed_count_final_1m": ("bench-keys-1m", 1_000_000, "tumbling-count", "1000"),
+         "stream_stream_join_1m_keys": ("bench-join", 2_000_000, "interval-join", "bench-join-right", "60000")}
+DEFAULT_STEPS = ("windowed_count_5m", "windowed_count_final_1m", "hopping_count_1m", "session_count_1m",
+                 "stream_table_join_1m_keys", "stream_stream_join_1m_keys", "table_table_join_1m_keys")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", default=",".join(DEFAULT_STEPS), help="comma-separated: " + ", ".join(STEPS))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--skip-quix", action="store_true")
+    args = parser.parse_args()
+    steps = args.steps.split(",")
+    cold = cold_env("kstool-bench-warm-")
+    warm = {**cold, "KSTOOL_ENGINE": "on"}
+    os.chdir(cold["KSTOOL_HOME"])  # not this tree's root: `python -m` would put it first on the path
+    bootstrap = kstool(cold, "broker", "start", "--port", "0", check=True).stdout.strip()
+    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    figures: dict = {}
+    runs = results["runs"]
+    try:
+        for topic in sorted({STEPS[s][0] for s in steps} | {STEPS[s][0] + "-right" for s in steps
+                                                             if STEPS[s][1] == "join"}):
+            count, keys, seed = TOPICS[topic]
+            create_topic(bootstrap, topic, 2)
+            load(bootstrap, topic, keyed_records(count, keys=keys, seed=seed), 2, by_key=keys == count)
+        create_topic(bootstrap, "bench-warmup", 2)
+        load(bootstrap, "bench-warmup", text_lines(1000), 2)
+        print("starting the engine ...", file=sys.stderr)
+        runs["engine_start_run"] = run_once(warm, "bench-warmup", "bench-warmup", args.master)
+        for step in steps:
+            topic, topology, options = STEPS[step]
+            for side, env in (("cold", cold), ("engine", warm)):
+                print(f"running {step} ({side}) ...", file=sys.stderr)
+                run = run_once(env, topic, f"bench-{step}-{side}".replace("_", "-"), args.master, topology, options)
+                runs[f"{step}_{side}"] = run
+                figures[f"{step}_{side}_records_per_s"] = run["records_per_s"]
+                print(f"  {run}", file=sys.stderr)
+            if step in PEERS and not args.skip_quix:
+                print(f"running Quix Streams' {step} ...", file=sys.stderr)
+                peer = runs[f"quix_{step}"] = quix(bootstrap, *PEERS[step])
+                print(f"  {peer}", file=sys.stderr)
+                if "wall_s" in peer:
+                    for side in ("cold", "engine"):
+                        figures[f"{step}_{side}_vs_quix_wall"] = round(peer["wall_s"] / runs[f"{step}_{side}"]["wall_s"], 2)
+    finally:
+        kstool(warm, "engine", "stop")
+        kstool(cold, "broker", "stop")
+    write_results(results, figures, prefix="warm-")
+
+
+if __name__ == "__main__":
+    main()
