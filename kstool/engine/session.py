@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import cast
 
 from kstool.engine.java import require_java
+from kstool.engine.jvm_reaper import reap_at_exit
 from kstool.engine.jvmcache import JvmCache
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -90,7 +91,10 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
             with open(log_file or os.devnull, "ab") as sink:
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink,
                                                              "start_new_session": True})
-            cast(JvmCache, jvm_cache).started(getattr(gateway, "proc", None) and gateway.proc.pid)
+            jvm_pid = getattr(gateway, "proc", None) and gateway.proc.pid
+            cast(JvmCache, jvm_cache).started(jvm_pid)
+            if jvm_pid:
+                reap_at_exit(jvm_pid)
             context = SparkContext(conf=conf, gateway=gateway)
         context.setLogLevel("DEBUG" if options.debug else "ERROR")
         spark = SparkSession(context)
