@@ -375,15 +375,7 @@ class SessionAggregate(RecordByRecord):
             if kind == 0:
                 state.emit(item.key, item.value, item.timestamp, LATE)
                 continue
-            end, store_key = item
-            value = state.get(STORE, store_key)
-            if value is None:  # merged into a later session
-                continue
-            key, start, _ = split_session_store_key(store_key)
-            if self.emit == "final":
-                self._emit_session(state, key, start, end, Accumulator.of(value))
-            state.delete(STORE, store_key, end, log=False)
-            by_key.discard(key, store_key)
+            self._close_session(state, by_key, *item)
 
     def process(self, record: Record, state: TaskState) -> None:
         by_key, ends = self._indexes(state)  # an unindexed store is indexed before this record changes it
@@ -443,14 +435,18 @@ class SessionAggregate(RecordByRecord):
         if closing:
             state.prefetch(STORE, (store_key for _, store_key in closing))
         for end, store_key in closing:
-            value = state.get(STORE, store_key)
-            if value is None:
-                continue
-            key, start, _ = split_session_store_key(store_key)
-            if self.emit == "final":
-                self._emit_session(state, key, start, end, Accumulator.of(value))
-            state.delete(STORE, store_key, end, log=False)
-            by_key.discard(key, store_key)
+            self._close_session(state, by_key, end, store_key)
+
+    def _close_session(self, state: TaskState, by_key: KeyIndex, end: int, store_key: bytes) -> None:
+        """A session the stream time closed (one merged into a later session is gone already)."""
+        value = state.get(STORE, store_key)
+        if value is None:
+            return
+        key, start, _ = split_session_store_key(store_key)
+        if self.emit == "final":
+            self._emit_session(state, key, start, end, Accumulator.of(value))
+        state.delete(STORE, store_key, end, log=False)
+        by_key.discard(key, store_key)
 
 
 _DELETE, _PUT = 0, 1
