@@ -139,6 +139,15 @@ class ClientConfig:
     debug: bool = False
     schema_registry: dict[str, str] = field(default_factory=dict)  # SchemaRegistryClient settings
 
+    def bootstrap_addresses(self) -> list[tuple[str, int]]:
+        """(host, port) of each bootstrap server (`host:port`, `[v6]:port`, `PROTOCOL://host:port`);
+        ValueError for a port that is not a number."""
+        addresses = []
+        for server in self.bootstrap_servers.split(","):
+            host, _, port = server.strip().split("://", 1)[-1].rpartition(":")
+            addresses.append((host.strip("[]"), int(port)))
+        return addresses
+
     def base(self) -> dict[str, str]:
         return {**self.common, "bootstrap.servers": self.bootstrap_servers}
 

@@ -8,25 +8,14 @@ later. Nothing is lost: a run's work is committed before kstool exits."""
 from __future__ import annotations
 
 import atexit
+import os
+import signal
 import subprocess
 import sys
+import time
 
 # long enough for a JVM's normal exit: Spark's shutdown hooks, a first run's class-data archive
 GRACE_S = 120.0
-
-_WATCHER = """
-import os, signal, sys, time
-pid, started, grace = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-time.sleep(grace)
-try:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-except OSError:
-    sys.exit(0)
-if fields[19] == started:  # the same process, not another one given its pid since
-    os.kill(pid, signal.SIGKILL)
-"""
-
 
 def start_time(pid: int) -> str | None:
     """The process's start time (/proc/PID/stat, field 22), which tells it from a later process
@@ -47,5 +36,17 @@ def reap_at_exit(pid: int, grace_s: float = GRACE_S) -> None:
 
 
 def leave_watcher(pid: int, started: str, grace_s: float) -> None:
-    subprocess.Popen([sys.executable, "-c", _WATCHER, str(pid), started, str(grace_s)], start_new_session=True,
+    subprocess.Popen([sys.executable, "-m", __name__, str(pid), started, str(grace_s)], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _watch(pid: int, started: str, grace_s: float) -> None:
+    """The watcher: after grace_s, kill the process if it is the same one (not another one given
+    its pid since)."""
+    time.sleep(grace_s)
+    if start_time(pid) == started:
+        os.kill(pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    _watch(int(sys.argv[1]), sys.argv[2], float(sys.argv[3]))

@@ -97,14 +97,17 @@ class KafkaClients:
     def _fail_if_every_bootstrap_refuses(self) -> None:
         """Nothing listens at any bootstrap address (a refused TCP connect is immediate): say so
         now instead of waiting out the timeout. Any other outcome is left to the client."""
-        for server in self.config.bootstrap_servers.split(","):
-            host, _, port = server.strip().rpartition("://")[2].rpartition(":")
+        try:
+            addresses = self.config.bootstrap_addresses()
+        except ValueError:
+            return
+        for address in addresses:
             try:
-                with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+                with socket.create_connection(address, timeout=PROBE_TIMEOUT_S):
                     return
             except ConnectionRefusedError:
                 continue
-            except (OSError, ValueError):
+            except OSError:
                 return
         raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: connection refused "
                                      "(no broker listens there; `kstool broker start` starts the embedded one)")

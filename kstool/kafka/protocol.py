@@ -100,10 +100,7 @@ class Connection:
 
 
 def bootstrap_address(config: ClientConfig) -> tuple[str, int]:
-    first = config.bootstrap_servers.split(",")[0].strip()
-    first = first.split("://", 1)[-1]
-    host, _, port = first.rpartition(":")
-    return host.strip("[]"), int(port)
+    return config.bootstrap_addresses()[0]
 
 
 def find_coordinator(config: ClientConfig, key: str, key_type: int) -> tuple[int, str, int]:
