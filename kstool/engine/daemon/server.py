@@ -235,13 +235,28 @@ def _listen(paths: EnginePaths) -> socket.socket:
     return server
 
 
+# an engine that has stopped serving holds its lock until its process has ended (Spark's stop,
+# exit handlers): a new engine started right then waits that long rather than give up
+LOCK_WAIT_S = 10.0
+
+
+def _take_lock(fd: int) -> bool:
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
 def serve(settings: EngineSettings) -> int:
     paths = EnginePaths.of_home()
     private_dir(paths.root)
     lock = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _take_lock(lock):
         sys.stderr.write("kstool: error: an engine already runs for this kstool home\n")
         return 75
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
