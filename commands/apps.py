@@ -45,8 +45,8 @@ def list_(state_dir, output):
 def describe(g: Globals, app_id, state_dir, offline, output):
     """Topology, last committed batch, processed offsets, group lag, stores of APP_ID."""
     doc = ops.describe_app(None if offline else g.clients(), state_dir, app_id)
-    group = doc["group"] or {}
-    lag = {(p["topic"], p["partition"]): p["lag"] for p in group.get("partitions", [])}
+    group = doc["group"]
+    lag = {(p["topic"], p["partition"]): p["lag"] for p in (group["partitions"] if group else [])}
     rows = [{**p, "lag": lag.get((p["topic"], p["partition"]))} for p in doc["processed_offsets"]]
     stores = Listing([s for s in doc["stores"]],
                      [Column("name", "STORE"), Column("kind"), Column("changelog_topic"),
@@ -54,7 +54,7 @@ def describe(g: Globals, app_id, state_dir, offline, output):
     title = (f"app {doc['app_id']}: {doc['topology']}, last committed batch "
              f"{doc['last_committed_batch']}, "
              f"{'running (pid %s)' % doc['running_pid'] if doc['running_pid'] else 'not running'}, "
-             f"group lag {group.get('total_lag', '-')}")
+             f"group lag {group['total_lag'] if group else '-'}")
     history = doc["history"]
     first = history["first_batch"]
     reach = ("its empty state before batch 0" if history["origin"] is not None and first in (0, None)

@@ -13,7 +13,9 @@ ENV_VAR = "_KSTOOL_COMPLETE"
 def completion_script(shell: str) -> str:
     from kstool.commands.main import cli
 
-    return get_completion_class(shell)(cli, {}, PROG, ENV_VAR).source()
+    completer = get_completion_class(shell)
+    assert completer is not None, shell  # SHELLS are click's own
+    return completer(cli, {}, PROG, ENV_VAR).source()
 
 
 @click.command()

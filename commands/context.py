@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import click
 
@@ -63,7 +64,7 @@ def _store(ctx: click.Context, param: click.Parameter, value):
 
 def global_options() -> list[click.Option]:
     """Fresh option objects for one command (click binds each to its command)."""
-    common = {"expose_value": False, "callback": _store, "is_eager": True}
+    common: dict[str, Any] = {"expose_value": False, "callback": _store, "is_eager": True}
     return [
         click.Option(["-b", "--bootstrap-servers", "--bootstrap-server", "bootstrap"],
                      metavar="HOST:PORT[,...]",

@@ -97,6 +97,8 @@ def run(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     show_times_in(timezone.utc)  # --tz is one invocation's (tests run many in one process)
+    root = logging.getLogger()
+    logging_before = root.level, root.handlers[:]  # --debug's too: later invocations log as before
     try:
         result = cli.main(args=argv, prog_name="kstool", standalone_mode=False)
         return result if isinstance(result, int) else 0
@@ -121,6 +123,9 @@ def run(argv: list[str] | None = None) -> int:
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         return _fail(f"unexpected {type(exc).__name__}: {first_line} (run with --debug for details)",
                      EXIT_FAILURE, debug)
+    finally:
+        root.setLevel(logging_before[0])
+        root.handlers[:] = logging_before[1]
 
 
 def main() -> None:

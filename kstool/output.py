@@ -12,6 +12,7 @@ import csv
 import json
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, cast
@@ -69,7 +70,7 @@ _FOR_PEOPLE = {"time": lambda ms: format_time(int(ms), _shown_zone[0]), "bytes":
 class Listing:
     """Rows for table/jsonl/csv, and the JSON document (defaults to the rows)."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[Mapping[str, Any]]  # TypedDict rows fit a Mapping, not a dict
     columns: list[Column]
     document: Any = None
     title: str | None = None

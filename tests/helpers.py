@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -148,3 +151,13 @@ def source_rows(keys, values, offsets=None, stamps_ms=None):
         {"key": keys, "value": values, "topic": ["t"] * n, "partition": [0] * n, "offset": offsets,
          "timestamp": [None if t is None else 1000 * t for t in stamps_ms], "timestamp_type": [1] * n, "headers": [None] * n,
          "restored": [False] * n, "value_json": [None] * n, "partial": [None] * n}, schema=ARROW_SCHEMA)
+
+
+def wait_until(condition: Callable[[], bool], what: str | Callable[[], str], limit_s: float = 180,
+               poll_s: float = 0.2) -> None:
+    """Polls condition until it holds. what: a text, or a function giving one (what was seen
+    when it gave up). limit_s is a hang guard, not a timing check."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting: {what() if callable(what) else what}"
+        time.sleep(poll_s)

@@ -18,15 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kstool.application import metrics
 from kstool.application.model import AppPaths
 from tests.conftest import KSTOOL, cli_subprocess
-from tests.helpers import create_topic, produce_batched
-
-
-def _wait_until(condition, what, limit_s: float = 180) -> None:
-    """what: a text, or a function giving one (what was seen when it gave up)."""
-    deadline = time.monotonic() + limit_s  # a hang guard, not a timing check
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting: {what() if callable(what) else what}"
-        time.sleep(0.3)
+from tests.helpers import create_topic, produce_batched, wait_until
 
 
 def _snapshot(state_dir: Path, *extra: str) -> tuple[int, dict, str]:
@@ -64,7 +56,7 @@ def test_top_once_shows_rates_and_a_growing_time_lag_then_the_dashboard_in_a_ter
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     steady = _SteadyProducer(kafka, topic_name, per_second=100)
     try:
-        _wait_until(lambda: (state_dir / app / "metrics.jsonl").exists(), "the app's first batch")
+        wait_until(lambda: (state_dir / app / "metrics.jsonl").exists(), "the app's first batch")
         steady.start()
         # a plain consumer group beside it, as a Kafka Streams app's group would be: 5 records behind
         group = topic_name + "-plain"
@@ -123,13 +115,13 @@ def _dashboard_in_tmux(state_dir: Path, app: str) -> None:
         def screen() -> str:
             return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
 
-        _wait_until(lambda: "LAG TREND" in screen() and app in screen(), lambda: f"the dashboard's table:\n{screen()}", 60)
-        _wait_until(lambda: any(c in screen() for c in "▂▃▄▅▆▇█"), lambda: f"a lag trend of some samples:\n{screen()}", 60)
+        wait_until(lambda: "LAG TREND" in screen() and app in screen(), lambda: f"the dashboard's table:\n{screen()}", 60)
+        wait_until(lambda: any(c in screen() for c in "▂▃▄▅▆▇█"), lambda: f"a lag trend of some samples:\n{screen()}", 60)
         shown = screen()
         line = next(line for line in shown.splitlines() if line.strip().startswith(app))
         assert "running" in line and "TIME LAG" in shown and "Traceback" not in shown
         subprocess.run([*tmux, "send-keys", "q"], check=True)
-        _wait_until(lambda: "EXIT=0" in screen(), "q to quit the dashboard", 30)
+        wait_until(lambda: "EXIT=0" in screen(), "q to quit the dashboard", 30)
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 

@@ -11,13 +11,12 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import KSTOOL, cli, cli_subprocess
-from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all
+from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all, wait_until
 from tests.oracles import word_counts as oracle
 from tests.test_join import STREAM_LEFT, STREAM_RIGHT, STREAM_STREAM
 
@@ -39,13 +38,6 @@ def engine(kafka, jvm_archive):
     assert started.exit_code == 0, started.stderr
     yield _status()
     cli_subprocess("engine", "stop", timeout=620)
-
-
-def _wait_until(condition, what: str, limit_s: float = 180) -> None:
-    deadline = time.monotonic() + limit_s  # a hang guard, not a timing check
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.2)
 
 
 def _engine_log() -> str:
@@ -181,7 +173,7 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 20 batches
     before = len(read_all(kafka, app + "-out"))
     client = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_until(lambda: len(read_all(kafka, app + "-out")) > before, "the second run's first batch")
+    wait_until(lambda: len(read_all(kafka, app + "-out")) > before, "the second run's first batch")
     client.send_signal(signal.SIGINT)
     _, stderr = client.communicate(timeout=180)
     assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
@@ -252,17 +244,29 @@ def _wrote_output(kafka, app: str) -> bool:
         return False
 
 
+def _wait_for_first_output(kafka, app: str, client: subprocess.Popen) -> None:
+    """Fails at once when the client ends first; on a hang, with the end of the engine's log."""
+    def written() -> bool:
+        assert client.poll() is None, f"the client ended ({client.returncode}) first: {client.communicate()[1]}"
+        return _wrote_output(kafka, app)
+
+    def stalled() -> str:
+        kstool_lines = [line for line in _engine_log().splitlines() if " py4j." not in line]
+        return f"the first output of {app}; the engine's log ends:\n" + "\n".join(kstool_lines[-25:])
+    wait_until(written, stalled)
+
+
 def test_ctrl_c_stops_the_hosted_run_after_its_batch(kafka, engine, topic_name):
     create_topic(kafka, topic_name, 2)
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS])
     app = topic_name + "-app"
     client = _continuous(topic_name, app)
-    _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
+    _wait_for_first_output(kafka, app, client)
     client.send_signal(signal.SIGINT)
     _, stderr = client.communicate(timeout=180)
     assert client.returncode == 0, stderr
     assert "stopping after the current batch" in stderr and "Traceback" not in stderr
-    _wait_until(lambda: not _hosting(app), "the engine to finish the run")
+    wait_until(lambda: not _hosting(app), "the engine to finish the run")
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
     assert counts == dict(oracle(WORDS))
 
@@ -272,11 +276,11 @@ def test_a_killed_client_stops_its_query_in_the_engine(kafka, engine, topic_name
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:200]])
     app = topic_name + "-app"
     client = _continuous(topic_name, app)
-    _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
+    _wait_for_first_output(kafka, app, client)
     assert _hosting(app)
     client.kill()
     client.wait(30)
-    _wait_until(lambda: not _hosting(app), "the engine to stop the orphaned query")
+    wait_until(lambda: not _hosting(app), "the engine to stop the orphaned query")
     # the app is free again (no lock left behind), and a rerun finishes the input exactly
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[200:]])
     rerun = cli("run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app, "--once")
@@ -294,7 +298,7 @@ def test_engine_stop_lets_each_of_its_runs_finish_its_batch(kafka, engine, topic
         create_topic(kafka, source, partitions)
         produce_batched(kafka, source, [(None, line.encode()) for line in WORDS])
         apps[source + "-app"] = _continuous(source, source + "-app")
-    _wait_until(lambda: all(_hosting(app) and _wrote_output(kafka, app) for app in apps), "both apps' output")
+    wait_until(lambda: all(_hosting(app) and _wrote_output(kafka, app) for app in apps), "both apps' output")
     stopped = cli("engine", "stop")
     assert stopped.exit_code == 0 and f"(pid {engine['pid']}) stopped" in stopped.stderr
     for app, client in apps.items():
@@ -314,7 +318,7 @@ def test_an_engine_killed_under_a_waiting_client_fails_it_and_the_next_run_start
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:200]])
     app = topic_name + "-app"
     client = _continuous(topic_name, app)
-    _wait_until(lambda: _wrote_output(kafka, app), "the first batch's output")
+    _wait_for_first_output(kafka, app, client)
     killed = _status()["pid"]
     os.killpg(killed, signal.SIGKILL)  # the engine, its Spark JVM and Python workers
     _, stderr = client.communicate(timeout=60)

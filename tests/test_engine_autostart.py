@@ -11,13 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import KSTOOL, cli_subprocess
-from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, read_all
+from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, read_all, wait_until
 from tests.oracles import word_counts as oracle
 
 LINES = [f"w{i % 13} w{i % 5} common" for i in range(120)]
@@ -44,13 +43,6 @@ def _status() -> dict:
 def _log(home: Path) -> str:
     path = home / "engine" / "engine.log"
     return path.read_text(errors="replace") if path.exists() else ""
-
-
-def _wait_until(condition, what: str, limit_s: float = 180) -> None:
-    deadline = time.monotonic() + limit_s  # a hang guard, not a timing check
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.2)
 
 
 def _wordcount(topic: str, app: str, *extra: str) -> list[str]:
@@ -97,7 +89,7 @@ def test_an_idle_engine_stops_by_itself_and_the_next_run_starts_another(kafka, h
     assert cli_subprocess(*_wordcount(topic_name, app), timeout=300).exit_code == 0
     first = _status()
     assert first["running"] and first["parked"] == [str(home / "apps" / app)]
-    _wait_until(lambda: not _status()["running"], "the idle engine to stop")
+    wait_until(lambda: not _status()["running"], "the idle engine to stop")
     log = _log(home)
     assert "idle for 3.0s: stopping" in log and f"engine {first['pid']} stopped" in log
     assert not (home / "engine" / "engine.sock").exists()
