@@ -12,7 +12,7 @@ import click
 from kstool import __version__
 from kstool.commands.completion import completion_script
 from kstool.commands.context import GLOBAL_OPTION_NAMES
-from kstool.commands.examples import EXAMPLES
+from kstool.commands.examples import all_examples
 
 COMPLETION_FILES = {"bash": "kstool.bash", "zsh": "_kstool", "fish": "kstool.fish"}
 
@@ -104,20 +104,20 @@ def _page(name: str, command: click.Command, summary: str, body: list[str], exam
 def man_pages() -> dict[str, str]:
     from kstool.commands.main import cli
 
-    pages = {}
+    pages, examples_of = {}, all_examples()
     root_body = [".B kstool", "[GLOBAL OPTIONS] COMMAND [ARGS]...", ".SH DESCRIPTION", _text(cli.help),
                  ".SH GLOBAL OPTIONS"] + _options(cli, with_globals=True) + [".SH COMMANDS"]
     for name, command in sorted(cli.commands.items()):
         root_body += [".TP", f".BR kstool\\-{_escape(name)} (1)", _escape(command.get_short_help_str(200))]
-    pages["kstool.1"] = _page("kstool", cli, "a toolbox for Kafka stream jobs", root_body, EXAMPLES[""])
+    pages["kstool.1"] = _page("kstool", cli, "a toolbox for Kafka stream jobs", root_body, examples_of[""])
     for name, command in sorted(cli.commands.items()):
-        examples = EXAMPLES.get(name, [])
+        examples = examples_of.get(name, [])
         if isinstance(command, click.Group):
             body = [".B kstool " + _escape(name), "COMMAND [OPTIONS] [ARGS]...", ".SH DESCRIPTION",
                     _text(command.help), ".SH COMMANDS"]
             for sub_name, sub in sorted(command.commands.items()):
                 body += _section(sub, f"kstool {name} {sub_name}")
-                examples = examples + EXAMPLES.get(f"{name} {sub_name}", [])
+                examples = examples + examples_of.get(f"{name} {sub_name}", [])
         else:
             body = [f".B kstool {_escape(name)}", f"[OPTIONS] {_arguments(command)}".rstrip(),
                     ".SH DESCRIPTION", _text(command.help), ".SH OPTIONS"] + _options(command)

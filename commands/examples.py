@@ -43,15 +43,6 @@ EXAMPLES: dict[str, list[str]] = {
               "kstool reset --application-id ks-app --input-topics orders --to-earliest "
               "--state-dir /var/lib/kafka-streams --yes",
               "kstool reset --app-id wordcount --shift-by -100 --export plan.csv --dry-run"],
-    "run aggregate": ["kstool run aggregate --input clicks --output clicks-per-minute --window tumbling:1m "
-                      "--grace 10s --emit final --once",
-                      "kstool run aggregate --input payments --output totals --agg sum --value-field amount "
-                      "--input-value-format json"],
-    "run join": ["kstool run join --left orders --right payments --output paid --kind stream-stream "
-                 "--within 5m --once",
-                 "kstool run join --left clicks --right users --output enriched --kind stream-table --how left"],
-    "run wordcount": ["kstool run wordcount --input lines --output counts --once",
-                      "kstool run wordcount --input lines --output counts --processing-guarantee exactly_once_v2"],
     "state all": ["kstool state all --app-id wordcount --batch-id 3 -o json",
                   "kstool state all --app-id wordcount -o csv > counts.csv"],
     "state changes": ["kstool state changes --app-id wordcount --from-batch 2 --to-batch 4"],
@@ -76,11 +67,20 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 
+def all_examples() -> dict[str, list[str]]:
+    """EXAMPLES, and each `run NAME`'s from its topology's registration."""
+    from kstool.topologies import REGISTRY
+
+    return {**EXAMPLES, **{f"run {t.name}": list(t.examples) for t in REGISTRY.values()}}
+
+
 def examples_for(path: str) -> list[str]:
     """A command's examples; a group without its own: the first of each subcommand's, three at most."""
-    if path in EXAMPLES:
-        return EXAMPLES[path]
-    return [lines[0] for sub, lines in sorted(EXAMPLES.items()) if sub.startswith(path + " ")][:3]
+    # other commands' help imports no topology
+    examples = all_examples() if path == "run" or path.startswith("run ") else EXAMPLES
+    if path in examples:
+        return examples[path]
+    return [lines[0] for sub, lines in sorted(examples.items()) if sub.startswith(path + " ")][:3]
 
 
 def epilog(path: str) -> str | None:

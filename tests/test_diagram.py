@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kstool.topologies import diagram
+from kstool.topologies import REGISTRY, diagram
 from tests.conftest import cli
 
 # Kafka's TopologyTest.tableNamedMaterializedCountShouldPreserveTopologyStructure (lines
@@ -95,13 +95,7 @@ def test_wordcount_is_drawn_node_by_node_with_its_store_and_changelog():
     assert _mermaid_edges(mermaid.stdout) == _expected_by_name(expected)
 
 
-@pytest.mark.parametrize("args", [
-    ("aggregate", "--window", "tumbling:10s"),
-    ("aggregate", "--window", "session:5m"),
-    ("join", "--kind", "stream-stream"),
-    ("join", "--kind", "stream-table"),
-    ("join", "--kind", "table-table"),
-])
+@pytest.mark.parametrize("args", [(t.name, *shape) for t in REGISTRY.values() for shape in t.shapes], ids=" ".join)
 def test_every_topology_draws_each_successor_topic_and_store_of_its_description(args):
     base = ["topology", "describe", *args, "--input", "in", "--output", "out"]
     doc = json.loads(cli(*base, "-o", "json").stdout)

@@ -306,10 +306,10 @@ def _commands(command: click.Command, path: tuple = ()):
 
 
 def test_every_command_that_shows_data_takes_every_output_format_and_ends_help_with_examples():
-    silent = {"broker start", "broker stop", "engine start", "engine stop", "completion", "produce", "topics create", "topics delete",
-              "run wordcount", "run aggregate", "run join"}  # they write or act, not show
+    silent = {"broker start", "broker stop", "engine start", "engine stop", "completion", "produce", "topics create",
+              "topics delete"}  # they write or act, not show; so does each `run NAME`
     for path, command in _commands(cli_tree):
-        if path not in silent:
+        if path not in silent and not path.startswith("run "):
             output = next(p for p in command.params if "-o" in p.opts)
             assert set(FORMATS) <= set(output.type.choices), path
     groups = [name for name, c in cli_tree.commands.items() if isinstance(c, click.Group)]

@@ -1,8 +1,9 @@
 """Kafka-Streams-style topologies built on Spark DataFrames, by name.
 
 Adding a topology: write its module (a class with the kstool.contract.Topology methods and a
-`TYPE = TopologyType(...)` naming its settings) and add the module to REGISTRY below; `kstool
-run NAME`, `topology describe NAME`, manifests, man pages and completions follow from it."""
+`TYPE = TopologyType(...)` naming its settings, examples and shapes) and add the module to
+REGISTRY below; `kstool run NAME`, `topology describe NAME`, manifests, help examples, man pages,
+completions and the tests' lists of topologies follow from it."""
 
 from __future__ import annotations
 

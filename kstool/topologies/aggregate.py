@@ -158,4 +158,10 @@ TYPE = TopologyType(
      Setting("key_format", "--key-format",
              "Windowed output keys: Kafka Streams' layout (key+start, sessions key+end+start) or JSON.",
              default="windowed", choices=KEY_FORMATS)),
-    create)
+    create,
+    examples=("kstool run aggregate --input clicks --output clicks-per-minute --window tumbling:1m "
+              "--grace 10s --emit final --once",
+              "kstool run aggregate --input payments --output totals --agg sum --value-field amount "
+              "--input-value-format json"),
+    shapes=((), ("--window", "tumbling:10s"), ("--window", "hopping:10s,5s"), ("--window", "session:5m")),
+)

@@ -186,4 +186,8 @@ TYPE = TopologyType(
         "left_topic": input_topic, "right_topic": "<right>", "output_topic": output_topic},
     # the windows' size is a run setting
     describe_extra=lambda values: {"within": 0 if values.get("kind", "stream-stream") == "stream-stream" else None},
+    examples=("kstool run join --left orders --right payments --output paid --kind stream-stream "
+              "--within 5m --once",
+              "kstool run join --left clicks --right users --output enriched --kind stream-table --how left"),
+    shapes=(("--kind", "stream-stream"), ("--kind", "stream-table"), ("--kind", "table-table")),
 )

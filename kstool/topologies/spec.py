@@ -46,6 +46,9 @@ class TopologyType:
         default=lambda input_topic, output_topic: {"input_topic": input_topic, "output_topic": output_topic})
     # describe stand-ins that depend on other settings (e.g. a stream-stream join's --within)
     describe_extra: Callable[[dict[str, Any]], dict[str, Any]] = field(default=lambda values: {})
+    examples: tuple[str, ...] = ()  # they end `kstool run NAME --help` and its man page (three at most)
+    # `topology describe NAME` arguments giving each processor graph it builds (the tests draw each)
+    shapes: tuple[tuple[str, ...], ...] = ((),)
 
     def from_manifest(self, manifest: Manifest) -> Topology:
         return self.create(**self.topics_of(manifest), **manifest.parameters)

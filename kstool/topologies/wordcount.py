@@ -117,4 +117,7 @@ TYPE = TopologyType(
      Setting("value_format", "--value-format",
              "Count encoding in the output topic (long = Kafka's LongSerializer).",
              default="long", choices=VALUE_FORMATS)),
-    WordCount)
+    WordCount,
+    examples=("kstool run wordcount --input lines --output counts --once",
+              "kstool run wordcount --input lines --output counts --processing-guarantee exactly_once_v2"),
+)
