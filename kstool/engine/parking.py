@@ -20,11 +20,22 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kstool.application.checkpoint import last_committed_batch
+from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
+from kstool.contract import Topology
+from kstool.engine.batches import account
+from kstool.engine.exceptions import QueryFailedError
+from kstool.engine.failures import translate
+from kstool.engine.options import RunSummary
+from kstool.engine.progress import Progress
+from kstool.engine.stopping import stop_request
 from kstool.home import write_private_text
+from kstool.kafka.client import KafkaClients
 
 _log = logging.getLogger("kstool.engine")
 # how often a parked query looks at its gate: the wait a run adds before its batch starts
@@ -152,3 +163,61 @@ def parking_key(*parts: Any) -> str:
     text = json.dumps([asdict(p) if hasattr(p, "__dataclass_fields__") else p for p in parts],
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def open_gate_to_ends(parked: ParkedQuery, clients: KafkaClients, topology: Topology) -> int:
+    """Open the parked query's gate to the inputs' ends now, as availableNow would."""
+    from kstool.engine.source import input_ends, nest_offsets
+
+    return parked.open_gate(nest_offsets(input_ends(clients, topology.input_topics())))
+
+
+def resume(parked: ParkedQuery, parked_queries: ParkedQueries, clients: KafkaClients, topology: Topology,
+           paths: AppPaths, checkpoint: CheckpointFiles, summary: RunSummary, progress: Progress) -> None:
+    """A run served by the app's parked query."""
+    started = time.monotonic()
+    try:
+        drive(parked, parked_queries, open_gate_to_ends(parked, clients, topology), paths, checkpoint, summary,
+              progress)
+    finally:
+        summary.processing_seconds = round(time.monotonic() - started, 3)
+
+
+def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, paths: AppPaths,
+          checkpoint: CheckpointFiles, summary: RunSummary, progress: Progress) -> None:
+    """Wait until a trigger that began after the gate opened finds nothing left to do (the
+    batches up to the gate's offsets are committed, and any batch they called for after them),
+    or a stop request's current batch ends; then shut the gate and park the query again."""
+    query, seen = parked.query, set[int]()
+    done = False
+    try:
+        with stop_request() as stop:
+            while query.isActive and not done:
+                query.awaitTermination(0.05)
+                if stop.is_set() and not summary.stopped_by_signal:
+                    parked.shut_gate()  # the next trigger finds nothing to do
+                    summary.stopped_by_signal = True
+                    progress.message("stopping after the current batch")
+                for batch_progress in query.recentProgress:
+                    if _started_ms(batch_progress) < opened_ms:
+                        continue
+                    if "addBatch" in (batch_progress["durationMs"] or {}):
+                        account(batch_progress, parked.reports, seen, summary, progress)
+                    else:
+                        done = True
+    finally:
+        parked.shut_gate()
+    failure = query.exception()
+    if failure is not None or not query.isActive:
+        parked.stop()
+        raise translate(str(failure), summary.app_id) if failure is not None else \
+            QueryFailedError("the query stopped") from None
+    parked.last_batch = last_committed_batch(checkpoint)
+    parked.reports.clear()  # every batch asked for is accounted
+    parked_queries.park(paths.root, parked)
+
+
+def _started_ms(batch_progress) -> int:
+    """When a trigger began (its progress' timestamp, ISO-8601 with milliseconds, UTC)."""
+    stamp = datetime.strptime(batch_progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return int(stamp.replace(tzinfo=timezone.utc).timestamp() * 1000)

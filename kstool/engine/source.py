@@ -137,7 +137,8 @@ def _flatten(offsets: Offsets) -> dict[tuple[str, int], int]:
     return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
 
 
-def _nest(flat: dict[tuple[str, int], int]) -> Offsets:
+def nest_offsets(flat: dict[tuple[str, int], int]) -> Offsets:
+    """{(topic, partition): offset} as the source's offset options take it: {topic: {\"p\": offset}}."""
     out: Offsets = {}
     for (t, p), o in sorted(flat.items()):
         out.setdefault(t, {})[str(p)] = o
@@ -178,7 +179,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> Offsets:
         from kstool.kafka.groups import starting_offsets
 
-        return _nest(starting_offsets(self._clients(), self.group, self._partitions(), self.starting))
+        return nest_offsets(starting_offsets(self._clients(), self.group, self._partitions(), self.starting))
 
     def getDefaultReadLimit(self):
         if self.max_records_per_batch:
@@ -212,13 +213,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = {tp: latest.get(tp, o) if tp in behind else max(latest.get(tp, o), o)
                for tp, o in current.items()}
         if self.seed_batch and FIRST_BATCH_MARKER not in current:
-            return _nest({**current, FIRST_BATCH_MARKER: 1})
+            return nest_offsets({**current, FIRST_BATCH_MARKER: 1})
         if isinstance(limit, ReadMaxRows):
             end = _cap(current, end, limit.max_rows)
-        return _nest(end)
+        return nest_offsets(end)
 
     def reportLatestOffset(self):
-        return _nest(self._latest) if self._latest else None
+        return nest_offsets(self._latest) if self._latest else None
 
     def partitions(self, start: Offsets, end: Offsets):
         begin, finish = _flatten(start), _kafka_only(_flatten(end))

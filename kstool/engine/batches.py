@@ -1,0 +1,94 @@
+"""Watching a running query batch by batch: each batch's progress as Spark reports it, with
+the sink's report of what it wrote, counted into the run's summary and shown (kstool.engine.progress)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from kstool.engine import errors_policy
+from kstool.engine.failures import translate
+from kstool.engine.options import RunSummary
+from kstool.engine.progress import BatchStatus, Progress
+from kstool.engine.stopping import stop_request
+
+if TYPE_CHECKING:  # the sink's module loads pyarrow, which reset, for one, does not need
+    from kstool.engine.sink import BatchReport
+
+INPUT_METRICS = "kstool_input"  # the input records a batch read, where partial rows stand for several
+
+
+def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress) -> None:
+    """Until the query ends: caught up (--once), stopped after the current batch on
+    SIGINT/SIGTERM, or failed (raised in one line)."""
+    seen: set[int] = set()
+    with stop_request() as stop:
+        while query.isActive:
+            try:
+                query.awaitTermination(0.25)
+            except Exception:
+                break  # failed: query.exception() below says why
+            for batch_progress in query.recentProgress:
+                account(batch_progress, reports, seen, summary, progress)
+            if stop.is_set() and not query.status["isTriggerActive"]:
+                summary.stopped_by_signal = True
+                progress.message("stopping after the current batch")
+                query.stop()
+        for batch_progress in query.recentProgress:
+            account(batch_progress, reports, seen, summary, progress)
+    failure = query.exception()
+    if failure is not None:
+        raise translate(str(failure), summary.app_id)
+
+
+def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
+            progress: Progress) -> None:
+    """One batch's progress, once (seen: the batches accounted)."""
+    batch_id = batch_progress["batchId"]
+    rows = batch_progress["numInputRows"]
+    records = _observed(batch_progress, INPUT_METRICS, "records") if rows else 0
+    rate = (batch_progress.get("processedRowsPerSecond") or 0.0) * (records / rows if records else 1)
+    rows = records or rows  # the source's rows, or the records its partial rows stand for
+    report = reports.get(batch_id)
+    if batch_id in seen or (rows == 0 and report is None):
+        return
+    seen.add(batch_id)
+    if report is not None and report.restored:
+        if rows:  # Spark's own aggregations: the store entries were the batch's rows
+            progress.message(f"restored {rows} store entries")
+        return
+    bad = _observed(batch_progress, errors_policy.METRICS_NAME, "bad_records")
+    summary.batches += 1
+    summary.input_records += rows
+    summary.bad_records += bad
+    summary.late_records += report.late if report else 0
+    summary.last_batch = batch_id
+    written = report.written if report else {}
+    for topic, n in written.items():
+        summary.written[topic] = summary.written.get(topic, 0) + n
+    progress.batch(BatchStatus(batch_id, rows, rate,
+                               (batch_progress.get("durationMs") or {}).get("triggerExecution", 0),
+                               written, report.seconds if report else 0.0, _lag(batch_progress), bad,
+                               report.late if report else 0))
+
+
+def _observed(batch_progress, name: str, field_name: str) -> int:
+    row = (batch_progress["observedMetrics"] or {}).get(name)  # a Row, when the metric exists
+    try:
+        return int(row[field_name] or 0) if row is not None else 0
+    except (KeyError, ValueError):
+        return 0
+
+
+def _lag(batch_progress) -> int | None:
+    try:
+        source = batch_progress["sources"][0]
+        end = json.loads(source["endOffset"]) if isinstance(source["endOffset"], str) else source["endOffset"]
+        latest = source.get("latestOffset")
+        latest = json.loads(latest) if isinstance(latest, str) else latest
+        if not latest:
+            return None
+        return sum(max(o - end.get(t, {}).get(p, 0), 0) for t, parts in latest.items()
+                   for p, o in parts.items())
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
