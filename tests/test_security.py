@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstool.changelog.layouts import KeySpec
+from kstool.changelog.layouts import KEY_FORMATS, KeySpec
 from kstool.errors import UsageError
 from kstool.kafka.consume import StartSpec
 from kstool.kafka.exceptions import EnvelopeError
@@ -21,7 +21,7 @@ from kstool.kafka.records import from_envelope
 from kstool.output import compile_record_format
 from kstool.reset.exceptions import ResetPlanError
 from kstool.reset.spec import parse_offsets_csv
-from kstool.serdes import FORMATS, EncodeError, encoder
+from kstool.serdes import FORMATS, EncodeError, decoder, encoder
 from tests.conftest import KSTOOL, cli
 from tests.helpers import create_topic, produce_values
 
@@ -180,21 +180,24 @@ def test_jsonl_envelope_parser(text):
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)),
        st.sampled_from(FORMATS))
-def test_encoders_never_crash(value, fmt):
+def test_what_an_encoder_writes_decodes_to_a_value_it_writes_again_byte_for_byte(value, fmt):
     try:
         encoded = encoder(fmt)(value)
     except EncodeError:
         return
-    assert encoded is None or isinstance(encoded, bytes)
+    assert encoded is None or encoder(fmt)(decoder(fmt)(encoded)) == encoded
 
 
-@given(st.text(max_size=30))
-def test_key_spec_parser(text):
+@given(st.text(max_size=30) | st.builds("{}:{}".format, st.sampled_from(["windowed", "window", "session",
+                                                                      "time-windowed", "key-value", "x"]),
+                                      st.sampled_from([*KEY_FORMATS, "nope"])))
+def test_a_key_format_the_parser_accepts_reads_back_from_its_canonical_spelling(text):
     try:
         spec = KeySpec.parse(text)
     except UsageError:
         return
-    assert spec.layout in ("key-value", "window", "session")
+    canonical = spec.key_format if spec.layout == "key-value" else f"{spec.layout}:{spec.key_format}"
+    assert spec.layout in ("key-value", "window", "session", "time-windowed") and KeySpec.parse(canonical) == spec
 
 
 @given(st.text(max_size=40))
