@@ -19,7 +19,7 @@ from kstool.commands.main import run as kstool_run
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
 # runs and state reads stay in the test process, on the shared Spark session (and the kill tests'
 # subprocesses on Spark of their own): a command would otherwise start a warm engine. The engine's
-# own tests turn it back on (tests/test_engine.py).
+# own tests turn it back on (tests/engine/test_engine.py).
 os.environ["KSTOOL_ENGINE"] = "off"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from typing import Callable
 
@@ -161,3 +163,25 @@ def wait_until(condition: Callable[[], bool], what: str | Callable[[], str], lim
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting: {what() if callable(what) else what}"
         time.sleep(poll_s)
+
+
+def produce_records(kafka, topic: str, records: list[dict]) -> None:
+    """Records as given: key, value, partition, timestamp and headers each."""
+    producer = Producer(kafka.producer_conf())
+    for r in records:
+        producer.produce(topic, key=r["key"], value=r["value"], partition=r["partition"],
+                         timestamp=r["timestamp"], headers=r.get("headers") or None)
+    assert producer.flush(10) == 0
+
+
+def jsonl_rows(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def field_bytes(field):
+    """The bytes of a JSON envelope's key or value (text, or {"base64": ...})."""
+    if field is None:
+        return None
+    if isinstance(field, dict):
+        return base64.b64decode(field["base64"])
+    return field.encode("utf-8")

@@ -1,6 +1,6 @@
 """kstool.streams' incremental processors (heaps, indexes, store expiry) against brute-force
 oracles of the Kafka Streams rules, on random out-of-order inputs. No Kafka or Spark needed:
-the same processors run inside the engine (tests/test_windowed_aggregate.py, test_join.py)."""
+the same processors run inside the engine (tests/topologies/test_windowed_aggregate.py, test_join.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 combined path (WindowedAggregate._process_combined) against the record-by-record processor,
 the oracle: random keys and out-of-order times (late records included), several micro-batches,
 each read as several ranges (the source's tasks) in several Arrow batches. No Kafka or Spark:
-the engine runs the same code (tests/test_windowed_aggregate.py runs it through Spark)."""
+the engine runs the same code (tests/topologies/test_windowed_aggregate.py runs it through Spark)."""
 
 from __future__ import annotations
 

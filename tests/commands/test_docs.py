@@ -16,7 +16,7 @@ from kstool.commands.context import GLOBAL_OPTION_NAMES
 from kstool.commands.docs import generated_files
 from kstool.commands.main import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # tests/commands/ in the repo
 
 
 def test_committed_completions_and_man_pages_are_current():

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import cli
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_values, read_all
 from tests.oracles import word_counts
-from tests.test_join import (
+from tests.topologies.test_join import (
     STREAM_LEFT,
     STREAM_RIGHT,
     STREAM_STREAM,
@@ -25,7 +25,7 @@ from tests.test_join import (
     TABLE_UPDATES,
     _output,
 )
-from tests.test_windowed_aggregate import (
+from tests.topologies.test_windowed_aggregate import (
     INPUT,
     SESSION_OUTPUT,
     SESSION_WINDOW,

@@ -1,4 +1,4 @@
-"""Parsers of user input: times, durations, serdes, record formats."""
+"""Times and durations users give (kstool.timeutil)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kstool.errors import UsageError
-from kstool.output import compile_record_format
-from kstool.serdes import decoder, encoder
 from kstool.timeutil import MAX_TIME_MS, format_time, parse_duration, parse_time
 
 NOW = 1_750_000_000_000
+
+
+def _ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -28,10 +30,6 @@ def test_durations(text, expected):
 def test_bad_durations_are_usage_errors(text):
     with pytest.raises(UsageError):
         parse_duration(text)
-
-
-def _ms(dt: datetime) -> int:
-    return int(dt.timestamp() * 1000)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -71,33 +69,3 @@ def test_iso_times_round_trip(dt):
     dt = dt.replace(microsecond=(dt.microsecond // 1000) * 1000, tzinfo=timezone.utc)
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     assert parse_time(dt.isoformat()) == (dt - epoch) // timedelta(milliseconds=1)
-
-
-@pytest.mark.parametrize("fmt,value,raw", [
-    ("long", 1, b"\x00" * 7 + b"\x01"), ("long", -1, b"\xff" * 8), ("int", 258, b"\x00\x00\x01\x02"),
-    ("double", 1.5, bytes.fromhex("3ff8000000000000")), ("string", "ü", "ü".encode()),
-    ("hex", "00ff", b"\x00\xff"), ("base64", "AP8=", b"\x00\xff"), ("json", {"a": 1}, b'{"a":1}'),
-])
-def test_serdes_match_kafka_encodings(fmt, value, raw):
-    assert encoder(fmt)(value) == raw
-    assert decoder(fmt)(raw) == value
-
-
-def test_undecodable_bytes_become_base64():
-    assert decoder("string")(b"\xff") == {"base64": "/w=="}
-    assert decoder("long")(b"\x01") == {"base64": "AQ=="}
-    assert decoder("json")(b"{nope") == {"base64": "e25vcGU="}
-
-
-@given(st.binary(max_size=64))
-def test_string_serde_round_trips_any_bytes(data):
-    assert encoder("string")(decoder("string")(data)) == data
-
-
-def test_record_format_tokens():
-    render = compile_record_format("%t/%p@%o %k=%s ts=%T [%h] %K %S 100%%\\n")
-    env = {"topic": "t", "partition": 1, "offset": 7, "timestamp": 99, "key": "k", "value": {"a": 1},
-           "headers": [["h", "v"]]}
-    assert render(env) == b't/1@7 k={"a":1} ts=99 [h=v] 1 7 100%\n'
-    raw = {**env, "key": None, "value": b"\xff\x00bin"}  # --value-format raw: bytes as they are
-    assert render(raw) == b't/1@7 =\xff\x00bin ts=99 [h=v] -1 5 100%\n'

@@ -15,8 +15,8 @@ from pathlib import Path
 from tests.conftest import KSTOOL, cli, cli_subprocess
 from tests.helpers import as_long, create_topic, latest_per_key, produce_keyed, produce_values, read_all
 from tests.oracles import word_counts
-from tests.test_join import STREAM_TABLE_OUTPUT, TABLE_STREAM, TABLE_UPDATES, _output
-from tests.test_windowed_aggregate import TWO_RUNS, TWO_RUNS_OUTPUT, TWO_RUNS_WINDOW, _windowed
+from tests.topologies.test_join import STREAM_TABLE_OUTPUT, TABLE_STREAM, TABLE_UPDATES, _output
+from tests.topologies.test_windowed_aggregate import TWO_RUNS, TWO_RUNS_OUTPUT, TWO_RUNS_WINDOW, _windowed
 
 BEFORE = ["the cat sat", "on the mat"]
 AFTER = ["the dog sat", "THE END"]

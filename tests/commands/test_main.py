@@ -1,10 +1,8 @@
-"""The foundation: CLI conventions, error handling, the embedded broker, topics list."""
+"""The command tree (kstool.commands.main): help without Spark, one module per command loaded,
+usage errors, the version, an unreachable broker."""
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 import subprocess
 import sys
 
@@ -83,67 +81,3 @@ def test_unknown_command_is_usage_error():
 def test_version():
     result = cli("--version")
     assert result.exit_code == 0 and "kstool" in result.stdout
-
-
-def test_topics_list_json_contains_created_topic(kafka, topic_name):
-    assert cli("topics", "create", topic_name, "-p", "3").exit_code == 0
-    result = cli("topics", "list", "-o", "json")
-    assert result.exit_code == 0, result.stderr
-    topics = {t["topic"]: t for t in json.loads(result.stdout)}
-    assert topics[topic_name]["partitions"] == 3
-
-
-def test_topics_list_formats(kafka, topic_name):
-    assert cli("topics", "create", topic_name).exit_code == 0
-    jsonl = cli("topics", "list", "-o", "jsonl").stdout.splitlines()
-    assert any(json.loads(line)["topic"] == topic_name for line in jsonl)
-    csv_lines = cli("topics", "list", "-o", "csv").stdout.splitlines()
-    assert csv_lines[0] == "topic,partitions,replication_factor"
-    assert any(line.startswith(topic_name + ",1,") for line in csv_lines)
-    table = cli("topics", "list").stdout
-    assert "TOPIC" in table and topic_name in table
-
-
-def test_broker_lifecycle_in_its_own_home(fresh_home):
-    first = cli_subprocess("broker", "start", "--port", "0")
-    assert first.exit_code == 0, first.stderr
-    address = first.stdout.strip()
-    try:
-        second = cli_subprocess("broker", "start", "--port", "0")
-        assert second.exit_code == 0 and second.stdout.strip() == address
-        assert "already running" in second.stderr
-        status = json.loads(cli_subprocess("broker", "status", "-o", "json").stdout)
-        assert status["running"] is True and status["bootstrap_servers"] == address
-        # commands in this home talk to this broker without -b
-        assert cli_subprocess("topics", "create", "only-here").exit_code == 0
-        listed = json.loads(cli_subprocess("topics", "list", "-o", "json").stdout)
-        assert [t["topic"] for t in listed] == ["only-here"]
-    finally:
-        stopped = cli_subprocess("broker", "stop")
-    assert stopped.exit_code == 0
-    status = json.loads(cli_subprocess("broker", "status", "-o", "json").stdout)
-    assert status["running"] is False and status["pid"] is None
-
-
-def test_broker_port_taken_is_a_clear_error(fresh_home):
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        port = sock.getsockname()[1]
-        result = cli_subprocess("broker", "start", "--port", str(port))
-    assert result.exit_code == 1
-    assert f"port {port}" in result.stderr and "already in use" in result.stderr
-
-
-def test_home_files_are_private(fresh_home):
-    result = cli_subprocess("broker", "start", "--port", "0")
-    try:
-        assert result.exit_code == 0
-        broker_dir = fresh_home / "broker"
-        assert stat.S_IMODE(os.stat(broker_dir).st_mode) == 0o700
-        for name in ("profile.json", "broker.log"):
-            assert stat.S_IMODE(os.stat(broker_dir / name).st_mode) == 0o600, name
-    finally:
-        cli_subprocess("broker", "stop")

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import KSTOOL, Kafka, cli_subprocess
+from tests.engine.test_killed_runs import _batches, _in_flight
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts
-from tests.test_reliability import _batches, _in_flight
 
 BEFORE = [f"w{i % 7} w{i % 11} common" for i in range(40)]
 AFTER = [f"w{i % 5} later" for i in range(30)]

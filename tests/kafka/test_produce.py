@@ -1,0 +1,99 @@
+"""kstool produce: batching with exact per-partition counts, text and JSONL input, keys, bad and
+oversized records, a missing topic."""
+
+from __future__ import annotations
+
+import json
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kstool.kafka.partitioner import partition_for
+from tests.conftest import cli
+from tests.helpers import create_topic, jsonl_rows, produce_records, read_all
+
+
+def test_produce_batches_and_reports_exact_per_partition_counts(kafka, topic_name):
+    create_topic(kafka, topic_name, 3)
+    lines = "".join(f"key{i % 37}:value{i}\n" for i in range(20_000))
+    result = cli("produce", topic_name, "-K", ":", input=lines)
+    assert result.exit_code == 0, result.stderr
+    assert "wrote 20000 record(s)" in result.stderr
+    messages = read_all(kafka, topic_name)
+    assert len(messages) == 20_000
+    for msg in messages:  # the Java client's partitioner, as Kafka Streams apps expect
+        assert msg.partition() == partition_for(msg.key(), 3)
+    assert sorted(m.value().decode() for m in messages) == sorted(f"value{i}" for i in range(20_000))
+
+
+def test_produce_line_without_key_delimiter_gets_a_null_key_as_kcat(kafka, topic_name):
+    create_topic(kafka, topic_name, 1)
+    assert cli("produce", topic_name, "-K", ":", input="a:1\nno delimiter\nb:2\n").exit_code == 0
+    got = [(m.key(), m.value()) for m in read_all(kafka, topic_name)]
+    assert got == [(b"a", b"1"), (None, b"no delimiter"), (b"b", b"2")]
+
+
+def test_oversized_record_is_named_with_the_limit_and_the_rest_is_counted(kafka, topic_name):
+    create_topic(kafka, topic_name, 1)
+    result = cli("produce", topic_name, input="small\n" + "x" * 1_048_576 + "\nafter\n")
+    assert result.exit_code == 1
+    assert "line 2" in result.stderr and "1048576 bytes" in result.stderr
+    assert "message.max.bytes" in result.stderr and "2 record(s) written, 1 not delivered" in result.stderr
+    assert [m.value() for m in read_all(kafka, topic_name)] == [b"small", b"after"]
+
+
+def test_produce_jsonl_round_trip_is_identical(kafka, topic_name):
+    source, copy = topic_name, topic_name + "-copy"
+    create_topic(kafka, source, 2)
+    create_topic(kafka, copy, 2)
+    produce_records(kafka, source, [
+        {"key": bytes([i]), "value": bytes(range(i, i + 5)) if i % 3 else None,
+         "partition": i % 2, "timestamp": 1_600_000_000_000 + i,
+         "headers": [("n", str(i).encode())]} for i in range(20)])
+    dump = cli("consume", source, "-e", "-o", "jsonl").stdout
+    produced = cli("produce", copy, "--format", "jsonl", input=dump)
+    assert produced.exit_code == 0, produced.stderr
+    assert "wrote 20 record(s)" in produced.stderr
+    again = cli("consume", copy, "-e", "-o", "jsonl").stdout
+
+    def strip(lines):
+        return sorted((e["partition"], e["offset"], json.dumps([e["key"], e["value"], e["headers"],
+                                                                 e["timestamp"]])) for e in lines)
+    assert [s[2] for s in strip(jsonl_rows(dump))] == [s[2] for s in strip(jsonl_rows(again))]
+
+
+def test_produce_text_with_key_delimiter_and_number_formats(kafka, topic_name):
+    create_topic(kafka, topic_name, 1)
+    result = cli("produce", topic_name, "-K", ":", "--value-format", "long",
+                 "--timestamp", "2024-01-01T00:00:00", input="a:1\nb:-2\n")
+    assert result.exit_code == 0, result.stderr
+    consumer = Consumer(kafka.consumer_conf())
+    consumer.assign([TopicPartition(topic_name, 0, 0)])
+    msgs = [consumer.poll(10) for _ in range(2)]
+    consumer.close()
+    assert [(m.key(), m.value()) for m in msgs] == [
+        (b"a", (1).to_bytes(8, "big", signed=True)), (b"b", (-2).to_bytes(8, "big", signed=True))]
+    assert all(m.timestamp()[1] == 1_704_067_200_000 for m in msgs)
+    decoded = jsonl_rows(cli("consume", topic_name, "-e", "-o", "jsonl", "--value-format", "long").stdout)
+    assert [e["value"] for e in decoded] == [1, -2]
+
+
+def test_produce_skip_reports_bad_lines(kafka, topic_name):
+    create_topic(kafka, topic_name, 1)
+    result = cli("produce", topic_name, "--format", "jsonl", "--on-error", "skip",
+                 input='{"value": "a"}\n[1]\n{"value": "b"}\n')
+    assert result.exit_code == 0
+    assert "skipped line 2" in result.stderr and "wrote 2 record(s)" in result.stderr
+
+
+def test_produce_creates_a_missing_topic_when_asked_and_says_how_otherwise(kafka, topic_name):
+    missing = cli("produce", topic_name, input="a\n")
+    assert missing.exit_code == 1 and "--create" in missing.stderr and f"kstool topics create {topic_name}" in missing.stderr
+    created = cli("produce", topic_name, "--create", "--partitions", "3", "-K", ":", input="k1:a\nk2:b\n")
+    assert created.exit_code == 0, created.stderr
+    assert f"created topic {topic_name} (3 partitions)" in created.stderr
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    assert len(admin.list_topics(timeout=10).topics[topic_name].partitions) == 3
+    again = cli("produce", topic_name, "--create", input="c\n")  # exists: written to, not created
+    assert again.exit_code == 0 and "created" not in again.stderr
+    assert sorted(m.value() for m in read_all(kafka, topic_name)) == [b"a", b"b", b"c"]

@@ -1,0 +1,61 @@
+"""Rendering (kstool.output): csv as JSON has it, times in tables, record format strings."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kstool.output import Column, Listing, compile_record_format, emit
+from tests.conftest import cli
+from tests.helpers import create_topic, jsonl_rows, produce_records
+
+
+def _lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line]
+
+
+
+
+
+def test_csv_writes_booleans_and_nulls_as_json_does(kafka):
+    out = io.StringIO()
+    emit(Listing([{"ok": True, "gone": False, "none": None, "n": 1, "list": [1]}],
+                 [Column(k) for k in ("ok", "gone", "none", "n", "list")]), "csv", out)
+    assert out.getvalue() == 'ok,gone,none,n,list\ntrue,false,null,1,[1]\n'
+    if kafka.embedded:
+        status = _lines(cli("broker", "status", "-o", "csv").stdout)
+        assert status[0].startswith("running,") and status[1].startswith("true,")
+
+
+def test_tables_show_times_for_people_and_json_keeps_the_numbers(kafka, topic_name):
+    create_topic(kafka, topic_name, 1)
+    produce_records(kafka, topic_name, [{"key": b"k", "value": b"v", "partition": 0, "timestamp": 1_000}])
+    assert "1970-01-01T00:00:01.000Z" in cli("consume", topic_name, "-e", "-o", "table").stdout
+    assert [r["timestamp"] for r in jsonl_rows(cli("consume", topic_name, "-e", "-o", "jsonl").stdout)] == [1_000]
+    described = cli("changelog", "describe", topic_name).stdout
+    assert described.count("1970-01-01T00:00:01.000Z") == 2  # oldest and newest
+    # --tz: tables in that zone (Asia/Kolkata is UTC+05:30 all year), JSON still epoch ms
+    assert "1970-01-01T05:30:01.000+05:30" in cli("consume", topic_name, "-e", "-o", "table", "--tz", "Asia/Kolkata").stdout
+    assert [r["timestamp"] for r in jsonl_rows(cli("consume", topic_name, "-e", "-o", "jsonl", "--tz", "Asia/Kolkata").stdout)] == [1_000]
+    assert "1970-01-01T00:00:01.000Z" in cli("consume", topic_name, "-e", "-o", "table").stdout  # one invocation's
+    unknown = cli("--tz", "Mars/Base", "consume", topic_name, "-e")
+    assert unknown.exit_code == 2 and "unknown time zone 'Mars/Base'" in unknown.stderr
+
+
+@given(st.text(max_size=40))
+def test_record_format_strings(fmt):
+    render = compile_record_format(fmt)
+    out = render({"topic": "t", "partition": 0, "offset": 1, "timestamp": None, "key": None,
+                  "value": {"base64": "AA=="}, "headers": []})
+    assert isinstance(out, bytes)
+
+
+def test_record_format_tokens():
+    render = compile_record_format("%t/%p@%o %k=%s ts=%T [%h] %K %S 100%%\\n")
+    env = {"topic": "t", "partition": 1, "offset": 7, "timestamp": 99, "key": "k", "value": {"a": 1},
+           "headers": [["h", "v"]]}
+    assert render(env) == b't/1@7 k={"a":1} ts=99 [h=v] 1 7 100%\n'
+    raw = {**env, "key": None, "value": b"\xff\x00bin"}  # --value-format raw: bytes as they are
+    assert render(raw) == b't/1@7 =\xff\x00bin ts=99 [h=v] -1 5 100%\n'
