@@ -10,12 +10,12 @@ import click
 
 from kstool.apps import describe as ops
 from kstool.apps.top import Top, TopOptions, check_lag
+from kstool.base.documents import AppTopRow
+from kstool.base.timeutil import format_duration, parse_duration
 from kstool.commands.completion import complete_apps, complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, state_dir_option
-from kstool.documents import AppTopRow
 from kstool.output import Column, Dashboard, Listing, emit, sparkline, stdout_is_tty
-from kstool.timeutil import format_duration, parse_duration
 
 SPARK_POINTS = 20  # lag samples in a dashboard row's trend
 

@@ -7,13 +7,13 @@ import sys
 
 import click
 
+from kstool.base.timeutil import parse_time
 from kstool.changelog import operations as ops
 from kstool.commands.completion import complete_groups, complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import STORE_FORMATS, SchemaFlags, output_option, schema_options, state_dir_option
 from kstool.kafka.consume import StartSpec
 from kstool.output import Column, Listing, dumps, emit, warn
-from kstool.timeutil import parse_time
 
 ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                Column("timestamp", kind="time"), Column("key"), Column("window_start", kind="time"),

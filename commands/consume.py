@@ -9,10 +9,10 @@ import threading
 
 import click
 
+from kstool.base.errors import Interrupted
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
-from kstool.errors import Interrupted
 from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
 from kstool.kafka.records import to_envelope

@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
+from kstool.base.timeutil import time_zone
 from kstool.config import ClientConfig, build_client_config
 from kstool.output import show_times_in
-from kstool.timeutil import time_zone
 
 DEFAULT_TIMEOUT_S = 10.0
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from kstool.base.timeutil import format_duration
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import named_argument, output_option
 from kstool.kafka import groups as ops
 from kstool.output import Column, Listing, emit
-from kstool.timeutil import format_duration
 
 
 @click.group()

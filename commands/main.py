@@ -13,8 +13,8 @@ from datetime import timezone
 import click
 
 from kstool import __version__
+from kstool.base.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, KstoolError
 from kstool.commands.context import finish_command, finish_tree
-from kstool.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, KstoolError
 from kstool.output import show_times_in
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

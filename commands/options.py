@@ -10,14 +10,14 @@ from typing import Any, Callable
 import click
 
 from kstool.application.model import resolve_state_dir
+from kstool.base.errors import KstoolError, UsageError
+from kstool.base.serdes import FORMATS as SERDE_FORMATS
+from kstool.base.serdes import RECORD_FORMATS, SCHEMA_FORMATS
+from kstool.base.timeutil import parse_time
 from kstool.commands.completion import complete_topics
-from kstool.errors import KstoolError, UsageError
 from kstool.output import FORMATS
 from kstool.schemas.formats import SchemaOptions
 from kstool.schemas.windowed import LAYOUTS as WINDOWED_LAYOUTS
-from kstool.serdes import FORMATS as SERDE_FORMATS
-from kstool.serdes import RECORD_FORMATS, SCHEMA_FORMATS
-from kstool.timeutil import parse_time
 from kstool.topologies.spec import FLAG, TOPIC, Setting
 
 

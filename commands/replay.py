@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
+from kstool.base.errors import UsageError
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
-from kstool.errors import UsageError
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count
 from kstool.replay.copy import replay as run_replay

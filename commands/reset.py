@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from kstool.application.model import resolve_state_dir
+from kstool.base.names import validate_name
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import confirm_or_refuse, output_option, yes_option
-from kstool.names import validate_name
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.reset.apply import apply_plan
 from kstool.reset.plan import ResetOptions, build_plan

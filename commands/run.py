@@ -10,6 +10,8 @@ import click
 from click.core import ParameterSource
 
 from kstool.application.location import normalize_location
+from kstool.base.names import validate_name
+from kstool.base.timeutil import format_time, parse_duration, parse_time
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
@@ -24,9 +26,7 @@ from kstool.commands.options import (
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
-from kstool.names import validate_name
 from kstool.output import Column, Listing, RunReporter, dumps, emit, format_counts, info
-from kstool.timeutil import format_time, parse_duration, parse_time
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
 

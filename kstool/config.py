@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from kstool.base.errors import UsageError
 from kstool.broker.profile import load_running_profile
-from kstool.errors import UsageError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 MASK = "********"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kstool.serdes import SCHEMA_FORMATS
+from kstool.base.serdes import SCHEMA_FORMATS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

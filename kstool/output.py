@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from kstool.timeutil import format_duration, format_time
+from kstool.base.timeutil import format_duration, format_time
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod

@@ -1,5 +1,5 @@
 """The dependency direction, pinned: commands -> output -> operations -> topologies ->
-streams / engine -> contract -> application -> kafka -> config -> broker -> base modules.
+streams / engine -> contract -> application -> kafka -> config -> broker -> base.
 A module may import from lower layers and its own package only; a new back edge (or an edge
 between siblings) fails here, with the import that made it."""
 
@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # lowest first; the packages (or top-level modules) of kstool, and `commands`
 LAYERS = [
-    {"kstool", "errors"},  # `kstool` itself: only __version__
-    {"names", "timeutil", "home", "serdes", "store_keys", "documents"},
+    {"kstool"},  # `kstool` itself: only __version__
+    {"base"},  # errors, names, timeutil, home, serdes, store_keys, documents
     {"broker"},
     {"config"},
     {"kafka", "schemas"},  # siblings: record bytes from Kafka, schemas for their payloads

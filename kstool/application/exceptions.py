@@ -1,4 +1,4 @@
-from kstool.errors import BusyError, KstoolError, UsageError
+from kstool.base.errors import BusyError, KstoolError, UsageError
 
 
 class AppBusyError(BusyError):

@@ -17,7 +17,7 @@ from typing import Protocol
 from urllib.parse import unquote, urlparse
 
 from kstool.application.exceptions import CheckpointLocationError
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 
 
 class CheckpointFiles(Protocol):

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from kstool.application.model import AppPaths
-from kstool.documents import BatchMetrics
-from kstool.home import private_dir, write_private_text
+from kstool.base.documents import BatchMetrics
+from kstool.base.home import private_dir, write_private_text
 
 MAX_LINES = 1000
 

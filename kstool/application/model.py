@@ -13,9 +13,9 @@ from typing import Any, Iterator
 
 from kstool import __version__
 from kstool.application.exceptions import AppBusyError, IncompatibleRunError
-from kstool.errors import NotFoundError
-from kstool.home import kstool_home, private_dir, read_json, write_private_json
-from kstool.names import validate_name
+from kstool.base.errors import NotFoundError
+from kstool.base.home import kstool_home, private_dir, read_json, write_private_json
+from kstool.base.names import validate_name
 
 MANIFEST = "app.json"
 # batches of history a checkpoint keeps (Spark's minBatchesToRetain: offsets, commits and state

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from kstool.application.checkpoint import committed_batches, committed_offsets
 from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
-from kstool.documents import AppDescription, AppRow
+from kstool.base.documents import AppDescription, AppRow
+from kstool.base.errors import NotFoundError
+from kstool.base.names import validate_name
 from kstool.engine.checkpoint_files import app_checkpoint
-from kstool.errors import NotFoundError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError
 from kstool.kafka.groups import describe_group
-from kstool.names import validate_name
 
 
 def list_apps(state_dir: Path) -> list[AppRow]:

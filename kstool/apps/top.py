@@ -18,14 +18,14 @@ from kstool.application.location import local_path
 from kstool.application.metrics import read_metrics
 from kstool.application.model import AppPaths, Manifest, checkpoint_uri, iter_apps, running_pid
 from kstool.apps.exceptions import LagLimitError
-from kstool.documents import AppTopRow
+from kstool.base.documents import AppTopRow
+from kstool.base.errors import KstoolError
+from kstool.base.timeutil import now_ms
 from kstool.engine.checkpoint_files import app_checkpoint
-from kstool.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 from kstool.kafka.groups import describe_group
 from kstool.kafka.timelag import time_lags_ms
-from kstool.timeutil import now_ms
 
 TP = tuple[str, int]
 

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kstool.base.home import private_dir
 from kstool.broker.exceptions import BrokerError, BrokerNotInstalledError, PortInUseError
 from kstool.broker.profile import (
     EMBEDDED_CONSUMER_SETTINGS,
@@ -22,7 +23,6 @@ from kstool.broker.profile import (
     profile_path,
     save_profile,
 )
-from kstool.home import private_dir
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 9092

@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kstool.home import kstool_home, read_json, write_private_json
+from kstool.base.home import kstool_home, read_json, write_private_json
 
 # The embedded broker answers a wrong high watermark for multi-record batches and joins
 # subscribe() members only after half the session timeout (shared notes, embedded-broker.md).

@@ -1,4 +1,4 @@
-"""Decoding changelog records: the key layouts (kstool.store_keys) around a key format, value
+"""Decoding changelog records: the key layouts (kstool.base.store_keys) around a key format, value
 formats, and detecting both from a sample."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kstool.errors import UsageError
-from kstool.schemas.formats import Schemas, record_decoder
-from kstool.serdes import FORMATS, SCHEMA_FORMATS, WithSchemaId, raw
-from kstool.store_keys import (
+from kstool.base.errors import UsageError
+from kstool.base.serdes import FORMATS, SCHEMA_FORMATS, WithSchemaId, raw
+from kstool.base.store_keys import (
     SESSION_SUFFIX,
     TIME_WINDOWED_SUFFIX,
     WINDOW_SUFFIX,
@@ -19,6 +18,7 @@ from kstool.store_keys import (
     split_window_store_key,
     windowed_key_bounds,
 )
+from kstool.schemas.formats import Schemas, record_decoder
 
 # window and session: Kafka Streams' store keys (a changelog's); time-windowed: an aggregate's
 # output keys (TimeWindowedSerializer: key ‖ start), read here as well

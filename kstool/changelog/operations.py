@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Iterator, cast
 
 from kstool.application.model import iter_apps
+from kstool.base.errors import UsageError
+from kstool.base.serdes import as_text
 from kstool.changelog.layouts import (
     KeySpec,
     detect_key_format,
@@ -16,14 +18,12 @@ from kstool.changelog.layouts import (
     key_decoder,
     value_decoder,
 )
-from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.consume import ConsumeOptions, StartSpec, consume
 from kstool.kafka.groups import list_groups
 from kstool.kafka.topics import topics_configs
 from kstool.schemas.formats import SchemaOptions, Schemas, schemas_for
-from kstool.serdes import as_text
 
 SUFFIX = "-changelog"
 DETECT_SAMPLE = 1000

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
+from kstool.base.errors import UsageError
 from kstool.config import ClientConfig
 from kstool.engine.failures import BAD_RECORD, SINK, marked
-from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 
 METRICS_NAME = "kstool_errors"

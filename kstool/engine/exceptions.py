@@ -1,4 +1,4 @@
-from kstool.errors import KstoolError
+from kstool.base.errors import KstoolError
 
 
 class QueryFailedError(KstoolError):

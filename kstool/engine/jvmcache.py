@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from kstool.base.home import kstool_home, private_dir, write_private_text
 from kstool.broker.profile import pid_alive
-from kstool.home import kstool_home, private_dir, write_private_text
 
 
 def _key(java_major: int) -> str:

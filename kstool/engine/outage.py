@@ -9,7 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from kstool.errors import BrokerUnreachableError
+from kstool.base.errors import BrokerUnreachableError
 from kstool.kafka.client import KafkaClients
 
 BACKOFF_S = (1, 2, 4, 8, 15)

@@ -27,6 +27,7 @@ from typing import Any
 from kstool.application.checkpoint import last_committed_batch
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths
+from kstool.base.home import write_private_text
 from kstool.contract import Topology
 from kstool.engine.batches import account
 from kstool.engine.exceptions import QueryFailedError
@@ -34,7 +35,6 @@ from kstool.engine.failures import translate
 from kstool.engine.options import RunSummary
 from kstool.engine.progress import Progress
 from kstool.engine.stopping import stop_request
-from kstool.home import write_private_text
 from kstool.kafka.client import KafkaClients
 
 _log = logging.getLogger("kstool.engine")

@@ -14,9 +14,9 @@ from kstool.application.model import (
     load_manifest,
     save_manifest,
 )
+from kstool.base.errors import UsageError
 from kstool.contract import Topology
 from kstool.engine.options import RunOptions
-from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.topics import CreateTopicOptions, ensure_topic
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kstool.application.metrics import MetricsLog
-from kstool.timeutil import now_ms
+from kstool.base.timeutil import now_ms
 
 
 @dataclass

@@ -13,13 +13,13 @@ import time
 from kstool.application.checkpoint import committed_offsets, last_committed_batch
 from kstool.application.metrics import MetricsLog
 from kstool.application.model import AppLock, AppPaths, save_manifest
+from kstool.base.errors import BrokerUnreachableError
 from kstool.contract import Topology, value_schema_format
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.plan import RunPlan, plan_run
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query import make_sink, run_query
-from kstool.errors import BrokerUnreachableError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.schemas.formats import SchemaOptions, value_json_decoder

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from kstool.application.model import Manifest, StoreSpec
-from kstool.errors import KstoolError
+from kstool.base.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.consume import ConsumeOptions, consume

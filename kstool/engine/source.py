@@ -35,10 +35,10 @@ from pyspark.sql.types import (
 )
 
 from kstool.application.checkpoint import FIRST_BATCH_MARKER
+from kstool.base.home import write_private_text
 from kstool.config import ClientConfig
 from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
 from kstool.engine.failures import DATA_LOSS, marked
-from kstool.home import write_private_text
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
 from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.records import position_of

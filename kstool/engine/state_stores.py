@@ -39,7 +39,7 @@ def close_loaded_state_stores() -> None:
 
 
 def _interval_s(session) -> float:
-    from kstool.timeutil import parse_duration
+    from kstool.base.timeutil import parse_duration
 
     try:
         return parse_duration(session.conf.get(MAINTENANCE_INTERVAL, "60s")) / 1000

@@ -11,11 +11,11 @@ from typing import Any, Iterable, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
+from kstool.base.errors import BrokerUnreachableError, UsageError
+from kstool.base.names import validate_topic
 from kstool.config import ClientConfig
-from kstool.errors import BrokerUnreachableError, UsageError
 from kstool.kafka.ends import read_ends
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
-from kstool.names import validate_topic
 
 _log = logging.getLogger("kstool.kafka")
 

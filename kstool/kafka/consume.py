@@ -8,12 +8,12 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
+from kstool.base.timeutil import check_time_range
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, require_partitions
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.records import Record, position_of
-from kstool.timeutil import check_time_range
 
 TP = tuple[str, int]
 

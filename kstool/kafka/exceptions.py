@@ -1,4 +1,4 @@
-from kstool.errors import KstoolError, NotFoundError
+from kstool.base.errors import KstoolError, NotFoundError
 
 
 class KafkaOperationError(KstoolError):

@@ -6,7 +6,7 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
-from kstool.documents import GroupDescription, GroupMember, GroupPartition, GroupRow
+from kstool.base.documents import GroupDescription, GroupMember, GroupPartition, GroupRow
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.timelag import time_lags_ms

@@ -9,13 +9,13 @@ from typing import Any, Callable, Iterable, Iterator
 
 from confluent_kafka import KafkaException
 
-from kstool.errors import NotFoundError, UsageError
+from kstool.base.errors import NotFoundError, UsageError
+from kstool.base.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, plain_encoder
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, require_partitions
 from kstool.kafka.exceptions import BadInputLine, EnvelopeError, TopicNotFoundError
 from kstool.kafka.records import Record, from_envelope
 from kstool.kafka.topics import CreateTopicOptions, ensure_topic
-from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, plain_encoder
 
 INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
 ON_ERROR = ("fail", "skip")  # a bad line: stop there | report it and go on

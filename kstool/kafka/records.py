@@ -18,9 +18,9 @@ from typing import Any, Callable, cast
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
-from kstool.documents import RecordEnvelope
+from kstool.base.documents import RecordEnvelope
+from kstool.base.serdes import EncodeError, FieldEncoder, WithSchemaId, decoder, encoder, plain_encoder
 from kstool.kafka.exceptions import EnvelopeError
-from kstool.serdes import EncodeError, FieldEncoder, WithSchemaId, decoder, encoder, plain_encoder
 
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 

@@ -8,11 +8,11 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from kstool.documents import TopicDescription, TopicPartitionRow, TopicRow
-from kstool.errors import UsageError
+from kstool.base.documents import TopicDescription, TopicPartitionRow, TopicRow
+from kstool.base.errors import UsageError
+from kstool.base.names import validate_topic
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
-from kstool.names import validate_topic
 
 
 @dataclass

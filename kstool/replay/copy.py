@@ -13,7 +13,9 @@ from typing import Callable, Iterator, cast
 
 from confluent_kafka import KafkaException
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
+from kstool.base.serdes import FieldEncoder, WithSchemaId, as_text
+from kstool.base.timeutil import format_time
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
@@ -22,8 +24,6 @@ from kstool.kafka.groups import committed_offsets
 from kstool.kafka.records import Record, from_envelope
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
 from kstool.schemas.formats import SchemaOptions, Schemas, record_decoder, record_encoder, schemas_for
-from kstool.serdes import FieldEncoder, WithSchemaId, as_text
-from kstool.timeutil import format_time
 
 PROVENANCE = ("kstool.replay.topic", "kstool.replay.partition", "kstool.replay.offset")
 FILE_PROVENANCE = ("kstool.replay.file", "kstool.replay.line")

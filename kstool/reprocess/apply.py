@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from kstool.application.checkpoint import last_committed_batch, rollback_files
 from kstool.application.model import AppLock, AppPaths, Manifest, load_manifest
+from kstool.base.errors import KstoolError, NotFoundError
 from kstool.engine import parking
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import Progress
 from kstool.engine.runtime import run_app
-from kstool.errors import KstoolError, NotFoundError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.reprocess.exceptions import HistoryGoneError, PlanOutdatedError, ReprocessStoppedError

@@ -27,8 +27,9 @@ from kstool.application.checkpoint import (
 )
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import AppPaths, Manifest, origin_offsets, stopped_app
+from kstool.base.errors import UsageError
+from kstool.base.timeutil import check_time_range, format_time
 from kstool.engine.checkpoint_files import app_checkpoint
-from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.timelag import first_timestamps
@@ -36,7 +37,6 @@ from kstool.reset.plan import ResetOptions, ResetPlan
 from kstool.reset.plan import build_plan as build_reset_plan
 from kstool.reset.spec import ResetSpec
 from kstool.streams.windows import WindowSpec
-from kstool.timeutil import check_time_range, format_time
 
 MODES = ("rollback", "beginning", "partial")
 ORIGIN = -1  # the restart batch that stands for the empty state at the checkpoint's origin

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kstool.application.model import AppLock, AppPaths, load_manifest
+from kstool.base.errors import KstoolError
 from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.engine.parking import free_checkpoint
-from kstool.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
 from kstool.kafka.topics import delete_topics

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kstool.application.exceptions import AppBusyError
 from kstool.application.model import AppPaths, load_manifest, running_pid
-from kstool.documents import GroupMember
+from kstool.base.documents import GroupMember
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members
 from kstool.kafka.offsets import offsets_for_time

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kstool.base.timeutil import now_ms, parse_duration, parse_time
 from kstool.reset.exceptions import ResetPlanError
-from kstool.timeutil import now_ms, parse_duration, parse_time
 
 KINDS = ("to-earliest", "to-latest", "to-offset", "to-datetime", "by-duration", "shift-by", "from-file")
 

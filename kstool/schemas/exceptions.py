@@ -1,4 +1,4 @@
-from kstool.errors import KstoolError, UsageError
+from kstool.base.errors import KstoolError, UsageError
 
 
 class SchemaError(KstoolError):

@@ -1,5 +1,5 @@
 """Keys and values with schemas, for the commands that read and write records: decoders that
-give the value and the schema id its header named (kstool.serdes.WithSchemaId), and encoders
+give the value and the schema id its header named (kstool.base.serdes.WithSchemaId), and encoders
 that write a decoded value back to the same bytes.
 
 Schemas come from a Schema Registry (by the id in each record's header, cached for the command)
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
+from kstool.base.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, WithSchemaId, decoder, plain_encoder
 from kstool.schemas import wire
 from kstool.schemas.avro import AvroCodec
 from kstool.schemas.exceptions import RegistryError, SchemaError, SchemaFileError
@@ -22,7 +23,6 @@ from kstool.schemas.json_schema import JsonSchemaCodec
 from kstool.schemas.protobuf import ProtobufCodec
 from kstool.schemas.registry import Registry
 from kstool.schemas.windowed import WindowedDecoder, split_format, windowed_encoder
-from kstool.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, WithSchemaId, decoder, plain_encoder
 
 SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "jsonschema": "JSON"}  # the registry's names
 CODECS: dict[str, Callable[[str, str], Codec]] = {"avro": AvroCodec, "protobuf": ProtobufCodec,

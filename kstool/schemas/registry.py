@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 from kstool.schemas.exceptions import RegistryError, SchemaNotFoundError
 
 # the registry's error code for an unknown schema id or subject (Confluent's REST API)

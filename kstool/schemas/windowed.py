@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from kstool.serdes import EncodeError, FieldEncoder, WithSchemaId, is_raw, unraw
-from kstool.store_keys import output_key, usable_window_time, windowed_key_bounds
+from kstool.base.serdes import EncodeError, FieldEncoder, WithSchemaId, is_raw, unraw
+from kstool.base.store_keys import output_key, usable_window_time, windowed_key_bounds
 
 LAYOUTS = {"windowed": "time-windowed", "session": "session-windowed"}
 

@@ -1,4 +1,4 @@
-from kstool.errors import KstoolError, NotFoundError, UsageError
+from kstool.base.errors import KstoolError, NotFoundError, UsageError
 
 
 class StoreNotFoundError(NotFoundError):

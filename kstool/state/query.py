@@ -12,16 +12,16 @@ from typing import Any
 from kstool.application.checkpoint import committed_batches
 from kstool.application.location import CheckpointFiles
 from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, load_manifest
+from kstool.base.errors import UsageError
+from kstool.base.names import validate_name
+from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import flag_formats, store_formats
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.daemon.client import engine_wanted
 from kstool.engine.session import SparkOptions
-from kstool.errors import UsageError
 from kstool.kafka.client import KafkaClients
-from kstool.names import validate_name
 from kstool.schemas.formats import SchemaOptions
-from kstool.serdes import SCHEMA_FORMATS
 from kstool.state.backend import Change, Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend
 from kstool.state.checkpoint import CheckpointBackend

@@ -14,6 +14,8 @@ from pathlib import Path
 from kstool.application.checkpoint import committed_batches
 from kstool.application.exceptions import StateMissingError
 from kstool.application.model import AppLock, AppPaths, load_manifest, save_manifest, stopped_app
+from kstool.base.errors import NotFoundError, UsageError
+from kstool.base.names import validate_name
 from kstool.contract import Topology
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
@@ -21,10 +23,8 @@ from kstool.engine.parking import free_checkpoint
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.runtime import run_app
 from kstool.engine.seed import read_seed
-from kstool.errors import NotFoundError, UsageError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
-from kstool.names import validate_name
 from kstool.reset.apply import delete_checkpoint
 from kstool.topologies import from_manifest
 

@@ -23,14 +23,14 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from kstool.contract import LATE, OUTPUT, changelog_role
-from kstool.store_keys import (
+from kstool.base.store_keys import (
     output_key,
     session_store_key,
     split_session_store_key,
     split_window_store_key,
     window_store_key,
 )
+from kstool.contract import LATE, OUTPUT, changelog_role
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 from kstool.streams.windows import WindowSpec

@@ -18,8 +18,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, cast
 
+from kstool.base.store_keys import split_window_store_key, window_store_key
 from kstool.contract import LATE
-from kstool.store_keys import split_window_store_key, window_store_key
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TaskState
 

@@ -1,12 +1,12 @@
-"""Window specs and Kafka Streams' window assignment (the key layouts: kstool.store_keys)."""
+"""Window specs and Kafka Streams' window assignment (the key layouts: kstool.base.store_keys)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kstool.errors import UsageError
-from kstool.timeutil import parse_duration
+from kstool.base.errors import UsageError
+from kstool.base.timeutil import parse_duration
 
 if TYPE_CHECKING:
     import numpy as np

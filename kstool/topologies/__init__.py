@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 from kstool.topologies import aggregate, join, wordcount
 from kstool.topologies.spec import TopologyType
 

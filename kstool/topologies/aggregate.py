@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstool.application.model import StoreSpec
+from kstool.base.errors import UsageError
+from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
-from kstool.errors import UsageError
-from kstool.names import changelog_topic
 from kstool.streams.aggregate import AGGREGATIONS, STORE, output_value, store_value
 from kstool.topologies import aggregation, combiners
 from kstool.topologies.aggregation import INPUT_FORMATS, VALUE_FORMATS, NumberInput

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kstool.application.model import StoreSpec
+from kstool.base.errors import UsageError
+from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON
-from kstool.errors import UsageError
-from kstool.serdes import SCHEMA_FORMATS
 from kstool.streams.aggregate import AGGREGATIONS
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)

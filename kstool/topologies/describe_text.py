@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 
 _HEADER = re.compile(r"^Topolog(?:ies:|y: (?P<name>.+):)$")
 _SUB = re.compile(r"^Sub-topology: (?P<id>\d+)(?P<global> for global store \(will not generate tasks\))?$")

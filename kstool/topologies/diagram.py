@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 
 RENDERED = ("svg", "png")
 

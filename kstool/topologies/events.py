@@ -3,9 +3,9 @@ record belongs to, and how the records their processors emit reach Kafka."""
 
 from __future__ import annotations
 
+from kstool.base.errors import UsageError
+from kstool.base.names import changelog_topic
 from kstool.contract import OUTPUT, SinkTarget, changelog_role
-from kstool.errors import UsageError
-from kstool.names import changelog_topic
 
 
 def check_time(spec: str) -> str:

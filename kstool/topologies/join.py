@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kstool.application.model import StoreSpec
+from kstool.base.errors import UsageError
+from kstool.base.names import changelog_topic
+from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, SinkTarget
-from kstool.errors import UsageError
-from kstool.names import changelog_topic
-from kstool.serdes import SCHEMA_FORMATS
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT
 from kstool.topologies import events

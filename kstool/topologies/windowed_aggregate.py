@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstool.application.model import StoreSpec
+from kstool.base.errors import UsageError
+from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
-from kstool.errors import UsageError
-from kstool.names import changelog_topic
 from kstool.streams.aggregate import STORE, SessionAggregate, WindowedAggregate
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import aggregation, combiners, events

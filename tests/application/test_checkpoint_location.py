@@ -10,7 +10,7 @@ import pytest
 from kstool.application.checkpoint import committed_batches
 from kstool.application.exceptions import CheckpointLocationError
 from kstool.application.location import LocalCheckpoint, normalize_location
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 from tests.conftest import cli
 from tests.helpers import as_long, create_topic, latest_per_key, produce_values, read_all
 from tests.oracles import word_counts

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kstool.base.errors import UsageError
 from kstool.changelog.layouts import KEY_FORMATS, KeySpec
-from kstool.errors import UsageError
 
 
 @given(st.text(max_size=30) | st.builds("{}:{}".format, st.sampled_from(["windowed", "window", "session",

@@ -7,11 +7,11 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
+from kstool.base.serdes import decoder
 from kstool.kafka.consume import StartSpec
 from kstool.kafka.exceptions import EnvelopeError
 from kstool.kafka.records import from_envelope
-from kstool.serdes import decoder
 
 
 @given(st.text(max_size=20))

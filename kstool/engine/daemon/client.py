@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, cast
 
 from kstool import __version__
+from kstool.base.documents import EngineStatus
+from kstool.base.home import private_dir
 from kstool.broker.profile import pid_alive
-from kstool.documents import EngineStatus
 from kstool.engine.daemon.exceptions import (
     EngineError,
     EngineLostError,
@@ -28,7 +29,6 @@ from kstool.engine.daemon.exceptions import (
 from kstool.engine.daemon.protocol import ENGINE_ENV, EnginePaths, EngineSettings, needs_own_spark, receive, send
 from kstool.engine.progress import Progress
 from kstool.engine.session import SparkOptions
-from kstool.home import private_dir
 from kstool.kafka.client import KafkaClients
 
 NOT_RUNNING = "the engine is not running (kstool engine start)"

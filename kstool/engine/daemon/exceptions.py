@@ -1,4 +1,4 @@
-from kstool.errors import BusyError, KstoolError
+from kstool.base.errors import BusyError, KstoolError
 
 
 class EngineError(KstoolError):

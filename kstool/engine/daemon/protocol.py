@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kstool.base.errors import UsageError
+from kstool.base.home import kstool_home
+from kstool.base.timeutil import format_duration, parse_duration
 from kstool.engine.session import SparkOptions
-from kstool.errors import UsageError
-from kstool.home import kstool_home
-from kstool.timeutil import format_duration, parse_duration
 
 _LENGTH = struct.Struct(">I")
 # AF_UNIX addresses are at most 107 bytes on Linux

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from kstool import __version__
-from kstool.documents import EngineRun, EngineStatus
+from kstool.base.documents import EngineRun, EngineStatus
+from kstool.base.errors import KstoolError
+from kstool.base.home import private_dir, write_private_text
 from kstool.engine.daemon.exceptions import RemoteError
 from kstool.engine.daemon.protocol import (
     DEFAULT_IDLE_MS,
@@ -44,8 +46,6 @@ from kstool.engine.parking import host_parked_queries
 from kstool.engine.session import SparkOptions
 from kstool.engine.state_stores import close_loaded_state_stores
 from kstool.engine.stopping import hosted
-from kstool.errors import KstoolError
-from kstool.home import private_dir, write_private_text
 from kstool.kafka.client import KafkaClients
 
 _log = logging.getLogger("kstool.engine")

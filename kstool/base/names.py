@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 
 _LEGAL = re.compile(r"[A-Za-z0-9._-]+")
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")

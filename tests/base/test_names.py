@@ -1,4 +1,4 @@
-"""Names users give (topics, app ids) are checked before any request or file is touched (kstool.names)."""
+"""Names users give (topics, app ids) are checked before any request or file is touched (kstool.base.names)."""
 
 from __future__ import annotations
 

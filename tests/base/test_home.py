@@ -1,4 +1,4 @@
-"""The kstool home and app state are private to their owner (kstool.home)."""
+"""The kstool home and app state are private to their owner (kstool.base.home)."""
 
 from __future__ import annotations
 

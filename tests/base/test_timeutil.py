@@ -1,4 +1,4 @@
-"""Times and durations users give (kstool.timeutil)."""
+"""Times and durations users give (kstool.base.timeutil)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstool.errors import UsageError
-from kstool.timeutil import MAX_TIME_MS, format_time, parse_duration, parse_time
+from kstool.base.errors import UsageError
+from kstool.base.timeutil import MAX_TIME_MS, format_time, parse_duration, parse_time
 
 NOW = 1_750_000_000_000
 

@@ -1,4 +1,4 @@
-"""Serdes (kstool.serdes) against Kafka's encodings, both ways."""
+"""Serdes (kstool.base.serdes) against Kafka's encodings, both ways."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kstool.serdes import FORMATS, EncodeError, decoder, encoder
+from kstool.base.serdes import FORMATS, EncodeError, decoder, encoder
 
 
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kstool.errors import UsageError
+from kstool.base.errors import UsageError
 
 FORMATS = ("string", "bytes", "hex", "base64", "json", "long", "int", "double")
 # produce and consume also take `raw`: the bytes as they are, kcat's default (a decoded raw value
