@@ -115,7 +115,7 @@ def jvm_archive(kafka) -> None:
     """Spark's class-data archive (kstool.engine.jvmcache), recorded once by a run that exits
     normally, before any other JVM of the session starts: a JVM that is killed never writes
     it, so without this every start of the kill tests would load Spark's classes the slow way."""
-    from kstool.broker.profile import pid_alive
+    from kstool.base.processes import pid_alive
 
     topic = f"jvm-archive-{uuid.uuid4().hex[:6]}"
     assert cli("topics", "create", topic, "--partitions", "1").exit_code == 0

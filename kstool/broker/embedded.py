@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kstool.base.home import private_dir
+from kstool.base.processes import pid_alive
 from kstool.broker.exceptions import BrokerError, BrokerNotInstalledError, PortInUseError
 from kstool.broker.profile import (
     EMBEDDED_CONSUMER_SETTINGS,
@@ -19,7 +20,6 @@ from kstool.broker.profile import (
     Profile,
     broker_dir,
     load_profile,
-    pid_alive,
     profile_path,
     save_profile,
 )

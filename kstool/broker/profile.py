@@ -6,11 +6,11 @@ address in the profile, so nothing else branches on which broker is on the other
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.base.home import kstool_home, read_json, write_private_json
+from kstool.base.processes import pid_alive
 
 # The embedded broker answers a wrong high watermark for multi-record batches and joins
 # subscribe() members only after half the session timeout (shared notes, embedded-broker.md).
@@ -51,30 +51,6 @@ def load_profile() -> Profile | None:
         return Profile(**data)
     except TypeError:
         return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:  # reap it first if it is our own exited child, or kill(0) would see a zombie
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    """Exited, waiting for its parent to reap it (e.g. an engine started by a long-lived process)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 def load_running_profile() -> Profile | None:

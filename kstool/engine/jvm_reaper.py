@@ -14,18 +14,10 @@ import subprocess
 import sys
 import time
 
+from kstool.base.processes import start_time
+
 # long enough for a JVM's normal exit: Spark's shutdown hooks, a first run's class-data archive
 GRACE_S = 120.0
-
-def start_time(pid: int) -> str | None:
-    """The process's start time (/proc/PID/stat, field 22), which tells it from a later process
-    with the same pid; None where there is no /proc."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return None
-
 
 def reap_at_exit(pid: int, grace_s: float = GRACE_S) -> None:
     """When this process exits, leave a watcher that kills process `pid` if it still runs

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from kstool.base.home import kstool_home, private_dir, write_private_text
-from kstool.broker.profile import pid_alive
+from kstool.base.processes import pid_alive
 
 
 def _key(java_major: int) -> str:

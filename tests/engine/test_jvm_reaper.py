@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 import time
 
-from kstool.engine.jvm_reaper import leave_watcher, start_time
+from kstool.base.processes import start_time
+from kstool.engine.jvm_reaper import leave_watcher
 
 
 def _ended(process: subprocess.Popen, within_s: float = 30) -> int | None:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, cast
 from kstool import __version__
 from kstool.base.documents import EngineStatus
 from kstool.base.home import private_dir
-from kstool.broker.profile import pid_alive
+from kstool.base.processes import pid_alive
 from kstool.engine.daemon.exceptions import (
     EngineError,
     EngineLostError,

@@ -1,0 +1,38 @@
+"""Other processes, as /proc shows them: alive or not, and when they started."""
+
+from __future__ import annotations
+
+import os
+
+
+def pid_alive(pid: int) -> bool:
+    try:  # reap it first if it is our own exited child, or kill(0) would see a zombie
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    fields = _stat_fields(pid)
+    return not (fields and fields[0] == "Z")  # a zombie: exited, waiting for its parent to reap it
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time (/proc/PID/stat, field 22), which tells it from a later process
+    with the same pid; None where there is no /proc."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat from its third field (the state) on: after the command name, which may
+    hold spaces and parentheses of its own."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].decode("ascii", "replace").split()
+    except OSError:
+        return None
