@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import json
 import time
+from pathlib import Path
 from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO = Path(__file__).resolve().parent.parent  # the checkout
 
 
 def create_topic(kafka, topic: str, partitions: int = 1, config: dict | None = None) -> None:

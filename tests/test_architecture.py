@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 # lowest first; the packages (or top-level modules) of kstool, and `commands`
 LAYERS = [
@@ -37,9 +37,9 @@ def unit_of(module: str) -> str | None:
 
 
 def modules() -> list[tuple[str, Path]]:
-    found = [("kstool.commands." + p.stem, p) for p in (ROOT / "commands").glob("*.py")]
-    for path in (ROOT / "kstool").rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
+    found = [("kstool.commands." + p.stem, p) for p in (REPO / "commands").glob("*.py")]
+    for path in (REPO / "kstool").rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
         found.append((".".join(parts[:-1] if parts[-1] == "__init__" else parts), path))
     return found
 
@@ -70,12 +70,12 @@ def test_imports_only_go_down():
             if target == "kstool":  # `from kstool import x`: x is the unit
                 continue
             if RANK[target] >= RANK[source]:
-                back_edges.append(f"{path.relative_to(ROOT)}:{line} imports {target_module} "
+                back_edges.append(f"{path.relative_to(REPO)}:{line} imports {target_module} "
                                   f"({source} may not depend on {target})")
     assert back_edges == []
 
 
 def test_commands_do_not_talk_to_kafka_or_spark():
-    direct = [f"{path.relative_to(ROOT)}:{line} {module}" for name, path in modules() if ".commands." in name
+    direct = [f"{path.relative_to(REPO)}:{line} {module}" for name, path in modules() if ".commands." in name
               for line, module in imports(path) if module.split(".")[0] in ("confluent_kafka", "pyspark")]
     assert direct == []

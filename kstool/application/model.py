@@ -9,7 +9,7 @@ import fcntl
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 from kstool import __version__
 from kstool.application.exceptions import AppBusyError, IncompatibleRunError
@@ -180,11 +180,22 @@ def save_manifest(paths: AppPaths, manifest: Manifest) -> None:
     write_private_json(paths.manifest, manifest.to_dict())
 
 
+# What the holder of an app's lock does with it: the warm engine frees the query it keeps parked
+# for the app accordingly (kstool.engine.daemon.app_use): RUN stops it, RUN_PARKED leaves it to
+# the run (which resumes or replaces it in the engine), REWRITE stops every parked query and
+# closes the state stores Spark keeps loaded, before the checkpoint is deleted or rolled back.
+RUN, RUN_PARKED, REWRITE = "run", "run-parked", "rewrite"
+
+
 class AppLock:
     """One run per app at a time: a second run fails at once (cron must not pile up)."""
 
-    def __init__(self, paths: AppPaths):
-        self.paths = paths
+    # the hook, called holding the lock: set by kstool.engine (its package), so whatever takes
+    # an app through the engine's modules frees the engine's parked query
+    on_taken: ClassVar[Callable[[AppPaths, str], None] | None] = None
+
+    def __init__(self, paths: AppPaths, use: str = RUN):
+        self.paths, self.use = paths, use
         self._fd: int | None = None
 
     def __enter__(self) -> "AppLock":
@@ -199,6 +210,12 @@ class AppLock:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+        if AppLock.on_taken is not None:
+            try:
+                AppLock.on_taken(self.paths, self.use)
+            except BaseException:
+                self.__exit__()
+                raise
         return self
 
     def __exit__(self, *exc) -> None:

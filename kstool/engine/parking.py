@@ -9,7 +9,8 @@ availableNow query would have ended.
 
 A parked query holds no lock and does nothing while its gate is shut. Whatever takes an app's
 lock for another use (a run of its own, a continuous or exactly-once run, reset, restore) first
-has the engine stop it (release), so a checkpoint is never used by two queries.
+has the engine stop it (the lock's hook, kstool.engine.daemon.app_use), so a checkpoint is never
+used by two queries.
 """
 
 from __future__ import annotations
@@ -129,33 +130,6 @@ def host_parked_queries(limit: int) -> ParkedQueries:
 def parked_queries() -> ParkedQueries | None:
     """The engine's parked queries when this process is the engine, else None."""
     return _engine_queries
-
-
-def release(paths: AppPaths) -> None:
-    """Stop the app's parked query, in this engine or in the one running for this kstool home.
-    Call it holding the app's lock, before using its checkpoint otherwise."""
-    if _engine_queries is not None:
-        _engine_queries.release(paths.root)
-        return
-    from kstool.engine.daemon.client import release_parked
-
-    release_parked(paths.root)
-
-
-def free_checkpoint(paths: AppPaths) -> None:
-    """Before the app's checkpoint is deleted or rolled back (reset, restore, reprocess), holding
-    its lock: stop the engine's parked queries (every app's: a parked query keeps its state
-    stores open) and close the state stores Spark keeps loaded after a query stops, in the
-    engine and in this process (kstool.engine.state_stores)."""
-    from kstool.engine.state_stores import close_loaded_state_stores
-
-    if _engine_queries is not None:
-        _engine_queries.stop_all()
-    else:
-        from kstool.engine.daemon.client import release_parked
-
-        release_parked(paths.root, op="free")
-    close_loaded_state_stores()
 
 
 def parking_key(*parts: Any) -> str:

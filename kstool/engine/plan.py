@@ -84,17 +84,15 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
         raise StateLayoutError(
             f"app {options.app_id!r} keeps its state in an older layout (an entry per key) that this kstool "
             f"no longer runs; rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
-    parked_queries = parking.parked_queries() if _parkable(options, seed) else None
-    if parked_queries is None:
-        parking.release(paths)  # the engine's query of the app, if it keeps one, must not run too
+    # a restore's first batch is special: not parked (nor is one parked for the app: a restore frees them)
+    parked_queries = parking.parked_queries() if seed is None and may_park(options) else None
     return RunPlan(options, paths, checkpoint, manifest, partitions, seed, parked_queries)
 
 
-def _parkable(options: RunOptions, seed: Seed | None) -> bool:
-    """An at-least-once --once run leaves its query parked in the engine for the next one; not
-    a restore's (its first batch is special) nor a reprocess's up to --to-time (it stops early)."""
-    return (options.once and seed is None and not options.stop_offsets
-            and options.processing_guarantee == "at_least_once")
+def may_park(options: RunOptions) -> bool:
+    """An at-least-once --once run leaves its query parked in the engine for the next one (not a
+    reprocess's up to --to-time: it stops early); it takes the app's lock as RUN_PARKED."""
+    return options.once and not options.stop_offsets and options.processing_guarantee == "at_least_once"
 
 
 def _check_state(checkpoint: CheckpointFiles, app_id: str) -> None:

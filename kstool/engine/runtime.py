@@ -1,6 +1,7 @@
 """Runs a topology as a Spark Structured Streaming query: the app runtime.
 
-One run, in order: take the app's lock; plan the run (kstool.engine.plan: checks, topics,
+One run, in order: take the app's lock (which frees the engine's parked query unless this run
+uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.plan: checks, topics,
 manifest, a restore's seed, parked or not); run its query (kstool.engine.query), again from
 its checkpoint after a Kafka outage (kstool.engine.outage); then commit the processed offsets
 to the app's group, also when the query failed, so the group shows what did complete.
@@ -12,12 +13,12 @@ import time
 
 from kstool.application.checkpoint import committed_offsets, last_committed_batch
 from kstool.application.metrics import MetricsLog
-from kstool.application.model import AppLock, AppPaths, save_manifest
+from kstool.application.model import RUN, RUN_PARKED, AppLock, AppPaths, save_manifest
 from kstool.base.errors import BrokerUnreachableError
 from kstool.contract import Topology, value_schema_format
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
-from kstool.engine.plan import RunPlan, plan_run
+from kstool.engine.plan import RunPlan, may_park, plan_run
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query import make_sink, run_query
 from kstool.kafka.client import KafkaClients
@@ -32,7 +33,7 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
     fmt = value_schema_format(topology)
     if fmt is not None:  # a schema that cannot serve fails now, not after Spark started
         value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
-    with AppLock(paths):
+    with AppLock(paths, RUN_PARKED if may_park(options) else RUN):  # the engine's parked query: kept, or freed
         progress = Recorded(progress or Silent(), MetricsLog(paths))
         plan = plan_run(clients, topology, options, paths, progress)
         summary = RunSummary(options.app_id)

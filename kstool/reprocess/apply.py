@@ -10,9 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from kstool.application.checkpoint import last_committed_batch, rollback_files
-from kstool.application.model import AppLock, AppPaths, Manifest, load_manifest
+from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, load_manifest
 from kstool.base.errors import KstoolError, NotFoundError
-from kstool.engine import parking
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import Progress
@@ -62,8 +61,7 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
 
 def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:
     assert plan.restart_batch is not None
-    with AppLock(paths):
-        parking.free_checkpoint(paths)  # no query, nor a store Spark left loaded, writes to it meanwhile
+    with AppLock(paths, REWRITE):  # no query, nor a store Spark left loaded, writes to it meanwhile
         checkpoint = app_checkpoint(paths, manifest)
         now = last_committed_batch(checkpoint)
         if now != plan.last_batch:

@@ -8,10 +8,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kstool.application.model import AppLock, AppPaths, load_manifest
+from kstool.application.model import REWRITE, AppLock, AppPaths, load_manifest
 from kstool.base.errors import KstoolError
 from kstool.engine.checkpoint_files import open_checkpoint
-from kstool.engine.parking import free_checkpoint
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
 from kstool.kafka.topics import delete_topics
@@ -29,7 +28,8 @@ class StepResult:
 def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[StepResult]:
     paths = AppPaths(state_dir, plan.app_id)
     # a kstool app must not start while it is being reset: hold its run lock throughout
-    guard = AppLock(paths) if plan.app_kind == "kstool" else contextlib.nullcontext()
+    # nor may a query of the engine, or a store Spark left loaded, write to its checkpoint
+    guard = AppLock(paths, REWRITE) if plan.app_kind == "kstool" else contextlib.nullcontext()
     steps = [
         ("remove active members", bool(plan.members),
          lambda: remove_members(clients, plan.app_id, [m["member_id"] for m in plan.members])),
@@ -42,8 +42,6 @@ def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[
     ]
     results: list[StepResult] = []
     with guard:
-        if plan.app_kind == "kstool":
-            free_checkpoint(paths)  # no query of the engine, nor a store Spark left loaded, writes to it
         for index, (name, needed, action) in enumerate(steps):
             if not needed:
                 results.append(StepResult(name, "nothing to do"))

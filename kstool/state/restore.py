@@ -13,13 +13,12 @@ from pathlib import Path
 
 from kstool.application.checkpoint import committed_batches
 from kstool.application.exceptions import StateMissingError
-from kstool.application.model import AppLock, AppPaths, load_manifest, save_manifest, stopped_app
+from kstool.application.model import REWRITE, AppLock, AppPaths, load_manifest, save_manifest, stopped_app
 from kstool.base.errors import NotFoundError, UsageError
 from kstool.base.names import validate_name
 from kstool.contract import Topology
 from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
-from kstool.engine.parking import free_checkpoint
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.runtime import run_app
 from kstool.engine.seed import read_seed
@@ -67,8 +66,8 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
 def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
     """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
     paths = AppPaths(state_dir, plan.app_id)
-    with AppLock(paths):  # no run may start meanwhile
-        free_checkpoint(paths)  # nor may a query of the engine, or a store Spark left loaded, write to it
+    # no run may start meanwhile, nor may a query of the engine, or a store Spark left loaded, write to it
+    with AppLock(paths, REWRITE):
         manifest = load_manifest(paths)
         if manifest is None:
             raise NotFoundError(f"no kstool app {plan.app_id!r} in {state_dir}")

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest
@@ -15,18 +14,17 @@ import pytest
 from kstool.commands.context import GLOBAL_OPTION_NAMES
 from kstool.commands.docs import generated_files
 from kstool.commands.main import cli
-
-ROOT = Path(__file__).resolve().parents[2]  # tests/commands/ in the repo
+from tests.helpers import REPO
 
 
 def test_committed_completions_and_man_pages_are_current():
     stale = [path for path, text in generated_files().items()
-             if not (ROOT / path).exists() or (ROOT / path).read_text(encoding="utf-8") != text]
+             if not (REPO / path).exists() or (REPO / path).read_text(encoding="utf-8") != text]
     assert not stale, f"run `make docs`: stale or missing {stale}"
 
 
 def test_bash_completion_script_registers():
-    result = subprocess.run(["bash", "-c", f"source {ROOT / 'completions/kstool.bash'} && complete -p kstool"],
+    result = subprocess.run(["bash", "-c", f"source {REPO / 'completions/kstool.bash'} && complete -p kstool"],
                             capture_output=True, text=True)
     assert result.returncode == 0 and "kstool" in result.stdout
 
@@ -58,17 +56,17 @@ def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
 
 @pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
 def test_man_pages_render_without_warnings_and_cover_every_option():
-    for page in sorted((ROOT / "man").glob("*.1")):
+    for page in sorted((REPO / "man").glob("*.1")):
         result = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", str(page)], capture_output=True, text=True)
         assert result.returncode == 0 and result.stderr == "", (page.name, result.stderr)
     for path, command in _commands(cli):
-        page = (ROOT / "man" / f"kstool-{path[0]}.1").read_text(encoding="utf-8").replace("\\-", "-")
+        page = (REPO / "man" / f"kstool-{path[0]}.1").read_text(encoding="utf-8").replace("\\-", "-")
         assert " ".join(("kstool",) + path) in page, path
         assert "global options" in page.lower()  # listed once, on kstool(1)
         for param in command.params:
             if isinstance(param, click.Option) and param.name not in GLOBAL_OPTION_NAMES:
                 for opt in param.opts + param.secondary_opts:
                     assert re.search(rf"(^|[ ,]){re.escape(opt)}\b", page, re.M), (path, opt)
-    root_page = (ROOT / "man" / "kstool.1").read_text(encoding="utf-8").replace("\\-", "-")
+    root_page = (REPO / "man" / "kstool.1").read_text(encoding="utf-8").replace("\\-", "-")
     for name in cli.commands:
         assert f"kstool-{name}" in root_page

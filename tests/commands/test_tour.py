@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]  # tests/commands/ in the repo
+from tests.helpers import REPO
 
 
 def tour_block() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "README.md").read_text(encoding="utf-8")
     block = re.search(r"^## A short tour\n+```sh\n(.*?)^```", text, re.S | re.M)
     assert block, "README.md has no tour block"
     return block.group(1).splitlines()
@@ -42,14 +42,14 @@ def test_the_readme_tour_runs_as_written(tour_home, tmp_path):
     lines = [line.replace("kstool broker start", "kstool broker start --port 0", 1) for line in tour_block()]
     work = tmp_path / "work"
     work.mkdir()
-    (work / "scripts").symlink_to(ROOT / "scripts")  # the tour runs from a checkout's root
+    (work / "scripts").symlink_to(REPO / "scripts")  # the tour runs from a checkout's root
     script = "set -euo pipefail\n" + "\n".join(lines) + "\n"
     done = subprocess.run(["bash", "-c", script], cwd=work, env=tour_home, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout.splitlines()
 
-    text = (ROOT / "scripts/data/gettysburg-address.txt").read_text(encoding="utf-8")
+    text = (REPO / "scripts/data/gettysburg-address.txt").read_text(encoding="utf-8")
     words = Counter(w for w in re.split(r"\W+", text.lower()) if w)
     counted = dict(re.fullmatch(r"(\w+)=(\d+)", line).groups() for line in out if re.fullmatch(r"\w+=\d+", line))
     assert {w: int(n) for w, n in counted.items()} == dict(words)  # each word's last update is its count

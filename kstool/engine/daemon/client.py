@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Callable, Iterator, cast
 
 from kstool import __version__
@@ -26,28 +25,22 @@ from kstool.engine.daemon.exceptions import (
     EngineNotRunningError,
     EngineRunningError,
 )
-from kstool.engine.daemon.protocol import ENGINE_ENV, EnginePaths, EngineSettings, needs_own_spark, receive, send
+from kstool.engine.daemon.protocol import (
+    ENGINE_ENV,
+    EnginePaths,
+    EngineSettings,
+    connect,
+    needs_own_spark,
+    receive,
+    send,
+)
 from kstool.engine.progress import Progress
 from kstool.engine.session import SparkOptions
 from kstool.kafka.client import KafkaClients
 
-NOT_RUNNING = "the engine is not running (kstool engine start)"
-
-
-def _connect(paths: EnginePaths) -> socket.socket:
-    if not paths.socket.exists():
-        raise EngineNotRunningError(NOT_RUNNING)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(str(paths.socket))
-    except OSError:  # a socket left behind by an engine that was killed
-        sock.close()
-        raise EngineNotRunningError(NOT_RUNNING) from None
-    return sock
-
 
 def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict:
-    with _connect(paths) as sock:
+    with connect(paths) as sock:
         sock.settimeout(timeout_s)
         send(sock, {"op": op})
         try:
@@ -146,26 +139,6 @@ def stop(timeout_s: float = 600.0) -> EngineStatus:
     return last
 
 
-def release_parked(app: Path, timeout_s: float = 180.0, op: str = "release") -> None:
-    """Have the engine of this kstool home stop the query it keeps parked for the app folder
-    `app` (kstool.engine.parking), if it runs and keeps one; op "free": every parked query, and
-    close the state stores they leave loaded (kstool.engine.parking.free_checkpoint)."""
-    paths = EnginePaths.of_home()
-    try:
-        sock = _connect(paths)
-    except EngineNotRunningError:
-        return
-    with sock:
-        sock.settimeout(timeout_s)
-        try:
-            send(sock, {"op": op, "app": str(app)})
-            receive(sock)
-        except (EOFError, ConnectionError):
-            return  # the engine stopped meanwhile: its queries with it
-        except OSError as exc:
-            raise EngineError(f"the engine did not let go of {app.name} ({exc}); its log: {paths.log}") from None
-
-
 def _last_line(paths: EnginePaths) -> str:
     try:
         lines = [line for line in paths.log.read_text(errors="replace").splitlines() if line.strip()]
@@ -202,12 +175,12 @@ def _in_engine(fn: Callable, clients: KafkaClients | None, args: tuple, name: st
     if own_spark is not None:
         return False, own_spark if paths.socket.exists() else None
     try:
-        sock = _connect(paths)
+        sock = connect(paths)
     except EngineNotRunningError:
         try:
             settings = EngineSettings.from_env(spark.master if spark else SparkOptions.master)
             _, started = ensure_started(settings)
-            sock = _connect(paths)
+            sock = connect(paths)
         except EngineError as exc:
             return False, str(exc)
         if started:

@@ -15,6 +15,7 @@ from typing import Any
 from kstool.base.errors import UsageError
 from kstool.base.home import kstool_home
 from kstool.base.timeutil import format_duration, parse_duration
+from kstool.engine.daemon.exceptions import EngineNotRunningError
 from kstool.engine.session import SparkOptions
 
 _LENGTH = struct.Struct(">I")
@@ -109,6 +110,22 @@ class EnginePaths:
     @property
     def spark_log(self) -> Path:
         return self.root / "spark.log"
+
+
+NOT_RUNNING = "the engine is not running (kstool engine start)"
+
+
+def connect(paths: EnginePaths) -> socket.socket:
+    """A connection to the engine of this kstool home; EngineNotRunningError when none listens."""
+    if not paths.socket.exists():
+        raise EngineNotRunningError(NOT_RUNNING)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(paths.socket))
+    except OSError:  # a socket left behind by an engine that was killed
+        sock.close()
+        raise EngineNotRunningError(NOT_RUNNING) from None
+    return sock
 
 
 def send(sock: socket.socket, message: Any) -> None:
