@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import home_sharing_jvm_archive
 from tests.helpers import REPO
 
 
@@ -27,9 +27,7 @@ def tour_block() -> list[str]:
 
 @pytest.fixture
 def tour_home(jvm_archive, tmp_path):
-    home, shared = tmp_path / "home", Path(os.environ.get("KSTOOL_HOME", "/nonexistent")) / "cache"
-    if shared.is_dir():  # the session's JVM class-data archive: runs start as fast as the others'
-        shutil.copytree(shared, home / "cache")
+    home = home_sharing_jvm_archive(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "KSTOOL_BOOTSTRAP_SERVERS"}
     env.update(KSTOOL_HOME=str(home), KSTOOL_ENGINE="on",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KSTOOL, cli_subprocess
+from tests.conftest import KSTOOL, cli_subprocess, home_sharing_jvm_archive
 from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, read_all, wait_until
 from tests.oracles import word_counts as oracle
 
@@ -23,9 +23,10 @@ LINES = [f"w{i % 13} w{i % 5} common" for i in range(120)]
 
 
 @pytest.fixture
-def home(kafka, tmp_path: Path, monkeypatch) -> Path:
-    """A kstool home of its own, with the engine wanted (tests/conftest.py turns it off)."""
-    home = tmp_path / "home"
+def home(kafka, jvm_archive, tmp_path: Path, monkeypatch) -> Path:
+    """A kstool home of its own (with the session's JVM class-data archive), with the engine
+    wanted (tests/conftest.py turns it off)."""
+    home = home_sharing_jvm_archive(tmp_path)
     monkeypatch.setenv("KSTOOL_HOME", str(home))
     monkeypatch.setenv("KSTOOL_BOOTSTRAP_SERVERS", kafka.bootstrap)
     monkeypatch.setenv("KSTOOL_ENGINE", "on")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KSTOOL, Kafka, cli_subprocess
+from tests.conftest import KSTOOL, Kafka, cli_subprocess, home_sharing_jvm_archive
 from tests.engine.test_killed_runs import _batches, _in_flight
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
@@ -100,10 +99,7 @@ def own_broker(jvm_archive, tmp_path, monkeypatch):
     archive, so its runs start as fast as the others)."""
     if os.environ.get("KSTOOL_TEST_BOOTSTRAP"):
         pytest.skip("needs a broker the test can stop and start: the embedded one")
-    home, shared = tmp_path / "home", Path(os.environ.get("KSTOOL_HOME", "/nonexistent")) / "cache"
-    if shared.is_dir():
-        shutil.copytree(shared, home / "cache")
-    monkeypatch.setenv("KSTOOL_HOME", str(home))
+    monkeypatch.setenv("KSTOOL_HOME", str(home_sharing_jvm_archive(tmp_path)))
     monkeypatch.delenv("KSTOOL_BOOTSTRAP_SERVERS", raising=False)
     broker = _Broker()
     yield broker
