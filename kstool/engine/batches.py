@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from kstool.engine import errors_policy
 from kstool.engine.failures import translate
-from kstool.engine.options import RunSummary
 from kstool.engine.progress import BatchStatus, Progress
 from kstool.engine.stopping import stop_request
 
 if TYPE_CHECKING:  # the sink's module loads pyarrow, which reset, for one, does not need
+    from kstool.engine.options import RunSummary
     from kstool.engine.sink import BatchReport
 
 INPUT_METRICS = "kstool_input"  # the input records a batch read, where partial rows stand for several

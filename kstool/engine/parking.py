@@ -23,20 +23,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.checkpoint import last_committed_batch
-from kstool.application.location import CheckpointFiles
-from kstool.application.model import AppPaths
 from kstool.base.home import write_private_text
-from kstool.contract import Topology
 from kstool.engine.batches import account
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import translate
-from kstool.engine.options import RunSummary
-from kstool.engine.progress import Progress
 from kstool.engine.stopping import stop_request
-from kstool.kafka.client import KafkaClients
+
+if TYPE_CHECKING:  # the lock's hook loads this module wherever an app is taken: it stays light
+    from kstool.application.location import CheckpointFiles
+    from kstool.application.model import AppPaths
+    from kstool.contract import Topology
+    from kstool.engine.options import RunSummary
+    from kstool.engine.progress import Progress
+    from kstool.kafka.client import KafkaClients
 
 _log = logging.getLogger("kstool.engine")
 # how often a parked query looks at its gate: the wait a run adds before its batch starts
