@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from kstool.application.location import normalize_location
+from kstool.checkpoint.location import normalize_location
 from kstool.base.names import validate_name
 from kstool.base.timeutil import format_time, parse_duration, parse_time
 from kstool.commands.completion import complete_apps

@@ -1,5 +1,5 @@
 """The dependency direction, pinned: commands -> output -> operations -> topologies ->
-streams / engine -> contract -> application -> kafka -> config -> broker -> base.
+streams / engine -> contract -> checkpoint -> application -> kafka -> config -> broker -> base.
 A module may import from lower layers and its own package only; a new back edge (or an edge
 between siblings) fails here, with the import that made it."""
 
@@ -18,6 +18,7 @@ LAYERS = [
     {"config"},
     {"kafka", "schemas"},  # siblings: record bytes from Kafka, schemas for their payloads
     {"application"},
+    {"checkpoint"},  # the app's Spark checkpoint read without a query
     {"contract"},
     {"streams", "engine"},  # siblings: the engine runs any topology, the processors know no Spark
     {"topologies"},

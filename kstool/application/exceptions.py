@@ -9,10 +9,6 @@ class IncompatibleRunError(UsageError):
     """The run's parameters contradict the app's manifest; running would corrupt its state."""
 
 
-class CheckpointLocationError(KstoolError):
-    """The checkpoint's file system cannot be reached or read."""
-
-
 class StateMissingError(KstoolError):
     """The checkpoint names committed batches whose state files are gone."""
 

@@ -7,12 +7,13 @@ import contextlib
 import io
 from pathlib import Path
 
-from kstool.application.checkpoint import committed_batches, committed_offsets
+import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
 from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
 from kstool.base.documents import AppDescription, AppRow
 from kstool.base.errors import NotFoundError
 from kstool.base.names import validate_name
-from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.checkpoint.files import app_checkpoint
+from kstool.checkpoint.logs import committed_batches, committed_offsets
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError
 from kstool.kafka.groups import describe_group

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kstool.application.checkpoint import committed_offsets
-from kstool.application.location import local_path
+import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
 from kstool.application.metrics import read_metrics
 from kstool.application.model import AppPaths, Manifest, checkpoint_uri, iter_apps, running_pid
 from kstool.apps.exceptions import LagLimitError
 from kstool.base.documents import AppTopRow
 from kstool.base.errors import KstoolError
 from kstool.base.timeutil import now_ms
-from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.checkpoint.files import app_checkpoint
+from kstool.checkpoint.location import local_path
+from kstool.checkpoint.logs import committed_offsets
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 from kstool.kafka.groups import describe_group

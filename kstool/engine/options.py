@@ -30,7 +30,7 @@ class RunOptions:
     stop_offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # exclusive, per input partition
     processing_guarantee: str = "at_least_once"  # one of GUARANTEES
     late_topic: str | None = None  # where records dropped as late go (per-task topologies)
-    checkpoint_location: str | None = None  # a URI (kstool.application.location); None: as the app has it
+    checkpoint_location: str | None = None  # a URI (kstool.checkpoint.location); None: as the app has it
     broker_timeout_s: float = 120.0  # how long a run waits out a Kafka outage (kstool.engine.outage)
     input_schemas: SchemaOptions | None = None  # where input values with a schema find it
     # topologies with a combiner: the source combines each key's records as it reads them

@@ -25,16 +25,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kstool.application.checkpoint import last_committed_batch
 from kstool.base.home import write_private_text
+from kstool.checkpoint.logs import last_committed_batch
 from kstool.engine.batches import account
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import translate
 from kstool.engine.stopping import stop_request
 
 if TYPE_CHECKING:  # the lock's hook loads this module wherever an app is taken: it stays light
-    from kstool.application.location import CheckpointFiles
     from kstool.application.model import AppPaths
+    from kstool.checkpoint.location import CheckpointFiles
     from kstool.contract import Topology
     from kstool.engine.options import RunSummary
     from kstool.engine.progress import Progress

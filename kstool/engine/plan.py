@@ -8,9 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kstool.application.checkpoint import last_committed_batch, missing_state
 from kstool.application.exceptions import StateLayoutError, StateMissingError
-from kstool.application.location import CheckpointFiles, local_path
 from kstool.application.model import (
     STATE_LAYOUT_SHARDS,
     AppPaths,
@@ -20,9 +18,11 @@ from kstool.application.model import (
     origin_document,
     save_manifest,
 )
+from kstool.checkpoint.files import open_checkpoint
+from kstool.checkpoint.location import CheckpointFiles, local_path
+from kstool.checkpoint.logs import last_committed_batch, missing_state
 from kstool.contract import Topology
 from kstool.engine import parking
-from kstool.engine.checkpoint_files import open_checkpoint
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions
 from kstool.engine.prepare import checkpoint_location, prepare

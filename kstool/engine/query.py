@@ -10,7 +10,7 @@ import logging
 import time
 from typing import Callable
 
-from kstool.application.checkpoint import last_committed_batch
+from kstool.checkpoint.logs import last_committed_batch
 from kstool.contract import LATE, PARTIAL, RESTORED, SinkTarget, Topology, combiner_of, value_schema_format
 from kstool.engine import errors_policy, parking
 from kstool.engine.batches import INPUT_METRICS, watch

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from kstool.application.checkpoint import committed_offsets, last_committed_batch
 from kstool.application.metrics import MetricsLog
 from kstool.application.model import RUN, RUN_PARKED, AppLock, AppPaths, save_manifest
 from kstool.base.errors import BrokerUnreachableError
+from kstool.checkpoint.logs import committed_offsets, last_committed_batch
 from kstool.contract import Topology, value_schema_format
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage

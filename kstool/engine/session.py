@@ -117,3 +117,9 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):  # a shared session has it already
             raise
     return spark, owned
+
+
+def start_local_spark() -> object:
+    """A small local Spark for reading checkpoints on Hadoop file systems (kstool.checkpoint.files)."""
+    spark, _ = build_session(SparkOptions(master="local[1]"), "kstool-checkpoint")
+    return spark

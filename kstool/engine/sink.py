@@ -11,8 +11,8 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
-from kstool.application.checkpoint import batch_end_offsets
-from kstool.application.location import CheckpointFiles
+from kstool.checkpoint.location import CheckpointFiles
+from kstool.checkpoint.logs import batch_end_offsets
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer

@@ -34,8 +34,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kstool.application.checkpoint import FIRST_BATCH_MARKER
 from kstool.base.home import write_private_text
+from kstool.checkpoint.logs import FIRST_BATCH_MARKER
 from kstool.config import ClientConfig
 from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
 from kstool.engine.failures import DATA_LOSS, marked

@@ -1,7 +1,7 @@
 """Carry out a reprocess plan: roll the app back (or reset it, for --from-beginning and
 --accept-partial), then run it once. Every step leaves an app that the next command can go on
 from: the group's offsets are moved first, then the checkpoint's later batches are deleted
-newest first (kstool.application.checkpoint.rollback_files), and a run that stops midway
+newest first (kstool.checkpoint.logs.rollback_files), and a run that stops midway
 leaves a checkpoint whose state and offsets agree."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kstool.application.checkpoint import last_committed_batch, rollback_files
 from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, load_manifest
 from kstool.base.errors import KstoolError, NotFoundError
-from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.checkpoint.files import app_checkpoint
+from kstool.checkpoint.logs import last_committed_batch, rollback_files
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import Progress
 from kstool.engine.runtime import run_app

@@ -18,18 +18,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from kstool.application.checkpoint import (
+import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
+from kstool.application.model import AppPaths, Manifest, origin_offsets, stopped_app
+from kstool.base.errors import UsageError
+from kstool.base.timeutil import check_time_range, format_time
+from kstool.checkpoint.files import app_checkpoint
+from kstool.checkpoint.location import CheckpointFiles
+from kstool.checkpoint.logs import (
     batch_end_offsets,
     batch_time_ms,
     committed_batches,
     missing_state,
     rollback_files,
 )
-from kstool.application.location import CheckpointFiles
-from kstool.application.model import AppPaths, Manifest, origin_offsets, stopped_app
-from kstool.base.errors import UsageError
-from kstool.base.timeutil import check_time_range, format_time
-from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.timelag import first_timestamps

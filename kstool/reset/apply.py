@@ -8,9 +8,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
 from kstool.application.model import REWRITE, AppLock, AppPaths, load_manifest
 from kstool.base.errors import KstoolError
-from kstool.engine.checkpoint_files import open_checkpoint
+from kstool.checkpoint.files import open_checkpoint
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
 from kstool.kafka.topics import delete_topics

@@ -9,23 +9,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kstool.application.checkpoint import committed_batches
-from kstool.application.location import CheckpointFiles
 from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, load_manifest
 from kstool.base.errors import UsageError
 from kstool.base.names import validate_name
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import flag_formats, store_formats
-from kstool.engine.checkpoint_files import app_checkpoint
+from kstool.checkpoint.files import app_checkpoint
+from kstool.checkpoint.location import CheckpointFiles
+from kstool.checkpoint.logs import committed_batches
 from kstool.engine.daemon.client import engine_wanted
 from kstool.engine.session import SparkOptions
 from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions
 from kstool.state.backend import Change, Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend
-from kstool.state.checkpoint import CheckpointBackend
 from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
+from kstool.state.from_checkpoint import CheckpointBackend
 
 
 @dataclass

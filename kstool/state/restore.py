@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kstool.application.checkpoint import committed_batches
 from kstool.application.exceptions import StateMissingError
 from kstool.application.model import REWRITE, AppLock, AppPaths, load_manifest, save_manifest, stopped_app
 from kstool.base.errors import NotFoundError, UsageError
 from kstool.base.names import validate_name
+from kstool.checkpoint.files import app_checkpoint
+from kstool.checkpoint.logs import committed_batches
 from kstool.contract import Topology
-from kstool.engine.checkpoint_files import app_checkpoint
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.runtime import run_app

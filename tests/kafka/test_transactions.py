@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 
-from kstool.application.location import LocalCheckpoint
+from kstool.checkpoint.location import LocalCheckpoint
 from kstool.config import build_client_config
 from kstool.contract import SinkTarget
 from kstool.engine.sink import TransactionalSink

@@ -191,8 +191,8 @@ def test_a_rollback_stopped_anywhere_leaves_a_checkpoint_spark_goes_on_from(tmp_
     """rollback_files' order: however many of its deletions happened, the checkpoint's last
     offsets entry is at most one batch past its last commit, that batch's state is complete, and
     no state version is left past the batch it would be run again as."""
-    from kstool.application.checkpoint import last_committed_batch, missing_state, rollback_files
-    from kstool.application.location import LocalCheckpoint
+    from kstool.checkpoint.location import LocalCheckpoint
+    from kstool.checkpoint.logs import last_committed_batch, missing_state, rollback_files
 
     meta = json.dumps({"batchTimestampMs": 1, "conf": {"spark.sql.shuffle.partitions": "2"}})
     for batch in range(6):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kstool.application.checkpoint import committed_batches
-from kstool.application.exceptions import CheckpointLocationError
-from kstool.application.location import LocalCheckpoint, normalize_location
 from kstool.base.errors import UsageError
+from kstool.checkpoint.exceptions import CheckpointLocationError
+from kstool.checkpoint.location import LocalCheckpoint, normalize_location
+from kstool.checkpoint.logs import committed_batches
 from tests.conftest import cli
 from tests.helpers import as_long, create_topic, latest_per_key, produce_values, read_all
 from tests.oracles import word_counts
@@ -96,7 +96,7 @@ def test_a_location_that_holds_other_files_is_not_deleted_by_reset(kafka, spark,
 
 
 def test_hadoop_file_systems_read_the_same_checkpoint(kafka, spark, topic_name, tmp_path):
-    from kstool.engine.checkpoint_files import HadoopCheckpoint
+    from kstool.checkpoint.files import HadoopCheckpoint
 
     shared = tmp_path / "ckpt"
     _one_batch_app(kafka, topic_name, shared)

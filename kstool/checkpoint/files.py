@@ -1,15 +1,15 @@
-"""Opens an app's checkpoint wherever it is (kstool.application.location): a local folder
+"""Opens an app's checkpoint wherever it is (kstool.checkpoint.location): a local folder
 with plain file calls, any other Hadoop file system (hdfs://, s3a://, ...) through Hadoop's
 FileSystem in Spark's JVM, the same code and settings (`--conf spark.hadoop.*`) Spark uses to
 write it: the session already running in this process, or a small local one."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Callable, cast
 
-from kstool.application.exceptions import CheckpointLocationError
-from kstool.application.location import CheckpointFiles, LocalCheckpoint, local_path
 from kstool.application.model import AppPaths, Manifest, checkpoint_uri
+from kstool.checkpoint.exceptions import CheckpointLocationError
+from kstool.checkpoint.location import CheckpointFiles, LocalCheckpoint, local_path
 
 
 def open_checkpoint(uri: str) -> CheckpointFiles:
@@ -21,13 +21,18 @@ def app_checkpoint(paths: AppPaths, manifest: Manifest | None) -> CheckpointFile
     return open_checkpoint(checkpoint_uri(paths, manifest.checkpoint_location if manifest else None))
 
 
+# starts a small local Spark when this process runs none: set by kstool.engine (its package),
+# the one part of kstool that starts Spark
+start_spark: Callable[[], object] | None = None
+
+
 def _jvm_and_conf():
     from pyspark import SparkContext
 
     if SparkContext._active_spark_context is None:
-        from kstool.engine.session import SparkOptions, build_session
-
-        build_session(SparkOptions(master="local[1]"), "kstool-checkpoint")
+        if start_spark is None:  # a module that opens checkpoints without loading kstool.engine
+            raise CheckpointLocationError("reading a checkpoint on a Hadoop file system needs kstool.engine loaded")
+        start_spark()
     context = cast(SparkContext, SparkContext._active_spark_context)
     return context._jvm, context._jsc.hadoopConfiguration()
 

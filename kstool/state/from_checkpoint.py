@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kstool.application.checkpoint import committed_batches
-from kstool.application.location import CheckpointFiles
 from kstool.application.model import StoreSpec
 from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
+from kstool.checkpoint.location import CheckpointFiles
+from kstool.checkpoint.logs import committed_batches
 from kstool.engine.session import SparkOptions
 from kstool.state.backend import Change, Entry
 from kstool.state.exceptions import StateReadError

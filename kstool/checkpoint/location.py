@@ -6,7 +6,7 @@ s3a://...) so that executors on other hosts and a restarted driver share it. The
 (manifest, lock, spark.log) stays on the machine that runs kstool.
 
 Local checkpoints are read with plain file calls (no JVM: `apps list` stays instant); other
-schemes through Hadoop's FileSystem in Spark's JVM (kstool.engine.checkpoint_files).
+schemes through Hadoop's FileSystem in Spark's JVM (kstool.checkpoint.files).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlparse
 
-from kstool.application.exceptions import CheckpointLocationError
 from kstool.base.errors import UsageError
+from kstool.checkpoint.exceptions import CheckpointLocationError
 
 
 class CheckpointFiles(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from kstool.application.location import CheckpointFiles
+from kstool.checkpoint.location import CheckpointFiles
 
 # a position no Kafka topic has: set by a restore's first batch, which reads no input (the
 # source moves it so that Spark runs that batch; kstool.engine.source)

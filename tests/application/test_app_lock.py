@@ -1,0 +1,34 @@
+"""The app lock (kstool.application.model.AppLock): one use of an app at a time, and the hook
+called holding it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kstool.application.exceptions import AppBusyError
+from kstool.application.model import AppLock, AppPaths
+
+
+def test_a_second_taker_of_an_apps_lock_fails_at_once_naming_the_holder(tmp_path):
+    paths = AppPaths(tmp_path, "app")
+    with AppLock(paths):
+        with pytest.raises(AppBusyError, match=rf"'app' is already running \(pid {os.getpid()}\)"):
+            with AppLock(paths):
+                pass
+    with AppLock(paths):  # let go of: free again
+        pass
+
+
+def test_a_failing_hook_lets_go_of_the_lock(tmp_path, monkeypatch):
+    def refuse(paths, use):
+        raise RuntimeError(f"the engine did not let go of {paths.app_id} ({use})")
+    paths = AppPaths(tmp_path, "app")
+    monkeypatch.setattr(AppLock, "on_taken", refuse)
+    with pytest.raises(RuntimeError, match="did not let go of app"):
+        with AppLock(paths, "rewrite"):
+            pass
+    monkeypatch.setattr(AppLock, "on_taken", None)
+    with AppLock(paths):
+        pass
