@@ -168,9 +168,10 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:10]])
     app = topic_name + "-app"
     args = ["run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app,
-            "--max-records-per-batch", "20", "--once"]
+            "--max-records-per-batch", "10", "--once"]
     assert cli(*args).exit_code == 0 and _parked(app)
-    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 20 batches
+    # enough batches that the signal, sent once the first is out, lands before the last
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 39 batches
     before = len(read_all(kafka, app + "-out"))
     client = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_until(lambda: len(read_all(kafka, app + "-out")) > before, "the second run's first batch")
@@ -178,7 +179,7 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     _, stderr = client.communicate(timeout=180)
     assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
     batches = int(stderr.strip().splitlines()[-1].split(f"kstool: {app}: ")[1].split(" batch")[0])
-    assert 1 <= batches < 20
+    assert 1 <= batches < len(WORDS[10:]) // 10
     assert _parked(app)
     rerun = cli(*args)
     assert rerun.exit_code == 0, rerun.stderr
