@@ -138,7 +138,7 @@ def _flatten(offsets: Offsets) -> dict[tuple[str, int], int]:
 
 
 def nest_offsets(flat: dict[tuple[str, int], int]) -> Offsets:
-    """{(topic, partition): offset} as the source's offset options take it: {topic: {\"p\": offset}}."""
+    """{(topic, partition): offset} as the source's offset options take it: {topic: {"partition": offset}}."""
     out: Offsets = {}
     for (t, p), o in sorted(flat.items()):
         out.setdefault(t, {})[str(p)] = o
