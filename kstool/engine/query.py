@@ -1,4 +1,4 @@
-"""The streaming query of a planned run (kstool.engine.plan): the Spark session, then either
+"""The streaming query of a planned run (kstool.engine.run_plan): the Spark session, then either
 the app's parked query resumed (kstool.engine.parking) or a new one built (Kafka source,
 --on-error, the topology's plan, the sink) and watched batch by batch (kstool.engine.batches)."""
 
@@ -16,8 +16,8 @@ from kstool.engine import errors_policy, parking
 from kstool.engine.batches import INPUT_METRICS, watch
 from kstool.engine.failures import translate
 from kstool.engine.options import RunSummary
-from kstool.engine.plan import RunPlan
 from kstool.engine.progress import Progress
+from kstool.engine.run_plan import RunPlan
 from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
 from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions

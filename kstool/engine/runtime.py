@@ -1,7 +1,7 @@
 """Runs a topology as a Spark Structured Streaming query: the app runtime.
 
 One run, in order: take the app's lock (which frees the engine's parked query unless this run
-uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.plan: checks, topics,
+uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.run_plan: checks, topics,
 manifest, a restore's seed, parked or not); run its query (kstool.engine.query), again from
 its checkpoint after a Kafka outage (kstool.engine.outage); then commit the processed offsets
 to the app's group, also when the query failed, so the group shows what did complete.
@@ -18,9 +18,9 @@ from kstool.checkpoint.logs import committed_offsets, last_committed_batch
 from kstool.contract import Topology, value_schema_format
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
-from kstool.engine.plan import RunPlan, may_park, plan_run
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query import make_sink, run_query
+from kstool.engine.run_plan import RunPlan, may_park, plan_run
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.schemas.formats import SchemaOptions, value_json_decoder
