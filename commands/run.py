@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from kstool.checkpoint.location import normalize_location
 from kstool.base.names import validate_name
 from kstool.base.timeutil import format_time, parse_duration, parse_time
+from kstool.checkpoint.location import normalize_location
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
