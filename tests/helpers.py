@@ -177,6 +177,10 @@ def produce_records(kafka, topic: str, records: list[dict]) -> None:
     assert producer.flush(10) == 0
 
 
+def nonempty_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line]
+
+
 def jsonl_rows(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 

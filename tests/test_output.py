@@ -9,14 +9,7 @@ from hypothesis import strategies as st
 
 from kstool.output import Column, Listing, compile_record_format, emit
 from tests.conftest import cli
-from tests.helpers import create_topic, jsonl_rows, produce_records
-
-
-def _lines(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if line]
-
-
-
+from tests.helpers import create_topic, jsonl_rows, nonempty_lines, produce_records
 
 
 def test_csv_writes_booleans_and_nulls_as_json_does(kafka):
@@ -25,7 +18,7 @@ def test_csv_writes_booleans_and_nulls_as_json_does(kafka):
                  [Column(k) for k in ("ok", "gone", "none", "n", "list")]), "csv", out)
     assert out.getvalue() == 'ok,gone,none,n,list\ntrue,false,null,1,[1]\n'
     if kafka.embedded:
-        status = _lines(cli("broker", "status", "-o", "csv").stdout)
+        status = nonempty_lines(cli("broker", "status", "-o", "csv").stdout)
         assert status[0].startswith("running,") and status[1].startswith("true,")
 
 

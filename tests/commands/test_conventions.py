@@ -18,11 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kstool.commands.main import cli as cli_tree
 from kstool.output import FORMATS
 from tests.conftest import KSTOOL, cli, cli_subprocess
-from tests.helpers import T0, create_topic, jsonl_rows, produce_batched, produce_keyed, read_all
-
-
-def _lines(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if line]
+from tests.helpers import T0, create_topic, jsonl_rows, nonempty_lines, produce_batched, produce_keyed, read_all
 
 
 def _commands(command: click.Command, path: tuple = ()):
@@ -115,7 +111,7 @@ def test_at_epoch_ms_is_a_time_everywhere(kafka, topic_name):
     produce_keyed(kafka, topic_name, [("a", "early", 1), ("b", "late", 5)])
     result = cli("consume", topic_name, "--from-time", f"@{T0 + 2000}", "-e")
     assert result.exit_code == 0, result.stderr
-    assert _lines(result.stdout) == ["late"]
+    assert nonempty_lines(result.stdout) == ["late"]
 
 
 def test_every_command_that_shows_data_takes_every_output_format_and_ends_help_with_examples():

@@ -9,11 +9,7 @@ import os
 import pytest
 
 from tests.conftest import cli
-from tests.helpers import create_topic, produce_batched, read_all
-
-
-def _lines(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if line]
+from tests.helpers import create_topic, nonempty_lines, produce_batched, read_all
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +26,9 @@ def batched(kafka):
 def test_consume_to_the_end_reads_every_record_of_a_batching_producer(kafka, batched):
     result = cli("consume", batched, "-e")
     assert result.exit_code == 0, result.stderr
-    assert sorted(_lines(result.stdout)) == sorted(f"v{i}" for i in range(20_000))
+    assert sorted(nonempty_lines(result.stdout)) == sorted(f"v{i}" for i in range(20_000))
     last = cli("consume", batched, "--from", "-3", "-e", "-f", "%p:%o %s\\n")
-    assert sorted(_lines(last.stdout)) == ["0:9997 v19994", "0:9998 v19996", "0:9999 v19998",
+    assert sorted(nonempty_lines(last.stdout)) == ["0:9997 v19994", "0:9998 v19996", "0:9999 v19998",
                                            "1:9997 v19995", "1:9998 v19997", "1:9999 v19999"]
 
 
@@ -41,7 +37,7 @@ def test_topics_describe_and_time_bounds_count_every_batched_record(kafka, batch
     assert doc["total_records"] == 20_000
     assert [p["high_offset"] for p in doc["partitions"]] == [10_000, 10_000]
     bounded = cli("consume", batched, "--to-time", "now", "-o", "jsonl")
-    assert bounded.exit_code == 0 and len(_lines(bounded.stdout)) == 20_000
+    assert bounded.exit_code == 0 and len(nonempty_lines(bounded.stdout)) == 20_000
 
 
 def test_changelog_and_state_reads_see_the_tail_of_a_batch(kafka, topic_name):
