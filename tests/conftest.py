@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +23,10 @@ KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
 # subprocesses on Spark of their own): a command would otherwise start a warm engine. The engine's
 # own tests turn it back on (tests/engine/test_engine.py).
 os.environ["KSTOOL_ENGINE"] = "off"
+# A suite started in the background by a script (CI) inherits SIGINT ignored, and so would every
+# kstool it starts: a Ctrl-C sent before kstool's own handler is in place would be lost silently.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass

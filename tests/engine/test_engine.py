@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -172,11 +173,21 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     assert cli(*args).exit_code == 0 and _parked(app)
     # enough batches that the signal, sent once the first is out, lands before the last
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 39 batches
-    before = len(read_all(kafka, app + "-out"))
     client = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: len(read_all(kafka, app + "-out")) > before, "the second run's first batch")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(client.stderr), daemon=True)
+    reader.start()
+
+    def first_batch_reported() -> bool:  # the client's own line: its Ctrl-C handler is in place
+        if any(": batch 1 |" in line for line in lines):
+            return True
+        assert client.poll() is None, f"the client ended ({client.returncode}) first: {lines[-3:]}"
+        return False
+    wait_until(first_batch_reported, lambda: f"the second run's first batch; it printed {lines[-3:]}")
     client.send_signal(signal.SIGINT)
-    _, stderr = client.communicate(timeout=180)
+    client.wait(180)
+    reader.join(30)
+    stderr = "".join(lines)
     assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
     batches = int(stderr.strip().splitlines()[-1].split(f"kstool: {app}: ")[1].split(" batch")[0])
     assert 1 <= batches < len(WORDS[10:]) // 10
