@@ -13,8 +13,8 @@ from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.reset.apply import apply_plan
+from kstool.reset.offset_spec import build_spec, format_offsets_csv
 from kstool.reset.plan import ResetOptions, build_plan
-from kstool.reset.spec import build_spec, format_offsets_csv
 
 
 def _topic_list(values: tuple[str, ...]) -> list[str]:

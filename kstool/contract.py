@@ -28,7 +28,7 @@ VALUE_JSON = "value_json"
 # maximum of their numbers and whether all were whole (and, from the source, how many input
 # records the range's partial rows stand for); for time windows also the window's start, how
 # many of its records have it as their newest window, and the start offset of the range read
-# (kstool.topologies.combiners.windows.WindowCombiner); null on every other row.
+# (kstool.topologies.combiners.window_counts.WindowCombiner); null on every other row.
 PARTIAL = "partial"
 
 

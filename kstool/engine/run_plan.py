@@ -1,7 +1,7 @@
 """What a run will do, decided once, holding the app's lock, before its query starts: where its
 checkpoint is and that it can be used, the app's manifest and topics (kstool.engine.prepare),
 what a restore puts back (kstool.engine.seed), and whether the query is parked in the engine.
-Everything after it (kstool.engine.query) reads the plan and decides nothing of this again."""
+Everything after it (kstool.engine.streaming_query) reads the plan and decides nothing of this again."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 One run, in order: take the app's lock (which frees the engine's parked query unless this run
 uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.run_plan: checks, topics,
-manifest, a restore's seed, parked or not); run its query (kstool.engine.query), again from
+manifest, a restore's seed, parked or not); run its query (kstool.engine.streaming_query), again from
 its checkpoint after a Kafka outage (kstool.engine.outage); then commit the processed offsets
 to the app's group, also when the query failed, so the group shows what did complete.
 """
@@ -19,8 +19,8 @@ from kstool.contract import Topology, value_schema_format
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.progress import Progress, Recorded, Silent
-from kstool.engine.query import make_sink, run_query
 from kstool.engine.run_plan import RunPlan, may_park, plan_run
+from kstool.engine.streaming_query import make_sink, run_query
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.schemas.formats import SchemaOptions, value_json_decoder

@@ -136,6 +136,6 @@ def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, i
 
 
 def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> None:
-    from kstool.kafka.protocol import leave_group
+    from kstool.kafka.wire_protocol import leave_group
 
     leave_group(clients.config, group, member_ids)

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
-from kstool.kafka.protocol import Record, speaks_to
+from kstool.kafka.wire_protocol import Record, speaks_to
 from kstool.kafka.wire_transaction import TRANSACTION_TIMEOUT_MS, commit_transaction
 
 _log = logging.getLogger("kstool.transactions")

@@ -12,7 +12,7 @@ from typing import Callable
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.protocol import (
+from kstool.kafka.wire_protocol import (
     GROUP_KEY,
     TRANSACTION_KEY,
     Connection,

@@ -34,9 +34,9 @@ from kstool.checkpoint.logs import (
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.timelag import first_timestamps
+from kstool.reset.offset_spec import ResetSpec
 from kstool.reset.plan import ResetOptions, ResetPlan
 from kstool.reset.plan import build_plan as build_reset_plan
-from kstool.reset.spec import ResetSpec
 from kstool.streams.windows import WindowSpec
 
 MODES = ("rollback", "beginning", "partial")

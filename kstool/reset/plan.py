@@ -14,7 +14,7 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members
 from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.exceptions import ResetPlanError, ResetRefusedError
-from kstool.reset.spec import ResetSpec
+from kstool.reset.offset_spec import ResetSpec
 
 INTERNAL_SUFFIXES = ("-changelog", "-repartition", "-subscription-registration-topic",
                      "-subscription-response-topic")

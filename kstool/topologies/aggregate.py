@@ -17,9 +17,9 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
-from kstool.streams.aggregate import AGGREGATIONS, STORE, output_value, store_value
-from kstool.topologies import aggregation, combiners
-from kstool.topologies.aggregation import INPUT_FORMATS, VALUE_FORMATS, NumberInput
+from kstool.streams.aggregation import AGGREGATIONS, STORE, output_value, store_value
+from kstool.topologies import aggregate_inputs, combiners
+from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 from kstool.topologies.windowed_aggregate import EMIT_MODES, KEY_FORMATS, WindowedAggregation
 
@@ -34,7 +34,7 @@ class KeyedAggregation:
     input_value_format: str = "text"
     value_format: str = "auto"  # auto: long or double as the result is integral or not
     name: str = "aggregate"
-    invalid_reason: str = aggregation.INVALID_REASON
+    invalid_reason: str = aggregate_inputs.INVALID_REASON
     per_task: bool = False
     numbers: NumberInput = field(init=False)
 
@@ -80,10 +80,10 @@ class KeyedAggregation:
         combined = partial.isNotNull()
         rows = source.filter(F.col("value").isNotNull() | combined).select(
             F.when(restored | combined, F.col("key")).otherwise(self.numbers.group_key()).alias("group_key"),
-            F.when(restored, aggregation.restored_number(self.agg))
+            F.when(restored, aggregate_inputs.restored_number(self.agg))
              .when(combined, partial[self.agg] if self.agg in ("sum", "min", "max") else F.lit(None))
              .otherwise(self.numbers.number()).alias("n"),
-            F.when(restored, aggregation.decode_long(F.col("value")))
+            F.when(restored, aggregate_inputs.decode_long(F.col("value")))
              .when(combined, partial["count"]).otherwise(F.lit(1).cast("long")).alias("weight"),
             F.when(combined, partial["whole"].cast("int")).alias("combined_whole"), F.col("timestamp"))
         rows = rows.filter(F.col("group_key").isNotNull())
@@ -102,7 +102,7 @@ class KeyedAggregation:
             "key binary, timestamp timestamp, out_value binary, store_value binary")
 
     def describe(self, app_id: str) -> dict:
-        return aggregation.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
+        return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
                                     self.group_by, f"groupBy(key).agg({self.agg})", final=False)
 
 

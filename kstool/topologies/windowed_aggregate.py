@@ -2,7 +2,7 @@
 windows (Kafka Streams' groupBy(...).windowedBy(...).aggregate(...)).
 
 Event time from the record or a JSON field (`--time`), Kafka Streams' grace, late-record and
-emit rules (`kstool.streams.aggregate`), run per task with Spark's transformWithState (counts
+emit rules (`kstool.streams.aggregation`), run per task with Spark's transformWithState (counts
 in time windows arrive combined per key and window: kstool.topologies.combiners). The
 store is a window or session store with Kafka Streams' changelog layouts; output keys are
 windowed keys (key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
@@ -17,10 +17,10 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
-from kstool.streams.aggregate import STORE, SessionAggregate, WindowedAggregate
+from kstool.streams.aggregation import STORE, SessionAggregate, WindowedAggregate
 from kstool.streams.windows import WindowSpec
-from kstool.topologies import aggregation, combiners, events
-from kstool.topologies.aggregation import NumberInput
+from kstool.topologies import aggregate_inputs, combiners, events
+from kstool.topologies.aggregate_inputs import NumberInput
 
 EMIT_MODES = ("update", "final")
 KEY_FORMATS = ("windowed", "json")
@@ -58,7 +58,7 @@ class WindowedAggregation:
     @property
     def invalid_reason(self) -> str:
         late = ", or no event time in the value" if self.time != "record" else ""
-        return aggregation.INVALID_REASON + late
+        return aggregate_inputs.INVALID_REASON + late
 
     def input_topics(self) -> list[str]:
         return [self.input_topic]
@@ -117,5 +117,5 @@ class WindowedAggregation:
     def describe(self, app_id: str) -> dict:
         spark = (f"transformWithState per task: {self.spec.text()} windows, grace {self.grace}ms, "
                  f"event time from {self.time}, {self.agg}")
-        return aggregation.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
+        return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
                                     self.group_by, spark, self.emit == "final")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
+from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.indexes import KeyIndex, TimeIndex
 from kstool.streams.joins import StreamStreamJoin, make_joiner
 from kstool.streams.task import NO_TIME, Record, TaskState, run_task, task_stores

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import LATE, OUTPUT
-from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
+from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 from kstool.streams.windows import WindowSpec

@@ -1,4 +1,4 @@
-"""The source's window combiner (kstool.topologies.combiners.windows.WindowCombiner) with the task's
+"""The source's window combiner (kstool.topologies.combiners.window_counts.WindowCombiner) with the task's
 combined path (WindowedAggregate._process_combined) against the record-by-record processor,
 the oracle: random keys and out-of-order times (late records included), several micro-batches,
 each read as several ranges (the source's tasks) in several Arrow batches. No Kafka or Spark:
@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from kstool.contract import LATE
 from kstool.engine.source import OffsetRange, combined
-from kstool.streams.aggregate import WindowedAggregate
+from kstool.streams.aggregation import WindowedAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
 from kstool.topologies.combiners import window_spec
-from kstool.topologies.combiners.windows import WindowCombiner
+from kstool.topologies.combiners.window_counts import WindowCombiner
 from tests.helpers import source_rows
 
 # (key, value, timestamp): no key, no value or no timestamp make a record Spark drops

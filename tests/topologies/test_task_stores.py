@@ -11,7 +11,7 @@ from typing import cast
 
 import pytest
 
-from kstool.streams.aggregate import SessionAggregate, WindowedAggregate
+from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec

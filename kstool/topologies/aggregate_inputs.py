@@ -17,7 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON
-from kstool.streams.aggregate import AGGREGATIONS
+from kstool.streams.aggregation import AGGREGATIONS
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
 VALUE_FORMATS = ("auto", "string", "json")
