@@ -39,5 +39,5 @@ def window_spec(window: WindowSpec, grace: int, agg: str, group_by: str, time: s
     if (window.kind == "session" or agg != "count" or group_by != "key" or time != "record"
             or input_value_format not in COMBINED_FORMATS):
         return None
-    return CombinerSpec(f"{__name__}.windows:WindowCombiner",
+    return CombinerSpec(f"{__name__}.window_counts:WindowCombiner",
                         {"size": window.size, "advance": window.advance, "grace": grace}, counts_late=True)
