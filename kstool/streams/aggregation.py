@@ -121,14 +121,10 @@ def output_value(agg: str, result: float, whole: bool, value_format: str) -> byt
     return (str(int(result)) if integral else repr(float(result))).encode()
 
 
-def _cached_roles(emit: str) -> frozenset[str]:
-    """The store is a cached store (Kafka Streams' default): per batch its changelog, and with
-    --emit update the output, get each window's latest value only."""
-    return frozenset({changelog_role(STORE)} | ({OUTPUT} if emit == "update" else set()))
-
-
 @dataclass
-class WindowedAggregate:
+class WindowAggregation:
+    """What time-window and session aggregation share: the window (for sessions, its size is the
+    inactivity gap), the aggregate, grace, the emit mode and the store layout."""
     window: WindowSpec
     agg: str
     grace: int
@@ -141,8 +137,13 @@ class WindowedAggregate:
 
     @property
     def cached_roles(self) -> frozenset[str]:
-        return _cached_roles(self.emit)
+        """The store is a cached store (Kafka Streams' default): per batch its changelog, and with
+        --emit update the output, get each window's latest value only."""
+        return frozenset({changelog_role(STORE)} | ({OUTPUT} if self.emit == "update" else set()))
 
+
+@dataclass
+class WindowedAggregate(WindowAggregation):
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """A changelog entry back in the store, unless its window had closed (and left it)."""
         if split_window_store_key(key)[1] + self.window.size <= stream_time - self.grace:
@@ -289,21 +290,7 @@ class WindowedAggregate:
 
 
 @dataclass
-class SessionAggregate(RecordByRecord):
-    window: WindowSpec  # kind session; size = inactivity gap
-    agg: str
-    grace: int
-    emit: str
-    value_format: str = "auto"
-    key_format: str = "windowed"
-    index_bucket_ms: int = MIN_BUCKET_MS
-    stores: tuple[str, ...] = (STORE,)
-    indexes: tuple[str, ...] = (INDEX,)
-
-    @property
-    def cached_roles(self) -> frozenset[str]:
-        return _cached_roles(self.emit)
-
+class SessionAggregate(WindowAggregation, RecordByRecord):
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """A changelog entry back in the store, unless its session had closed (and left it)."""
         if split_session_store_key(key)[2] < stream_time - self.grace - self.window.size:
