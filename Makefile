@@ -20,8 +20,12 @@ java: install
 run: java
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
+# two workers, each with its own broker, Spark session and kstool home: the Spark tests leave
+# about half the CPU idle (waiting on JVM starts, triggers and the broker)
+TEST_WORKERS ?= 2
+
 test: java
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # no JVM, no broker: parsers, serdes, layouts, processors against their oracles, planning
 test-fast: install
