@@ -22,7 +22,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench import scaling
+from bench import scale_out, scaling
 from bench.latency import latency
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import PeakRss, cold_env
@@ -54,6 +54,10 @@ TARGETS = {
     "latency_stream_table_join_p99_s": ("<=", 2.0),
     "consume_jsonl_records_per_s": (">=", 150_000),
     "help_start_s": ("<=", 0.15),  # #36
+    # #38: rate on 2 workers / (2 × rate on 1), one core each
+    "count_per_key_efficiency": (">=", 0.8),
+    "windowed_count_efficiency": (">=", 0.8),
+    "stream_table_join_efficiency": (">=", 0.7),
     "produce_100k_lines_wall_s": ("<=", 1.5),
     "table_table_join_small_batch_large_state_ratio": ("<=", 1.5),
     "windowed_count_small_batch_large_state_ratio": ("<=", 1.5),
@@ -260,6 +264,7 @@ def main() -> None:
                 by_key=True), 2)
         create_topic(bootstrap, "bench-lines", 2)
         runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
+        scale_out.load_inputs(bootstrap, args.join_records)
         steps = [
             ("cold_start_1k_lines", lambda: cold_start(env, bootstrap, args.master)),
             ("ceiling", lambda: ceiling(bootstrap, "bench-keys", 2, args.records)),
@@ -296,6 +301,7 @@ def main() -> None:
             ("produce_100k_lines", lambda: produce_lines(env, bootstrap)),
             ("state_scaling", lambda: scaling.state_scaling(run_once, env, bootstrap, args.master,
                                                             args.scaling_keys)),
+            ("scale_out", lambda: scale_out.scale_out(run_once, env)),
         ]
         if not args.skip_quix:
             steps[2:2] = [
@@ -340,6 +346,7 @@ def main() -> None:
         "help_start_s": runs["help_start_s"],
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
         **scaling.figures(runs["state_scaling"]),
+        **{f"{job}_efficiency": runs["scale_out"][f"{job}_efficiency"] for job in scale_out.JOBS},
     }
     full = all(getattr(args, name) == parser.get_default(name) for name in
                ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "rate", "skip_quix"))

@@ -1,6 +1,6 @@
-"""A real Spark standalone cluster for tests: a master and one worker started from the installed
-pyspark. The worker runs in its own mount namespace with the kstool home hidden under an empty
-tmpfs, so it sees the driver's files as a second host would: only shared paths."""
+"""A real Spark standalone cluster for tests: a master and workers started from the installed
+pyspark. Each worker runs in its own mount namespace with the kstool home hidden under an empty
+tmpfs, so it sees the driver's files as another host would: only shared paths."""
 
 from __future__ import annotations
 
@@ -32,20 +32,24 @@ def unshare_problem() -> str | None:
 
 
 class SparkCluster:
-    def __init__(self, work: Path, hidden: Path):
+    """A master and `workers` workers of `cores` cores each. Given `hidden` (the kstool home),
+    every worker runs in its own mount namespace with its own empty tmpfs over it, so that no
+    worker sees the driver's files nor another worker's."""
+
+    def __init__(self, work: Path, hidden: Path | None, workers: int = 2, cores: int = 1):
         import pyspark
 
         self.spark_home = Path(pyspark.__file__).parent
-        self.work, self.hidden = work, hidden
+        self.work, self.hidden, self.cores = work, hidden, cores
         self.env = {**os.environ, "SPARK_HOME": str(self.spark_home), "PYSPARK_PYTHON": sys.executable,
                     "SPARK_LOG_DIR": str(work), "SPARK_NO_DAEMONIZE": "1"}
-        self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
+        self.port, self.ui_port = free_port(), free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.master = self._spawn("master", [
             "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
             "--webui-port", str(self.ui_port)])
-        self.worker: subprocess.Popen | None = None
-        self.start_worker()
+        self.workers: list[subprocess.Popen | None] = [None] * workers
+        self.start_workers()
 
     def _spawn(self, name: str, args: list[str], hide: bool = False) -> subprocess.Popen:
         command = [str(self.spark_home / "bin" / "spark-class"), *args]
@@ -55,18 +59,24 @@ class SparkCluster:
         log = open(self.work / f"{name}.log", "ab")
         return subprocess.Popen(command, env=self.env, stdout=log, stderr=log, start_new_session=True)
 
-    def start_worker(self, timeout: float = 120) -> None:
-        self.worker = self._spawn("worker", [
-            "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1", "--cores", "2",
-            "--memory", "2g", "--work-dir", str(self.work / "worker"), "--webui-port", str(self.worker_ui_port)],
-            hide=True)
+    def start_workers(self, timeout: float = 120) -> None:
+        """Start every worker that is not running and wait until all have registered."""
+        for index, worker in enumerate(self.workers):
+            if worker is None or worker.poll() is not None:
+                self.workers[index] = self._spawn(f"worker{index}", [
+                    "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                    "--cores", str(self.cores), "--memory", "2g", "--work-dir", str(self.worker_dir(index)),
+                    "--webui-port", str(free_port())], hide=self.hidden is not None)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.alive_workers() == 1:
-                return
-            assert self.worker.poll() is None, (self.work / "worker.log").read_text()[-2000:]
+        while self.alive_workers() < len(self.workers):
+            for index, worker in enumerate(self.workers):
+                assert worker is not None and worker.poll() is None, \
+                    (self.work / f"worker{index}.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, f"not every worker registered with {self.url} in {timeout}s"
             time.sleep(0.5)
-        raise AssertionError(f"no worker registered with {self.url} in {timeout}s")
+
+    def worker_dir(self, index: int) -> Path:
+        return self.work / f"worker{index}"
 
     def alive_workers(self) -> int:
         try:
@@ -76,17 +86,27 @@ class SparkCluster:
             return 0
         return sum(1 for w in status.get("workers", []) if w.get("state") == "ALIVE")
 
-    def kill_worker(self) -> None:
-        """SIGKILL the worker and its executors, as when a host dies."""
-        if self.worker is not None and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGKILL)
-            self.worker.wait()
-        deadline = time.monotonic() + 120  # the master notices a dead worker by its heartbeat
-        while self.alive_workers() and time.monotonic() < deadline:
-            time.sleep(0.5)
+    def executor_log(self, index: int) -> str:
+        """What the executors that ran on worker `index` logged (Spark's default level)."""
+        return "".join(p.read_text(errors="replace") for p in self.worker_dir(index).glob("app-*/*/stderr"))
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL worker `index` and its executors, as when a host dies."""
+        worker = self.workers[index]
+        if worker is not None and worker.poll() is None:
+            alive = self.alive_workers()
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+            deadline = time.monotonic() + 120  # the master notices a dead worker by its heartbeat
+            while self.alive_workers() >= alive and time.monotonic() < deadline:
+                time.sleep(0.5)
+
+    def kill_workers(self) -> None:
+        for index in range(len(self.workers)):
+            self.kill_worker(index)
 
     def stop(self) -> None:
-        for proc in (self.worker, self.master):
+        for proc in (*self.workers, self.master):
             if proc is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

@@ -164,7 +164,8 @@ def spark(kafka, jvm_archive, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark_cluster(kafka, tmp_path_factory):
-    """One Spark standalone cluster (master + one worker that cannot see the kstool home)."""
+    """One Spark standalone cluster: a master and two workers of one core each, neither of
+    which sees the kstool home nor the other's files."""
     from tests.cluster import SparkCluster, unshare_problem
 
     problem = unshare_problem()

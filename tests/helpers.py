@@ -33,15 +33,17 @@ def produce_values(kafka, topic: str, values: list[bytes], partition: int | None
 
 
 def produce_batched(kafka, topic: str, records, linger_ms: int = 20) -> None:
-    """records: (key, value) or (key, value, partition); written as any application writes
-    them: a default-batching producer, many records per batch (what the embedded broker's
-    high watermark gets wrong)."""
+    """records: (key, value), (key, value, partition) or (key, value, partition, timestamp ms);
+    written as any application writes them: a default-batching producer, many records per
+    batch (what the embedded broker's high watermark gets wrong)."""
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": linger_ms})
     for i, record in enumerate(records):
-        key, value, *partition = record
+        key, value, *placed = record
         kwargs = {"key": key, "value": value}
-        if partition:
-            kwargs["partition"] = partition[0]
+        if placed:
+            kwargs["partition"] = placed[0]
+        if len(placed) > 1:
+            kwargs["timestamp"] = placed[1]
         producer.produce(topic, **kwargs)
         if i % 10_000 == 0:
             producer.poll(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -61,26 +61,42 @@ def readonly_group_id() -> str:
 
 
 @dataclass
+class ClientErrors:
+    """What the clients' error callback saw. An object of its own: a callback bound to
+    KafkaClients would close a cycle (KafkaClients → admin client → callback → KafkaClients)
+    that only the cyclic garbage collector frees, in whichever thread it runs, librdkafka's
+    callback threads included; a client freed there can be destroyed from its own thread, which
+    crashes the process (confluent-kafka-python#1761: a SIGSEGV in pthread_mutex_lock, seen in
+    the engine's source runner)."""
+
+    last: str | None = None
+    # how often every broker went away (a producer made before the last time may be stale)
+    broker_losses: int = 0
+
+    def record(self, err: KafkaError) -> None:
+        _log.debug("client error: %s", err)
+        self.last = err.str()
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.broker_losses += 1
+
+
+@dataclass
 class KafkaClients:
     """The Kafka clients of one command; collaborators get this rather than raw configs."""
 
     config: ClientConfig
     _admin: AdminClient | None = None
-    _last_error: str | None = None
-    # how often every broker went away (a producer made before the last time may be stale)
-    broker_losses: int = 0
+    errors: ClientErrors = field(default_factory=ClientErrors)
     _probed: bool = False
+
+    @property
+    def broker_losses(self) -> int:
+        return self.errors.broker_losses
 
     def _with_logging(self, conf: dict[str, Any]) -> dict[str, Any]:
         # librdkafka prints connection noise to stderr by default; route it to logging (shown
         # with --debug) and keep the last error to explain a failure (e.g. an SSL handshake).
-        return {**conf, "logger": _log, "error_cb": self._on_client_error}
-
-    def _on_client_error(self, err: KafkaError) -> None:
-        _log.debug("client error: %s", err)
-        self._last_error = err.str()
-        if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.broker_losses += 1
+        return {**conf, "logger": _log, "error_cb": self.errors.record}
 
     @property
     def timeout(self) -> float:
@@ -207,7 +223,7 @@ class KafkaClients:
         if err is not None and err.code() in _UNREACHABLE:
             if self._admin is not None:
                 self._admin.poll(0)  # serves error_cb: the reason behind the timeout
-            detail = f"; {self._last_error}" if self._last_error else ""
+            detail = f"; {self.errors.last}" if self.errors.last else ""
             protocol = self.config.common.get("security.protocol", "").upper()
             over = f" over {protocol}" if protocol and protocol != "PLAINTEXT" else ""
             return BrokerUnreachableError(
