@@ -103,81 +103,105 @@ def _running_tasks(cluster) -> list[int]:
     return [cluster.executor_log(worker).count("Running task") for worker in range(len(cluster.workers))]
 
 
-def _batch_ranges(checkpoint: Path) -> list[dict[int, tuple[int, int]]]:
-    """Per committed batch, {partition: (first offset, end offset)} from Spark's offset log."""
+def _run_killing_a_worker_inside_a_batch(cluster, args: list[str], app: str, checkpoint: Path) -> int:
+    """Run `args` --once; once a batch after a committed one is in flight and tasks start on
+    a worker, SIGKILL that worker. The run must still succeed; returns the batch's id."""
+    run = subprocess.Popen([*KSTOOL, *args, "--once"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _in_flight(checkpoint) is not None and _batches(checkpoint / "commits"),
+                   "a batch in flight after a committed one", limit_s=300, poll_s=0.05)
+        batch, started = _in_flight(checkpoint), _running_tasks(cluster)
+        wait_until(lambda: _running_tasks(cluster) != started, "the batch's tasks", poll_s=0.05)
+        busy = next(w for w, n in enumerate(_running_tasks(cluster)) if n > started[w])
+        cluster.kill_worker(busy)
+        assert batch not in _batches(checkpoint / "commits")  # the kill landed inside the batch
+        _, stderr = run.communicate(timeout=600)
+    finally:
+        run.kill()
+        cluster.start_workers()
+    assert run.returncode == 0, stderr
+    driver_log = (Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "spark.log").read_text()
+    assert "Lost executor" in driver_log  # the driver saw the executor go and ran its work again
+    return batch
+
+
+def _batch_ranges(checkpoint: Path) -> list[dict[tuple[str, int], tuple[int, int]]]:
+    """Per committed batch, {(topic, partition): (first offset, end offset)} from Spark's offset log."""
     ranges, previous = [], {}
     for batch in sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()):
-        (ends,) = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1]).values()
-        ranges.append({int(p): (previous.get(int(p), 0), end) for p, end in ends.items()})
-        previous = {int(p): end for p, end in ends.items()}
+        offsets = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])
+        ends = {(topic, int(p)): end for topic, parts in offsets.items() for p, end in parts.items()}
+        ranges.append({tp: (previous.get(tp, 0), end) for tp, end in ends.items()})
+        previous = ends
     return ranges
 
 
-def _window_updates(records, ranges, size_ms: int) -> list[tuple[str, int, int]]:
-    """The oracle of `--window tumbling --emit update` over these batches, nothing late: per
-    batch, each window it changed once, at its count after the batch."""
+def _in_batches(records, ranges) -> list:
+    """The records the batches read, batch after batch."""
+    return [[m for m in records if batch.get((m.topic(), m.partition()), (0, 0))[0] <= m.offset()
+             < batch.get((m.topic(), m.partition()), (0, 0))[1]] for batch in ranges]
+
+
+def _check_written(kafka, topic: str, decode, expected: list, in_retried: set, guarantee: str) -> None:
+    """Exactly once: the committed records are `expected`, each once. At least once: every
+    expected record is there, nothing else, and only the interrupted batch's are repeated."""
+    if guarantee == "exactly_once_v2":
+        committed, _ = read_committed(kafka.bootstrap, topic)
+        assert sorted(decode(r.key, r.value) for r in committed) == sorted(expected), topic
+    else:
+        written = Counter(decode(m.key(), m.value()) for m in read_all(kafka, topic))
+        assert set(written) == set(expected), topic
+        assert {record for record, n in written.items() if n > 1} <= in_retried, topic
+
+
+def _window_updates(batches, size_ms: int) -> list[list[tuple[str, int, int]]]:
+    """The oracle of `--window tumbling --emit update`, nothing late: per batch, each window it
+    changed once, at its count after the batch."""
     counts: Counter = Counter()
     updates = []
-    for batch in ranges:
+    for records in batches:
         changed = {}
         for m in records:
-            first, end = batch.get(m.partition(), (0, 0))
-            if first <= m.offset() < end:
-                window = (m.key().decode(), m.timestamp()[1] // size_ms * size_ms)
-                counts[window] += 1
-                changed[window] = counts[window]
-        updates += [(key, start, count) for (key, start), count in changed.items()]
+            window = (m.key().decode(), m.timestamp()[1] // size_ms * size_ms)
+            counts[window] += 1
+            changed[window] = counts[window]
+        updates.append([(key, start, count) for (key, start), count in changed.items()])
     return updates
 
 
-@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def _produce_with_tail(kafka, topic: str, records: list[tuple]) -> None:
+    """(key, value, partition, timestamp) from a batching producer, then a single-record batch
+    per partition (the embedded broker's high watermark needs one last)."""
+    produce_batched(kafka, topic, records[:-2])
+    for key, value, partition, stamp in records[-2:]:
+        produce_keyed(kafka, topic, [(key, value, (stamp - T0) / 1000)], partition=partition)
+
+
+GUARANTEES = ["at_least_once", "exactly_once_v2"]
+KEYS = [f"k{i}" for i in range(200)]  # key k<i> in partition i % 2, in every topic
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_a_worker_killed_while_its_tasks_run_a_windowed_batch_loses_nothing(kafka, spark_cluster, topic_name,
                                                                              tmp_path, guarantee):
     """The batch's tasks are retried on the other worker, which loads the state from the shared
     checkpoint. Every window update of every batch is in the output and in the changelog; at
     least once, the only repeats are the killed batch's; exactly once, the committed output holds
     each update once."""
-    source, app = topic_name, topic_name + "-app"
+    source, app, checkpoint = topic_name, topic_name + "-app", tmp_path / "ckpt"
     create_topic(kafka, source, 2)
-    keys = [f"k{i}" for i in range(200)]
-    produce_batched(kafka, source, [(keys[i % 200].encode(), b"v", i % 2, T0 + 5 * i) for i in range(40_000)])
-    for partition in (0, 1):  # a single-record batch last: the embedded broker's high watermark
-        produce_keyed(kafka, source, [(keys[partition], "v", 200)], partition=partition)
-    checkpoint = tmp_path / "ckpt"
+    _produce_with_tail(kafka, source, [(KEYS[i % 200].encode(), b"v", i % 2, T0 + 5 * i) for i in range(40_002)])
     args = _run_args(spark_cluster, "aggregate", app, "--input", source, "--output", source + "-out",
                      "--window", "tumbling:10s", "--grace", "1h", "--checkpoint-location", str(checkpoint),
                      "--max-records-per-batch", "4000", "--processing-guarantee", guarantee, *BOTH_WORKERS)
-    run = subprocess.Popen([*KSTOOL, *args, "--once"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: _in_flight(checkpoint) is not None and _batches(checkpoint / "commits"),
-                   "a batch in flight after a committed one", limit_s=300, poll_s=0.05)
-        batch, started = _in_flight(checkpoint), _running_tasks(spark_cluster)
-        wait_until(lambda: _running_tasks(spark_cluster) != started, "the batch's tasks", poll_s=0.05)
-        busy = next(w for w, n in enumerate(_running_tasks(spark_cluster)) if n > started[w])
-        spark_cluster.kill_worker(busy)
-        assert batch not in _batches(checkpoint / "commits")  # the kill landed inside the batch
-        _, stderr = run.communicate(timeout=600)
-    finally:
-        run.kill()
-        spark_cluster.start_workers()
-    assert run.returncode == 0, stderr
-    driver_log = (Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "spark.log").read_text()
-    assert "Lost executor" in driver_log  # the driver saw the executor go and ran its work again
+    killed = _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint)
 
-    records = read_all(kafka, source)
     ranges = _batch_ranges(checkpoint)
-    expected = _window_updates(records, ranges, 10_000)
-    assert {p: end for p, (_, end) in ranges[-1].items()} == end_offsets(kafka, source)
-    in_retried = set(_window_updates(records, ranges[:batch + 1], 10_000)) - set(
-        _window_updates(records, ranges[:batch], 10_000))
-    for topic, decode in ((source + "-out", _output_update), (app + "-aggregate-changelog", _changelog_update)):
-        if guarantee == "exactly_once_v2":
-            committed, _ = read_committed(kafka.bootstrap, topic)
-            assert sorted(decode(r.key, r.value) for r in committed) == sorted(expected), topic
-        else:
-            written = Counter(decode(m.key(), m.value()) for m in read_all(kafka, topic))
-            assert set(written) == set(expected), topic
-            assert {u for u, n in written.items() if n > 1} <= in_retried, topic
+    assert {p: end for (_, p), (_, end) in ranges[-1].items()} == end_offsets(kafka, source)
+    updates = _window_updates(_in_batches(read_all(kafka, source), ranges), 10_000)
+    expected = [u for batch in updates for u in batch]
+    _check_written(kafka, source + "-out", _output_update, expected, set(updates[killed]), guarantee)
+    _check_written(kafka, app + "-aggregate-changelog", _changelog_update, expected, set(updates[killed]), guarantee)
     group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
     assert {p["partition"]: p["committed"] for p in group["partitions"]} == end_offsets(kafka, source)
 
@@ -188,6 +212,39 @@ def _output_update(key: bytes, value: bytes) -> tuple[str, int, int]:  # key ‖
 
 def _changelog_update(key: bytes, value: bytes) -> tuple[str, int, int]:  # key ‖ start ‖ seqnum
     return key[:-12].decode(), struct.unpack(">q", key[-12:-4])[0], struct.unpack(">q", value)[0]
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_a_worker_killed_while_its_tasks_run_a_stream_table_join_batch_loses_nothing(kafka, spark_cluster,
+                                                                                      topic_name, tmp_path, guarantee):
+    """A first run reads the whole table; the second joins 40k stream records against it while
+    a worker is killed: each stream record's join is in the output (once, exactly once; repeated
+    only if the interrupted batch read it, at least once), the table's changelog holds the table."""
+    stream, table, app, checkpoint = topic_name + "-s", topic_name + "-t", topic_name + "-app", tmp_path / "ckpt"
+    for topic in (stream, table):
+        create_topic(kafka, topic, 2)
+    _produce_with_tail(kafka, table, [(k.encode(), f"t{k}".encode(), i % 2, T0) for i, k in enumerate(KEYS)])
+    args = _run_args(spark_cluster, "join", app, "--left", stream, "--right", table, "--output", stream + "-out",
+                     "--kind", "stream-table", "--how", "left", "--joiner", "concat", "--separator", "+",
+                     "--checkpoint-location", str(checkpoint), "--max-records-per-batch", "4000",
+                     "--processing-guarantee", guarantee, *BOTH_WORKERS)
+    first = cli_subprocess(*args, "--once", timeout=600)
+    assert first.exit_code == 0, first.stderr
+    _produce_with_tail(kafka, stream, [(KEYS[i % 200].encode(), f"s{i}".encode(), i % 2, T0 + 1000 + i)
+                                       for i in range(40_002)])
+    killed = _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint)
+
+    ranges = _batch_ranges(checkpoint)
+    batches = _in_batches(read_all(kafka, stream), ranges)
+    joins = [[(m.key().decode(), f"{m.value().decode()}+t{m.key().decode()}") for m in batch] for batch in batches]
+    text = lambda key, value: (key.decode(), value.decode())  # noqa: E731
+    _check_written(kafka, stream + "-out", text, [j for batch in joins for j in batch], set(joins[killed]), guarantee)
+    changelog = latest_per_key(read_all(kafka, app + "-join-right-table-changelog"))
+    assert sorted((k.decode(), v.decode()) for k, v in changelog.items()) == sorted((k, f"t{k}") for k in KEYS)
+    group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
+    assert {(p["topic"], p["partition"]): p["committed"] for p in group["partitions"]} == {
+        **{(stream, p): end for p, end in end_offsets(kafka, stream).items()},
+        **{(table, p): end for p, end in end_offsets(kafka, table).items()}}
 
 
 def test_windows_and_join_tables_come_back_from_their_changelogs(kafka, spark_cluster, topic_name, tmp_path):
