@@ -346,7 +346,7 @@ def main() -> None:
         "help_start_s": runs["help_start_s"],
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
         **scaling.figures(runs["state_scaling"]),
-        **{f"{job}_efficiency": runs["scale_out"][f"{job}_efficiency"] for job in scale_out.JOBS},
+        **scale_out.figures(runs["scale_out"]),
     }
     full = all(getattr(args, name) == parser.get_default(name) for name in
                ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "rate", "skip_quix"))

@@ -55,6 +55,10 @@ def scale_out(run_once, env: dict) -> dict:
     return runs
 
 
+def figures(runs: dict) -> dict:
+    return {f"{job}_efficiency": runs[f"{job}_efficiency"] for job in JOBS}
+
+
 def main() -> None:
     from bench.__main__ import kstool, machine, run_once, write_results
     from bench.measure import cold_env
@@ -71,8 +75,7 @@ def main() -> None:
         results["runs"] = scale_out(run_once, env)
     finally:
         kstool(env, "broker", "stop")
-    figures = {f"{job}_efficiency": results["runs"][f"{job}_efficiency"] for job in JOBS}
-    write_results(results, figures, prefix="scale-out-")
+    write_results(results, figures(results["runs"]), prefix="scale-out-")
 
 
 if __name__ == "__main__":

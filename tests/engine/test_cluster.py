@@ -138,8 +138,10 @@ def _batch_ranges(checkpoint: Path) -> list[dict[tuple[str, int], tuple[int, int
 
 def _in_batches(records, ranges) -> list:
     """The records the batches read, batch after batch."""
-    return [[m for m in records if batch.get((m.topic(), m.partition()), (0, 0))[0] <= m.offset()
-             < batch.get((m.topic(), m.partition()), (0, 0))[1]] for batch in ranges]
+    def read_by(batch, m) -> bool:
+        first, end = batch.get((m.topic(), m.partition()), (0, 0))
+        return first <= m.offset() < end
+    return [[m for m in records if read_by(batch, m)] for batch in ranges]
 
 
 def _check_written(kafka, topic: str, decode, expected: list, in_retried: set, guarantee: str) -> None:
@@ -170,10 +172,11 @@ def _window_updates(batches, size_ms: int) -> list[list[tuple[str, int, int]]]:
 
 
 def _produce_with_tail(kafka, topic: str, records: list[tuple]) -> None:
-    """(key, value, partition, timestamp) from a batching producer, then a single-record batch
-    per partition (the embedded broker's high watermark needs one last)."""
-    produce_batched(kafka, topic, records[:-2])
-    for key, value, partition, stamp in records[-2:]:
+    """(key, value, partition, timestamp) from a batching producer, then each partition's last
+    record as a single-record batch (the embedded broker's high watermark needs one last)."""
+    tail = sorted({record[2]: i for i, record in enumerate(records)}.values())
+    produce_batched(kafka, topic, [r for i, r in enumerate(records) if i not in tail])
+    for key, value, partition, stamp in (records[i] for i in tail):
         produce_keyed(kafka, topic, [(key, value, (stamp - T0) / 1000)], partition=partition)
 
 
