@@ -97,7 +97,7 @@ class SparkCluster:
             alive = self.alive_workers()
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
-            deadline = time.monotonic() + 120  # the master notices a dead worker by its heartbeat
+            deadline = time.monotonic() + 120  # the master notices the worker's connection drop
             while self.alive_workers() >= alive and time.monotonic() < deadline:
                 time.sleep(0.5)
 

@@ -1,7 +1,7 @@
 """kstool on a real Spark standalone cluster of two one-core workers that cannot see the driver's
-files nor each other's (#21, #38): a run's tasks land on both; a worker killed while a batch's
-tasks run loses and repeats nothing but the retried tasks' output when the checkpoint is
-shared; state lost with the workers is reported in one line when it is not."""
+files nor each other's (#21, #38): a run's tasks land on both; a driver or a worker killed
+while a batch's tasks run loses and repeats nothing but the interrupted batch's output when the
+checkpoint is shared; state lost with the workers is reported in one line when it is not."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import KSTOOL, cli, cli_subprocess
-from tests.engine.test_killed_runs import _batches, _in_flight
+from tests.faults import batch_ranges, batches, in_batches, in_flight, kill_tree
 from tests.helpers import (
     T0,
     as_long,
@@ -45,7 +45,9 @@ def _run_args(cluster, topology: str, app: str, *args: str) -> list[str]:
 
 
 def _once(cluster, topology: str, app: str, *args: str):
-    return cli_subprocess(*_run_args(cluster, topology, app, *args), "--once", timeout=600)
+    """A --once run on one executor (the tests that need both say so: BOTH_WORKERS)."""
+    return cli_subprocess(*_run_args(cluster, topology, app, *args), "--conf", "spark.cores.max=1", "--once",
+                          timeout=600)
 
 
 def _counts(kafka, topic: str) -> dict[str, int]:
@@ -103,18 +105,32 @@ def _running_tasks(cluster) -> list[int]:
     return [cluster.executor_log(worker).count("Running task") for worker in range(len(cluster.workers))]
 
 
-def _run_killing_a_worker_inside_a_batch(cluster, args: list[str], app: str, checkpoint: Path) -> int:
-    """Run `args` --once; once a batch after a committed one is in flight and tasks start on
+def _tasks_of_a_batch_running(cluster, run: subprocess.Popen, checkpoint: Path, after: int) -> tuple[int, int]:
+    """Wait until a batch later than `after` and than a committed one is in flight and its
+    tasks started on a worker; returns the batch and that worker."""
+    def later_batch() -> bool:
+        assert run.poll() is None, run.stderr.read() if run.stderr else run.returncode
+        batch = in_flight(checkpoint)
+        return batch is not None and batch > after and bool(batches(checkpoint / "commits"))
+    wait_until(later_batch, f"a batch after {after} in flight after a committed one", limit_s=300, poll_s=0.05)
+    batch, started = in_flight(checkpoint), _running_tasks(cluster)
+    wait_until(lambda: _running_tasks(cluster) != started, "the batch's tasks", poll_s=0.05)
+    return batch, next(w for w, n in enumerate(_running_tasks(cluster)) if n > started[w])
+
+
+def _start_once(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([*KSTOOL, *args, "--once"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _run_killing_a_worker_inside_a_batch(cluster, args: list[str], app: str, checkpoint: Path,
+                                         after: int = -1) -> int:
+    """Run `args` --once; once a batch later than `after` is in flight and its tasks start on
     a worker, SIGKILL that worker. The run must still succeed; returns the batch's id."""
-    run = subprocess.Popen([*KSTOOL, *args, "--once"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    run = _start_once(args)
     try:
-        wait_until(lambda: _in_flight(checkpoint) is not None and _batches(checkpoint / "commits"),
-                   "a batch in flight after a committed one", limit_s=300, poll_s=0.05)
-        batch, started = _in_flight(checkpoint), _running_tasks(cluster)
-        wait_until(lambda: _running_tasks(cluster) != started, "the batch's tasks", poll_s=0.05)
-        busy = next(w for w, n in enumerate(_running_tasks(cluster)) if n > started[w])
+        batch, busy = _tasks_of_a_batch_running(cluster, run, checkpoint, after)
         cluster.kill_worker(busy)
-        assert batch not in _batches(checkpoint / "commits")  # the kill landed inside the batch
+        assert batch not in batches(checkpoint / "commits")  # the kill landed inside the batch
         _, stderr = run.communicate(timeout=600)
     finally:
         run.kill()
@@ -125,23 +141,17 @@ def _run_killing_a_worker_inside_a_batch(cluster, args: list[str], app: str, che
     return batch
 
 
-def _batch_ranges(checkpoint: Path) -> list[dict[tuple[str, int], tuple[int, int]]]:
-    """Per committed batch, {(topic, partition): (first offset, end offset)} from Spark's offset log."""
-    ranges, previous = [], {}
-    for batch in sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()):
-        offsets = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])
-        ends = {(topic, int(p)): end for topic, parts in offsets.items() for p, end in parts.items()}
-        ranges.append({tp: (previous.get(tp, 0), end) for tp, end in ends.items()})
-        previous = ends
-    return ranges
-
-
-def _in_batches(records, ranges) -> list:
-    """The records the batches read, batch after batch."""
-    def read_by(batch, m) -> bool:
-        first, end = batch.get((m.topic(), m.partition()), (0, 0))
-        return first <= m.offset() < end
-    return [[m for m in records if read_by(batch, m)] for batch in ranges]
+def _run_killing_the_driver_inside_a_batch(cluster, args: list[str], checkpoint: Path) -> int:
+    """Run `args` --once and SIGKILL the driver (kstool, its JVM and Python workers) once a
+    batch after a committed one runs on the workers; returns the batch's id."""
+    run = _start_once(args)
+    try:
+        batch, _ = _tasks_of_a_batch_running(cluster, run, checkpoint, -1)
+        kill_tree(run)
+    finally:
+        run.kill()
+    assert batch not in batches(checkpoint / "commits")  # the kill landed inside the batch
+    return batch
 
 
 def _check_written(kafka, topic: str, decode, expected: list, in_retried: set, guarantee: str) -> None:
@@ -182,29 +192,33 @@ def _produce_with_tail(kafka, topic: str, records: list[tuple]) -> None:
 
 GUARANTEES = ["at_least_once", "exactly_once_v2"]
 KEYS = [f"k{i}" for i in range(200)]  # key k<i> in partition i % 2, in every topic
+RECORDS = 24_002  # 6 batches of --max-records-per-batch 4000: long enough to be killed inside
 
 
 @pytest.mark.parametrize("guarantee", GUARANTEES)
-def test_a_worker_killed_while_its_tasks_run_a_windowed_batch_loses_nothing(kafka, spark_cluster, topic_name,
-                                                                             tmp_path, guarantee):
-    """The batch's tasks are retried on the other worker, which loads the state from the shared
-    checkpoint. Every window update of every batch is in the output and in the changelog; at
-    least once, the only repeats are the killed batch's; exactly once, the committed output holds
-    each update once."""
+def test_a_windowed_run_loses_nothing_with_its_driver_then_a_worker_killed_inside_a_batch(
+        kafka, spark_cluster, topic_name, tmp_path, guarantee):
+    """The driver is SIGKILLed while a batch runs on both workers; the rerun runs that batch
+    again from the shared checkpoint, and loses a worker inside a later batch, whose tasks are
+    retried on the other worker. Every window update of every batch is in the output and in the
+    changelog; at least once, the only repeats are the two interrupted batches'; exactly once,
+    the committed output holds each update once."""
     source, app, checkpoint = topic_name, topic_name + "-app", tmp_path / "ckpt"
     create_topic(kafka, source, 2)
-    _produce_with_tail(kafka, source, [(KEYS[i % 200].encode(), b"v", i % 2, T0 + 5 * i) for i in range(40_002)])
+    _produce_with_tail(kafka, source, [(KEYS[i % 200].encode(), b"v", i % 2, T0 + 5 * i) for i in range(RECORDS)])
     args = _run_args(spark_cluster, "aggregate", app, "--input", source, "--output", source + "-out",
                      "--window", "tumbling:10s", "--grace", "1h", "--checkpoint-location", str(checkpoint),
                      "--max-records-per-batch", "4000", "--processing-guarantee", guarantee, *BOTH_WORKERS)
-    killed = _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint)
+    driver_killed = _run_killing_the_driver_inside_a_batch(spark_cluster, args, checkpoint)
+    worker_killed = _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint, after=driver_killed)
 
-    ranges = _batch_ranges(checkpoint)
+    ranges = batch_ranges(checkpoint)
     assert {p: end for (_, p), (_, end) in ranges[-1].items()} == end_offsets(kafka, source)
-    updates = _window_updates(_in_batches(read_all(kafka, source), ranges), 10_000)
+    updates = _window_updates(in_batches(read_all(kafka, source), ranges), 10_000)
     expected = [u for batch in updates for u in batch]
-    _check_written(kafka, source + "-out", _output_update, expected, set(updates[killed]), guarantee)
-    _check_written(kafka, app + "-aggregate-changelog", _changelog_update, expected, set(updates[killed]), guarantee)
+    retried = set(updates[driver_killed]) | set(updates[worker_killed])
+    _check_written(kafka, source + "-out", _output_update, expected, retried, guarantee)
+    _check_written(kafka, app + "-aggregate-changelog", _changelog_update, expected, retried, guarantee)
     group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
     assert {p["partition"]: p["committed"] for p in group["partitions"]} == end_offsets(kafka, source)
 
@@ -220,30 +234,33 @@ def _changelog_update(key: bytes, value: bytes) -> tuple[str, int, int]:  # key 
 @pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_a_worker_killed_while_its_tasks_run_a_stream_table_join_batch_loses_nothing(kafka, spark_cluster,
                                                                                       topic_name, tmp_path, guarantee):
-    """A first run reads the whole table; the second joins 40k stream records against it while
-    a worker is killed: each stream record's join is in the output (once, exactly once; repeated
-    only if the interrupted batch read it, at least once), the table's changelog holds the table."""
+    """24k stream records join a table of 200 keys read in the same batches (each batch applies
+    its table updates first: they are older) while a worker is killed: each stream record's join
+    with the table as of its batch is in the output (once, exactly once; repeated only if the
+    interrupted batch read it, at least once), the table's changelog holds the table."""
     stream, table, app, checkpoint = topic_name + "-s", topic_name + "-t", topic_name + "-app", tmp_path / "ckpt"
     for topic in (stream, table):
         create_topic(kafka, topic, 2)
     _produce_with_tail(kafka, table, [(k.encode(), f"t{k}".encode(), i % 2, T0) for i, k in enumerate(KEYS)])
+    _produce_with_tail(kafka, stream, [(KEYS[i % 200].encode(), f"s{i}".encode(), i % 2, T0 + 1000 + i)
+                                       for i in range(RECORDS)])
     args = _run_args(spark_cluster, "join", app, "--left", stream, "--right", table, "--output", stream + "-out",
                      "--kind", "stream-table", "--how", "left", "--joiner", "concat", "--separator", "+",
                      "--checkpoint-location", str(checkpoint), "--max-records-per-batch", "4000",
                      "--processing-guarantee", guarantee, *BOTH_WORKERS)
-    first = cli_subprocess(*args, "--once", timeout=600)
-    assert first.exit_code == 0, first.stderr
-    _produce_with_tail(kafka, stream, [(KEYS[i % 200].encode(), f"s{i}".encode(), i % 2, T0 + 1000 + i)
-                                       for i in range(40_002)])
     killed = _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint)
 
-    ranges = _batch_ranges(checkpoint)
-    batches = _in_batches(read_all(kafka, stream), ranges)
-    joins = [[(m.key().decode(), f"{m.value().decode()}+t{m.key().decode()}") for m in batch] for batch in batches]
+    rows: dict[str, str] = {}
+    joins = []
+    for batch in in_batches(read_all(kafka, table) + read_all(kafka, stream), batch_ranges(checkpoint)):
+        rows.update((m.key().decode(), m.value().decode()) for m in batch if m.topic() == table)
+        joins.append([(m.key().decode(), f"{m.value().decode()}+{rows.get(m.key().decode(), 'null')}")
+                      for m in batch if m.topic() == stream])
     text = lambda key, value: (key.decode(), value.decode())  # noqa: E731
     _check_written(kafka, stream + "-out", text, [j for batch in joins for j in batch], set(joins[killed]), guarantee)
+    assert rows == {k: f"t{k}" for k in KEYS}  # the runs read the whole table
     changelog = latest_per_key(read_all(kafka, app + "-join-right-table-changelog"))
-    assert sorted((k.decode(), v.decode()) for k, v in changelog.items()) == sorted((k, f"t{k}") for k in KEYS)
+    assert {k.decode(): v.decode() for k, v in changelog.items()} == rows
     group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
     assert {(p["topic"], p["partition"]): p["committed"] for p in group["partitions"]} == {
         **{(stream, p): end for p, end in end_offsets(kafka, stream).items()},

@@ -1,14 +1,13 @@
 """Fault injection: kill a running wordcount while a batch is in flight, as input is produced,
 restart it each time, and check the final output against an oracle. A kill is aimed at a batch
-by watching the query's checkpoint (Spark writes offsets/N when batch N starts and commits/N when
-it is done), not the clock, and the test counts the kills that did interrupt a batch."""
+by watching the query's checkpoint (`tests/faults.py`), not the clock, and the test counts the
+kills that did interrupt a batch."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import signal
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Callable
 import pytest
 
 from tests.conftest import KSTOOL, cli
+from tests.faults import batches, in_flight, kill_tree
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts as oracle
@@ -28,45 +28,6 @@ KILLS = int(os.environ.get("KSTOOL_FAULT_KILLS", "8"))
 EOS_KILLS = int(os.environ.get("KSTOOL_FAULT_EOS_KILLS", "10"))
 CHUNK = 1000  # input lines per feed, and per batch while the kills go on
 VOCABULARY = 5000
-
-
-def _descendants(pid: int) -> list[int]:
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        try:
-            with open(f"/proc/{current}/task/{current}/children") as f:
-                children = [int(c) for c in f.read().split()]
-        except OSError:
-            children = []
-        found += children
-        stack += children
-    return found
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver and everything it started (the JVM runs in its own session)."""
-    victims = [proc.pid, *_descendants(proc.pid)]
-    for pid in victims:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait(30)
-    deadline = time.monotonic() + 30
-    while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
-              for p in victims if os.path.exists(f"/proc/{p}")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
-def _batches(folder: Path) -> set[int]:
-    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
-
-
-def _in_flight(checkpoint: Path) -> int | None:
-    """The batch that started (offsets/N) and is not committed (no commits/N), if any."""
-    pending = _batches(checkpoint / "offsets") - _batches(checkpoint / "commits")
-    return max(pending) if pending else None
 
 
 def _kill_mid_batch(args: list[str], checkpoint: Path, rng: random.Random,
@@ -91,9 +52,9 @@ def _kill_mid_batch(args: list[str], checkpoint: Path, rng: random.Random,
             time.sleep(0.05)
     wait_for(ready.is_set)
     if rng.random() < 0.5:  # let this run make progress first
-        done = len(_batches(checkpoint / "commits"))
-        wait_for(lambda: len(_batches(checkpoint / "commits")) > done)
-    wait_for(lambda: _in_flight(checkpoint) is not None)
+        done = len(batches(checkpoint / "commits"))
+        wait_for(lambda: len(batches(checkpoint / "commits")) > done)
+    wait_for(lambda: in_flight(checkpoint) is not None)
     if output is None:
         time.sleep(rng.uniform(0.0, 1.0))
     else:
@@ -102,9 +63,9 @@ def _kill_mid_batch(args: list[str], checkpoint: Path, rng: random.Random,
             wait_for(log.grew)
         finally:
             log.close()
-    batch = _in_flight(checkpoint)
-    _kill_tree(proc)
-    return batch is not None and batch not in _batches(checkpoint / "commits")
+    batch = in_flight(checkpoint)
+    kill_tree(proc)
+    return batch is not None and batch not in batches(checkpoint / "commits")
 
 
 class _Feeder:

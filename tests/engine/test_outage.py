@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import KSTOOL, Kafka, cli_subprocess, home_sharing_jvm_archive
-from tests.engine.test_killed_runs import _batches, _in_flight
+from tests.faults import batches, in_flight
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts
@@ -115,7 +115,7 @@ def test_a_run_waits_out_an_outage_between_batches_then_goes_on(own_broker):
     run = _App(kafka, source, app)
     try:
         run.wait_for(lambda: _counts(kafka, source + "-out") == dict(word_counts(BEFORE)), "counts of BEFORE")
-        run.wait_for(lambda: _in_flight(run.checkpoint) is None, "a moment between batches")
+        run.wait_for(lambda: in_flight(run.checkpoint) is None, "a moment between batches")
         written_before = _counts(kafka, source + "-out")
         own_broker.stop()
         run.wait_for(lambda: run.said("Kafka unreachable"), "outage line")
@@ -148,8 +148,8 @@ def test_exactly_once_v2_gives_up_after_the_broker_timeout_naming_the_last_commi
     run = _App(kafka, source, app, "--processing-guarantee", "exactly_once_v2", "--broker-timeout", "15s",
                "--max-records-per-batch", "50")
     try:
-        run.wait_for(lambda: len(_batches(run.checkpoint / "commits")) >= 1, "a committed batch")
-        run.wait_for(lambda: _in_flight(run.checkpoint) is not None, "a batch in flight")
+        run.wait_for(lambda: len(batches(run.checkpoint / "commits")) >= 1, "a committed batch")
+        run.wait_for(lambda: in_flight(run.checkpoint) is not None, "a batch in flight")
         watch = LogWatch(kafka.bootstrap, source + "-out")
         run.wait_for(watch.grew, "the batch writing")
         watch.close()
@@ -157,7 +157,7 @@ def test_exactly_once_v2_gives_up_after_the_broker_timeout_naming_the_last_commi
         code = run.proc.wait(240)
     finally:
         run.finish()
-    committed_batches = _batches(run.checkpoint / "commits")
+    committed_batches = batches(run.checkpoint / "commits")
     assert code == 1
     assert f"last committed batch: batch {max(committed_batches)}" in run.lines[-1], run.lines[-3:]
     assert len([line for line in run.lines if "Kafka unreachable" in line]) == 2  # the warning, the end

@@ -1,0 +1,70 @@
+"""What the fault tests share: where a query is, read from its checkpoint (Spark writes
+offsets/N when batch N starts and commits/N when it is done), and how a run dies (SIGKILL to
+the driver and everything it started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def batches(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
+
+
+def in_flight(checkpoint: Path) -> int | None:
+    """The batch that started (offsets/N) and is not committed (no commits/N), if any."""
+    pending = batches(checkpoint / "offsets") - batches(checkpoint / "commits")
+    return max(pending) if pending else None
+
+
+def batch_ranges(checkpoint: Path) -> list[dict[tuple[str, int], tuple[int, int]]]:
+    """Per committed batch, {(topic, partition): (first offset, end offset)} from Spark's offset log."""
+    ranges, previous = [], {}
+    for batch in sorted(batches(checkpoint / "commits")):
+        offsets = json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1])
+        ends = {(topic, int(p)): end for topic, parts in offsets.items() for p, end in parts.items()}
+        ranges.append({tp: (previous.get(tp, 0), end) for tp, end in ends.items()})
+        previous = ends
+    return ranges
+
+
+def in_batches(records, ranges) -> list:
+    """The records the batches read, batch after batch."""
+    def read_by(batch, m) -> bool:
+        first, end = batch.get((m.topic(), m.partition()), (0, 0))
+        return first <= m.offset() < end
+    return [[m for m in records if read_by(batch, m)] for batch in ranges]
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        found += children
+        stack += children
+    return found
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver and everything it started (the JVM runs in its own session)."""
+    victims = [proc.pid, *_descendants(proc.pid)]
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(30)
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
+              for p in victims if os.path.exists(f"/proc/{p}")) and time.monotonic() < deadline:
+        time.sleep(0.1)
