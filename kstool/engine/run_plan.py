@@ -72,10 +72,8 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     options = dataclasses.replace(options, history_batches=manifest.history_batches)
     seed = None
     if manifest.restore_pending and last_committed_batch(checkpoint) is None:
-        seed = plan_seed(clients, manifest, topology.per_task)
-        progress.message("restoring " + (f"{seed.entries.num_rows} store entries from the changelogs"
-                                         if seed.entries is not None else "the stores from " +
-                                         ", ".join(seed.changelogs)))
+        seed = plan_seed(manifest, topology.per_task)
+        progress.message("restoring the stores from " + ", ".join(seed.changelogs))
     if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
         manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
         manifest.state_layout = STATE_LAYOUT_SHARDS

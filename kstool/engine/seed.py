@@ -1,13 +1,15 @@
 """A restore's seed: what the first batch of the app's new checkpoint puts back in its stores.
 
-Per-task stores (kstool.topologies.tasks) get every store's compacted changelog, read back here
-per task (a per-task store is logged to its task's partition), as transformWithState's initial
-state. Spark's own aggregations (wordcount, aggregate without windows) get theirs as rows of
-that batch: the source reads the changelogs' compacted view (kstool.contract.RESTORED)."""
+Per-task stores (kstool.topologies.tasks) get every store's compacted changelog as
+transformWithState's initial state, a task's entries read by an executor from its changelog
+partitions (a per-task store is logged to its task's partition). Spark's own aggregations
+(wordcount, aggregate without windows) get theirs as rows of that batch: the source reads the
+changelogs' compacted view (kstool.contract.RESTORED). `state restore` reads them here first, to
+count the entries and check that each record belongs to its store."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -31,14 +33,29 @@ SEED_COLUMNS = pa.schema([("task", pa.int32()), ("store", pa.string()), ("key", 
 
 @dataclass
 class Seed:
-    entries: pa.Table | None = None  # SEED_COLUMNS, for per-task stores
-    changelogs: list[str] = field(default_factory=list)  # for the source to read, for Spark's aggregations
+    stores: dict[str, str]  # changelog topic -> store name
+    per_task: bool  # per-task stores: an initial state; else rows of the first batch
+
+    @property
+    def changelogs(self) -> list[str]:
+        return list(self.stores)
 
 
-def plan_seed(clients: KafkaClients, manifest: Manifest, per_task: bool) -> Seed:
-    if per_task:
-        return Seed(entries=read_seed(clients, manifest))
-    return Seed(changelogs=[store.changelog_topic for store in manifest.stores])
+def plan_seed(manifest: Manifest, per_task: bool) -> Seed:
+    return Seed({store.changelog_topic: store.name for store in manifest.stores}, per_task)
+
+
+def seed_entries(spark, client_config_file: str, seed: Seed):
+    """The per-task stores' entries as a DataFrame of SEED_COLUMNS, read by the executors."""
+    from pyspark.sql import functions as F
+
+    from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, SEED_TOPICS_OPTION, SOURCE_NAME
+
+    store_of_topic = F.create_map(*[F.lit(text) for pair in seed.stores.items() for text in pair])
+    return (spark.read.format(SOURCE_NAME).option(CLIENT_CONFIG_FILE_OPTION, client_config_file)
+            .option(SEED_TOPICS_OPTION, ",".join(seed.changelogs)).load()
+            .select(F.col("partition").alias("task"), store_of_topic[F.col("topic")].alias("store"), "key", "value",
+                    F.unix_millis("timestamp").alias("timestamp")))
 
 
 def read_seed(clients: KafkaClients, manifest: Manifest) -> pa.Table:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, TopicPartition
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     ArrayType,
@@ -56,6 +56,8 @@ GATE_FILE_OPTION = "gate_file"
 # A topology's combiner (kstool.contract.CombinerSpec as JSON): the rows of one key in a range
 # leave the reader as one partial row
 COMBINER_OPTION = "combiner"
+# Changelog topics whose compacted views a restore puts back in the stores (comma-separated)
+SEED_TOPICS_OPTION = "seed_topics"
 ARROW_BATCH_ROWS = 65_536
 # A range's records are known to be there: a longer fetch wait costs nothing where the broker
 # returns them at once, and lets one that gathers many small batches slowly return them (the
@@ -132,6 +134,9 @@ class KafkaDataSource(DataSource):
     def streamReader(self, schema):
         return KafkaStreamReader(self.options)
 
+    def reader(self, schema):
+        return ChangelogReader(self.options)
+
 
 def _flatten(offsets: Offsets) -> dict[tuple[str, int], int]:
     return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
@@ -162,7 +167,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # a restore: the first batch of the new checkpoint seeds the state and reads no input;
         # for Spark's own aggregations its rows are these changelogs' entries
         self.seed_batch = options.get("seed_batch", "false") == "true"
-        self.seed_topics = [t for t in options.get("seed_topics", "").split(",") if t]
+        self.seed_topics = [t for t in options.get(SEED_TOPICS_OPTION, "").split(",") if t]
         self.value_schema = options.get(VALUE_SCHEMA_OPTION)
         self.gate = options.get(GATE_FILE_OPTION)
         self.combiner = options.get(COMBINER_OPTION)
@@ -226,18 +231,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         firsts = self._first_offsets(begin, finish)
         ranges = []
         if self.seed_topics and FIRST_BATCH_MARKER in _flatten(end) and FIRST_BATCH_MARKER not in begin:
-            ranges += self._changelog_ranges()
+            ranges += changelog_ranges(self._clients(), self.seed_topics)
         for tp, stop in sorted(finish.items()):
             for chunk_start in range(firsts.get(tp, stop), stop, self.max_records_per_task):
                 ranges.append(OffsetRange(tp[0], tp[1], chunk_start,
                                           min(chunk_start + self.max_records_per_task, stop)))
         return ranges
-
-    def _changelog_ranges(self) -> list[OffsetRange]:
-        clients = self._clients()
-        found = clients.require_topics(self.seed_topics)
-        marks = clients.watermarks([(t, p) for t in self.seed_topics for p in found[t]])
-        return [OffsetRange(t, p, low, high, restore=True) for (t, p), (low, high) in sorted(marks.items())]
 
     def _first_offsets(self, begin, finish) -> dict[tuple[str, int], int]:
         """Where each range starts: the batch start, or the log start when records before it
@@ -276,6 +275,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         to_json = _value_json(self.value_schema, self.config) if self.value_schema else None
         records = read_range(self.config, partition, to_json)
         yield from combined(_combiner(self.combiner), partition, records) if self.combiner else records
+
+
+class ChangelogReader(DataSourceReader):
+    """A batch read of changelogs' compacted views, each partition by an executor: a restore's
+    seed of per-task stores (kstool.engine.seed), so that no store entry passes the driver."""
+
+    def __init__(self, options):
+        self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
+        self.topics = [t for t in options[SEED_TOPICS_OPTION].split(",") if t]
+
+    def partitions(self):
+        return changelog_ranges(KafkaClients(self.config), self.topics)
+
+    def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
+        yield from compacted(read_range(self.config, partition))
+
+
+def changelog_ranges(clients: KafkaClients, topics: list[str]) -> list[OffsetRange]:
+    """Every partition of the changelogs, whole, to be read as store entries."""
+    found = clients.require_topics(topics)
+    marks = clients.watermarks([(t, p) for t in topics for p in found[t]])
+    return [OffsetRange(t, p, low, high, restore=True) for (t, p), (low, high) in sorted(marks.items())]
 
 
 @functools.lru_cache(maxsize=8)

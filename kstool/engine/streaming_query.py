@@ -18,6 +18,7 @@ from kstool.engine.failures import translate
 from kstool.engine.options import RunSummary
 from kstool.engine.progress import Progress
 from kstool.engine.run_plan import RunPlan
+from kstool.engine.seed import seed_entries
 from kstool.engine.sink import BatchReport, KafkaSink, TransactionalSink
 from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions
@@ -46,6 +47,7 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
         CLIENT_CONFIG_FILE_OPTION,
         COMBINER_OPTION,
         GATE_FILE_OPTION,
+        SEED_TOPICS_OPTION,
         SOURCE_NAME,
         VALUE_SCHEMA_OPTION,
         nest_offsets,
@@ -83,8 +85,8 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
             _log.info("%s: resuming its parked query", options.app_id)
             parking.resume(parked, plan.parked_queries, clients, topology, paths, checkpoint, summary, progress)
             return
-    reader = (spark.readStream.format(SOURCE_NAME)
-              .option(CLIENT_CONFIG_FILE_OPTION, str(write_client_config(config, paths.client_config))))
+    client_config_file = str(write_client_config(config, paths.client_config))
+    reader = spark.readStream.format(SOURCE_NAME).option(CLIENT_CONFIG_FILE_OPTION, client_config_file)
     if value_schema is not None:
         reader = reader.option(VALUE_SCHEMA_OPTION, value_schema)
     combiner = combiner_of(topology) if options.combine else None
@@ -107,23 +109,23 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
               # exactly_once_v2 commits offsets inside each output transaction instead
               .option("commit_offsets", str(options.processing_guarantee == "at_least_once").lower())
               .option("seed_batch", str(seed is not None).lower())
-              .option("seed_topics", ",".join(seed.changelogs if seed else []))
+              .option(SEED_TOPICS_OPTION, ",".join(seed.changelogs if seed is not None and not seed.per_task else []))
               .load())
     from pyspark.sql import functions as F
 
     if combiner is not None:  # a partial row stands for its records: the batches' input counts them
         source = source.observe(INPUT_METRICS, F.sum(F.coalesce(F.col(PARTIAL)["records"], F.lit(1))).alias("records"))
     valid = topology.valid_record()
-    if seed is not None and seed.changelogs:
+    if seed is not None and not seed.per_task:
         valid = F.col(RESTORED) | valid  # a store entry is no input record
     checked = errors_policy.apply(source, valid, options.on_error, config, options.app_id, topology.invalid_reason)
     reports: dict[int, BatchReport] = {}
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
     if seed is not None:
         writer = _restoring(writer, lambda r: reports.__setitem__(r.batch_id, r))
-    updates = (topology.build(checked, plan.partitions) if seed is None or seed.entries is None
+    updates = (topology.build(checked, plan.partitions) if seed is None or not seed.per_task
                else topology.build(checked, plan.partitions,  # type: ignore[call-arg]
-                                   seed=spark.createDataFrame(seed.entries)))
+                                   seed=seed_entries(spark, client_config_file, seed)))
     stream = (updates.writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", checkpoint.uri).queryName(options.app_id))
     if plan.parked_queries is not None:
