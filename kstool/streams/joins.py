@@ -2,8 +2,9 @@
 KTableKTableJoin and their left/outer variants). Records with a null key are dropped, and so
 are stream records with a null value; on a table side a null value deletes the key.
 
-stream-stream: a record joins the other side's records of the same key within `within` ms
-either way that the other side's window store still holds; the result's timestamp is the later
+stream-stream: a left record at t joins the right side's records of the same key from t -
+before to t + after (a right record: the left ones from t - after to t + before; `--within`
+sets both) that the other side's window store still holds; the result's timestamp is the later
 of the two (details: StreamStreamJoin).
 stream-table: a stream record joins the table's value for its key at that point (the table
 side is processed in timestamp order with the stream, so "at the record's time"); table
@@ -62,20 +63,24 @@ def _joined(joiner: Joiner, side: int, this: bytes | None, other: bytes | None) 
 class StreamStreamJoin(RecordByRecord):
     """KStreamKStreamJoin (Kafka 3.x/4.x trunk, spurious-result fix on, emit interval 0).
 
+    JoinWindows of `before` and `after` ms (`ofTimeDifference(within)`: both are `within`).
     Each side keeps a window store of its records; a store holds a record while its timestamp
-    is at least the newest timestamp that side has seen - retention + 1, retention = 2 * within
-    + grace (the store's fetch filter). A record first probes the other side's store over
-    [t - within, t + within] and joins every record it holds; no record is dropped for being
-    out of order. A record older than its own side's retention is not stored: it still joins,
-    but no later record can join it; it is counted as late and goes to --late-topic (the
-    window store's dropped-records). left/outer: a record that found no partner gets its null
-    result at once when its window has closed (t + within < stream time), else waits in the
-    unmatched store until t + within + grace < stream time, emitted when a record at stream
-    time arrives, unless a partner comes first.
+    is at least the newest timestamp that side has seen - retention + 1, retention = before +
+    after + grace (the store's fetch filter). A left record at t probes the right store over
+    [t - before, t + after], a right record the left store over [t - after, t + before]
+    (KStreamKStreamJoinLeftSide / RightSide), and joins every record it holds; no record is
+    dropped for being out of order. A record older than its own side's retention is not
+    stored: it still joins, but no later record can join it; it is counted as late and goes to
+    --late-topic (the window store's dropped-records). left/outer: a record that found no
+    partner gets its null result at once when its window has closed (t + its probe's upper
+    bound < stream time), else waits in the unmatched store until t + lookback + grace < stream
+    time (lookback: `after` for a left record, `before` for a right one), emitted when a record
+    at stream time arrives, unless a partner comes first.
     """
 
     how: str
-    within: int
+    before: int
+    after: int
     grace: int
     joiner: Joiner
     index_bucket_ms: int = MIN_BUCKET_MS
@@ -85,7 +90,15 @@ class StreamStreamJoin(RecordByRecord):
 
     @property
     def retention(self) -> int:
-        return 2 * self.within + self.grace
+        return self.before + self.after + self.grace
+
+    def _probe(self, side: int) -> tuple[int, int]:
+        """How much earlier and later than a record of `side` its partners may be."""
+        return (self.before, self.after) if side == LEFT else (self.after, self.before)
+
+    def _lookback(self, side: int) -> int:
+        """How long an unmatched record of `side` waits for a partner (getOuterJoinLookBackTimeMs)."""
+        return self.after if side == LEFT else self.before
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         keys = {r.key for r in records if r.key is not None}
@@ -106,9 +119,10 @@ class StreamStreamJoin(RecordByRecord):
             self._emit_unmatched(state, unmatched, stream_time)
         this_key = self._store(record, state, by_key, indexes.expiries)
         matched = False
+        earlier, later = self._probe(side)
         for other_ts, store_key in sorted((split_window_store_key(k)[1], k)
                                           for k in by_key[1 - side].get(record.key)):
-            if abs(other_ts - ts) > self.within:
+            if not ts - earlier <= other_ts <= ts + later:
                 continue
             matched = True
             state.delete("join-unmatched", _unmatched_key(1 - side, record.key, other_ts, store_key[-4:]),
@@ -116,7 +130,7 @@ class StreamStreamJoin(RecordByRecord):
             other = cast(StoreValue, state.get(self.stores[1 - side], store_key))
             state.emit(record.key, _joined(self.joiner, side, record.value, other.value), max(ts, other_ts))
         if outer_side and not matched:
-            if ts + self.within < stream_time:  # its window has closed: no partner can come
+            if ts + later < stream_time:  # its window has closed: no partner can come
                 state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
             else:
                 # (a late record is never waiting: its window closed long before stream time)
@@ -181,7 +195,12 @@ class StreamStreamJoin(RecordByRecord):
     def _emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
         order: time, then right before left, then key."""
-        waited = unmatched.take(stream_time - self.within - self.grace)
+        waited = []
+        for ts, store_key in unmatched.take(stream_time - min(self.before, self.after) - self.grace):
+            if ts + self._lookback(_split_unmatched_key(store_key)[1]) + self.grace < stream_time:
+                waited.append((ts, store_key))
+            else:  # the other side's lookback is shorter: this one still waits
+                unmatched.add(ts, store_key)
         if waited:
             state.prefetch("join-unmatched", (store_key for _, store_key in waited))
         for _, store_key in waited:

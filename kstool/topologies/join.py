@@ -36,12 +36,14 @@ class Join:
     output_topic: str
     kind: str = "stream-stream"
     how: str = "inner"
-    within: int | None = None  # ms; stream-stream only
+    within: int | None = None  # ms; stream-stream only: before = after = within
     grace: int = 0
     joiner: str = "json"
     separator: str = ","
     repartition: bool = False
     input_value_format: str = "bytes"  # bytes: as they are; avro, protobuf, jsonschema: decoded to JSON
+    before: int | None = None  # ms; stream-stream, instead of within: JoinWindows.before / after
+    after: int | None = None
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
@@ -52,11 +54,17 @@ class Join:
         if self.how not in HOWS or (self.kind == "stream-table" and self.how == "outer"):
             raise UsageError("--how is inner or left for stream-table joins"
                              if self.kind == "stream-table" else f"--how must be one of {', '.join(HOWS)}")
-        if self.kind == "stream-stream" and self.within is None:
+        asymmetric = self.before is not None or self.after is not None
+        if self.kind != "stream-stream" and (self.within is not None or asymmetric or self.grace):
+            raise UsageError("--within, --before, --after and --grace are for stream-stream joins")
+        if self.kind == "stream-stream" and self.within is not None and asymmetric:
+            raise UsageError("give --within, or --before and --after, not both")
+        if self.kind == "stream-stream" and asymmetric and (self.before is None or self.after is None):
+            raise UsageError("--before and --after go together (0ms for none): how much earlier and how much "
+                             "later the right record's timestamp may be than the left one's")
+        if self.kind == "stream-stream" and self.within is None and not asymmetric:
             raise UsageError("a stream-stream join needs --within DURATION (how far apart the two "
-                             "records' timestamps may be)")
-        if self.kind != "stream-stream" and (self.within is not None or self.grace):
-            raise UsageError("--within and --grace are for stream-stream joins")
+                             "records' timestamps may be), or --before and --after")
         if self.joiner not in JOINERS:
             raise UsageError(f"--joiner must be one of {', '.join(JOINERS)}")
         if self.left_topic == self.right_topic:
@@ -76,13 +84,20 @@ class Join:
         return {"kind": self.kind, "how": self.how, "within": self.within, "grace": self.grace,
                 "joiner": self.joiner, "separator": self.separator, "repartition": self.repartition,
                 "left_topic": self.left_topic, "right_topic": self.right_topic,
-                # only when set: apps made before it have no such parameter
-                **({"input_value_format": self.input_value_format} if self.input_value_format != "bytes" else {})}
+                # only when set: apps made before them have no such parameters
+                **({"input_value_format": self.input_value_format} if self.input_value_format != "bytes" else {}),
+                **({"before": self.before, "after": self.after} if self.before is not None else {})}
+
+    def window(self) -> tuple[int, int]:
+        """A stream-stream join's (before, after) in ms."""
+        if self.before is not None and self.after is not None:
+            return self.before, self.after
+        return cast(int, self.within), cast(int, self.within)  # checked in __post_init__
 
     def processor(self):
         joiner = make_joiner(self.joiner, self.separator)
         if self.kind == "stream-stream":
-            return StreamStreamJoin(self.how, cast(int, self.within), self.grace, joiner)  # checked in __post_init__
+            return StreamStreamJoin(self.how, *self.window(), self.grace, joiner)
         if self.kind == "stream-table":
             return StreamTableJoin(self.how, joiner)
         return TableTableJoin(self.how, joiner)
@@ -100,9 +115,9 @@ class Join:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
 
     def check_run(self, partitions: dict[str, int]) -> None:
-        if self.kind == "stream-stream" and self.within == 0 and self.grace == 0:
-            raise UsageError("--within 0 needs a --grace of at least 1ms: with both 0 the join "
-                             "stores would hold nothing (retention = 2 x within + grace)")
+        if self.kind == "stream-stream" and sum(self.window()) == 0 and self.grace == 0:
+            raise UsageError("a join window of 0 (--within 0, or --before 0 --after 0) needs a --grace of at "
+                             "least 1ms: the join stores would hold nothing (retention = before + after + grace)")
         left, right = partitions[self.left_topic], partitions[self.right_topic]
         if left != right and not self.repartition:
             raise UsageError(
@@ -151,12 +166,24 @@ class Join:
             {"name": "KSTREAM-MERGE", "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
              "spark": (f"transformWithState per task: {self.kind} {self.how} join"
                        + (f" within {self.within}ms, grace {self.grace}ms" if self.within is not None else "")
+                       + (f" {self.before}ms before to {self.after}ms after, grace {self.grace}ms"
+                          if self.before is not None else "")
                        + ("; re-grouped by key" if self.repartition else ""))},
             {"name": "KSTREAM-SINK", "type": "sink", "topic": self.output_topic},
         ]
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
                 "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
                             "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
+
+
+def _describe_window(values: dict[str, Any]) -> dict[str, Any]:
+    """`topology describe`'s stand-in for a stream-stream join's window (a run setting): 0,
+    unless --within or --before and --after are given."""
+    if values.get("kind", "stream-stream") != "stream-stream":
+        return {"within": None, "before": None, "after": None}
+    if values.get("before") is not None or values.get("after") is not None:
+        return {}
+    return {"within": values.get("within") or 0}
 
 
 TYPE = TopologyType(
@@ -169,6 +196,11 @@ TYPE = TopologyType(
      Setting("how", "--how", default="inner", choices=HOWS, describe_help="join."),
      Setting("within", "--within", "stream-stream: how far apart two records' timestamps may be.",
              kind=DURATION, metavar="DURATION"),
+     Setting("before", "--before", "stream-stream, with --after instead of --within: how much earlier the "
+             "right record's timestamp may be than the left one's (JoinWindows.before).",
+             kind=DURATION, metavar="DURATION"),
+     Setting("after", "--after", "stream-stream, with --before: how much later the right record's timestamp "
+             "may be than the left one's (JoinWindows.after).", kind=DURATION, metavar="DURATION"),
      Setting("grace", "--grace", "stream-stream: how long after the window records are still accepted.",
              default="0ms", kind=DURATION, metavar="DURATION"),
      Setting("joiner", "--joiner", 'json: {"left": ..., "right": ...}; concat: left + separator + right.',
@@ -184,10 +216,11 @@ TYPE = TopologyType(
     topics_of=lambda manifest: {"output_topic": manifest.output_topics[0]},  # sides: in its parameters
     describe_topics=lambda input_topic, output_topic: {
         "left_topic": input_topic, "right_topic": "<right>", "output_topic": output_topic},
-    # the windows' size is a run setting
-    describe_extra=lambda values: {"within": 0 if values.get("kind", "stream-stream") == "stream-stream" else None},
+    describe_extra=lambda values: _describe_window(values),
     examples=("kstool run join --left orders --right payments --output paid --kind stream-stream "
               "--within 5m --once",
+              "kstool run join --left orders --right shipments --output shipped --kind stream-stream "
+              "--before 0ms --after 2d --how left --once",
               "kstool run join --left clicks --right users --output enriched --kind stream-table --how left"),
     shapes=(("--kind", "stream-stream"), ("--kind", "stream-table"), ("--kind", "table-table")),
 )

@@ -79,7 +79,7 @@ def test_key_index_keeps_each_keys_store_keys_across_batches():
 @pytest.mark.parametrize("make", [
     lambda: WindowedAggregate(WindowSpec.parse("hopping:10ms,5ms"), "count", 2, "final"),
     lambda: SessionAggregate(WindowSpec.parse("session:5ms"), "count", 1, "update"),
-    lambda: StreamStreamJoin("outer", 4, 1, make_joiner("concat")),
+    lambda: StreamStreamJoin("outer", 4, 4, 1, make_joiner("concat")),
 ])
 def test_stores_without_their_index_are_indexed_once_and_give_the_same_results(make):
     """A checkpoint written before kstool kept indexes (or a restored store) has no index entries: the first

@@ -153,23 +153,29 @@ sides = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a"
 
 
 @settings(max_examples=300, deadline=None)
-@given(sides, st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]), batch_sizes,
-       index_buckets)
-def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how, batch, bucket):
+@given(sides, st.integers(0, 6), st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]),
+       batch_sizes, index_buckets)
+def test_stream_stream_join_matches_the_oracle(inputs, before, after, grace, how, batch, bucket):
     """KStreamKStreamJoin#process (apache/kafka trunk, KStreamKStreamJoin.java lines 115-165),
-    brute force, in processing order: no record is dropped for lateness; it joins every record
-    of the other side with its key within `within` that the other side's store still holds
-    (timestamp >= that side's newest - retention + 1, retention = 2 * within + grace); a record
-    past its own side's retention is not stored and counts as late; unmatched records of the
-    outer side(s) get their null result at once when t + within < stream time, else when a
-    record at stream time sees t + within + grace < stream time."""
-    if within == 0 and grace == 0:
+    brute force, in processing order, JoinWindows of `before` and `after` (equal: `--within`):
+    no record is dropped for lateness; a left record at t joins every right record with its key
+    from t - before to t + after (a right record: left ones from t - after to t + before;
+    KStreamKStreamJoinLeftSide / RightSide swap them) that the other side's store still holds
+    (timestamp >= that side's newest - retention + 1, retention = before + after + grace); a
+    record past its own side's retention is not stored and counts as late; unmatched records
+    of the outer side(s) get their null result at once when t + (after for a left record, before
+    for a right one) < stream time, else when a record at stream time sees t + lookback + grace
+    < stream time (lookback: after for a left record, before for a right one;
+    KStreamKStreamJoin#getOuterJoinLookBackTimeMs)."""
+    if before + after == 0 and grace == 0:
         grace = 1  # refused by the topology: the stores would hold nothing
     recs = [Record(k, f"{'LR'[s]}{i}".encode(), ts, s, offset=i) for i, (s, k, ts) in enumerate(inputs)]
     # batches cut from the processing order (each batch's own order is then the same)
-    out, _ = _run(StreamStreamJoin(how, within, grace, make_joiner("concat"), bucket), list(processing_order(recs)),
-                  batch)
-    retention = 2 * within + grace
+    out, _ = _run(StreamStreamJoin(how, before, after, grace, make_joiner("concat"), bucket),
+                  list(processing_order(recs)), batch)
+    retention = before + after + grace
+    probe = {LEFT: (before, after), RIGHT: (after, before)}  # (earlier, later) partners of a side's record
+    lookback = {LEFT: after, RIGHT: before}
     outer_sides = {"inner": (), "left": (LEFT,), "outer": (LEFT, RIGHT)}[how]
     stored, waiting, expected, late = [], [], [], 0
     stream_time, observed, seq = -1, {LEFT: -1, RIGHT: -1}, 0
@@ -180,7 +186,7 @@ def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how, batch
     for r in processing_order(recs):
         stream_time = max(stream_time, r.timestamp)
         if r.timestamp == stream_time:
-            closed = [w for w in waiting if w[0].timestamp + within + grace < stream_time]
+            closed = [w for w in waiting if w[0].timestamp + lookback[w[0].side] + grace < stream_time]
             for w, _ in sorted(closed, key=lambda w: (w[0].timestamp, w[0].side == LEFT, w[0].key, w[1])):
                 expected.append((null_result(w), w.timestamp))
             waiting = [w for w in waiting if w not in closed]
@@ -190,15 +196,16 @@ def test_stream_stream_join_matches_the_oracle(inputs, within, grace, how, batch
         else:
             seq += 1
             stored.append((r, seq))
+        earlier, later = probe[r.side]
         partners = [o for o, _ in stored if o.side != r.side and o.key == r.key
                     and o.timestamp >= observed[o.side] - retention + 1
-                    and abs(o.timestamp - r.timestamp) <= within]
+                    and r.timestamp - earlier <= o.timestamp <= r.timestamp + later]
         for o in sorted(partners, key=lambda o: o.timestamp):  # stable: insertion order at equal times
             left, right = (r, o) if r.side == LEFT else (o, r)
             expected.append((left.value + b"," + right.value, max(r.timestamp, o.timestamp)))
             waiting = [w for w in waiting if w[0] is not o]
         if r.side in outer_sides and not partners:
-            if r.timestamp + within < stream_time:
+            if r.timestamp + later < stream_time:
                 expected.append((null_result(r), r.timestamp))
             else:
                 waiting.append((r, seq))
@@ -221,7 +228,7 @@ def test_key_less_record_on_an_outer_side_gets_its_null_result_at_once():
     # forwards joiner(value, null); on an inner side a key-less record is skipped
     for how, side, expected in (("left", LEFT, [b"L,null"]), ("left", RIGHT, []),
                                 ("outer", RIGHT, [b"null,R"]), ("inner", LEFT, [])):
-        out, state = _run(StreamStreamJoin(how, 10, 0, make_joiner("concat")),
+        out, state = _run(StreamStreamJoin(how, 10, 10, 0, make_joiner("concat")),
                           [Record(None, b"LR"[side:side + 1], 5, side)], 1)
         assert [e.value for e in out if e.role == OUTPUT] == expected, (how, side)
         assert all(not entries for entries in state.stores.values())

@@ -136,6 +136,21 @@ def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
                       "--how", "outer")
     assert outer_table.exit_code == 2 and "inner or left" in outer_table.stderr
     assert len(outer_table.stderr.strip().splitlines()) == 1
+    stream_stream = ("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-stream")
+    for topic in (topic_name + "-l", topic_name + "-r"):
+        create_topic(kafka, topic, 1)
+    zero = ("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--output", "z",
+            "--kind", "stream-stream", "--app-id", topic_name)
+    for args, message in (((*stream_stream, "--within", "5s", "--after", "1s"),
+                           "--within, or --before and --after, not both"),
+                          ((*stream_stream, "--after", "1s"), "--before and --after go together"),
+                          ((*zero, "--before", "0ms", "--after", "0ms"), "needs a --grace of at least 1ms")):
+        refused = cli(*args)
+        assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    table_window = cli("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-table",
+                       "--before", "1s", "--after", "1s")
+    assert table_window.exit_code == 2 and "are for stream-stream joins" in table_window.stderr
 
 
 def test_topology_describe_covers_joins_and_windowed_aggregates():

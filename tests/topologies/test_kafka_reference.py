@@ -160,13 +160,15 @@ def test_session_late_records_with_nonzero_grace(kafka, spark, topic_name):
 
 # -- stream-stream joins ------------------------------------------------------------------------
 
-def join(kafka, topic_name, left, right, how: str, within: str, grace: str, *options: str):
+def join(kafka, topic_name, left, right, how: str, within: str | None, grace: str, *options: str):
+    """`within` None: the window is in `options` (--before, --after)."""
     for side, records in (("-l", left), ("-r", right)):
         create_topic(kafka, topic_name + side, 1)
         pipe(kafka, topic_name + side, records)
+    window = ("--within", within) if within is not None else ()
     result = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r",
                  "--output", topic_name + "-out", "--app-id", topic_name + "-app", "--once",
-                 "--kind", "stream-stream", "--how", how, "--within", within, "--grace", grace,
+                 "--kind", "stream-stream", "--how", how, *window, "--grace", grace,
                  "--joiner", "concat", "--separator", "+", "--late-topic", topic_name + "-late", *options)
     assert result.exit_code == 0, result.stderr
     # MockValueJoiner.TOSTRING_JOINER: value1 + "+" + value2, keys as Integer.toString
@@ -195,6 +197,22 @@ def test_inner_join_at_timestamp_zero(kafka, spark, topic_name, guarantee):
     group = json.loads(cli("groups", "describe", topic_name + "-app", "-o", "json").stdout)
     assert {p["topic"]: p["committed"] for p in group["partitions"]} == {
         topic_name + "-l": len(left), topic_name + "-r": len(right)}
+
+
+def test_asymmetric_window_after_only(kafka, spark, topic_name):
+    """KStreamKStreamJoinTest#testAsymmetricWindowingAfter (KStreamKStreamJoinTest.java:1369),
+    ofTimeDifferenceWithNoGrace(0).after(100) as `--before 0ms --after 100ms`: one run over all
+    the steps gives the union of their results (each step, record by record, in
+    tests/streams/test_kafka_join_windows.py): A<k>@1000+k joins right records from its time
+    to 100 ms later."""
+    keys = (0, 1, 2, 3)
+    left = [(k, f"A{k}", 1000 + k) for k in keys]
+    rounds = [("a", 999), ("b", 1000), ("c", 1001), ("d", 1002), ("e", 1003),
+              ("f", 1100), ("g", 1101), ("h", 1102), ("i", 1103), ("j", 1104)]
+    right = [(k, f"{prefix}{k}", ts) for prefix, ts in rounds for k in keys]
+    expected = [(k, f"A{k}+{prefix}{k}", ts) for prefix, ts in rounds for k in keys if 0 <= ts - (1000 + k) <= 100]
+    got = join(kafka, topic_name, left, right, "inner", None, "0ms", "--before", "0ms", "--after", "100ms")
+    assert sorted(got) == sorted(expected) and len(expected) == 20
 
 
 def test_left_join_grace_period(kafka, spark, topic_name):

@@ -110,7 +110,7 @@ def _windowed_state_of(processor, records: list[Record]) -> dict[str, dict[bytes
     (WindowedAggregate(WindowSpec.parse("tumbling:1m"), "count", 0, "update"), LEFT),
     (WindowedAggregate(WindowSpec.parse("hopping:1m,10s"), "count", 0, "final"), LEFT),
     (SessionAggregate(WindowSpec.parse("session:10m"), "count", 0, "update"), LEFT),
-    (StreamStreamJoin("outer", 300_000, 0, make_joiner("concat", "+")), RIGHT),
+    (StreamStreamJoin("outer", 300_000, 300_000, 0, make_joiner("concat", "+")), RIGHT),
 ])
 def test_a_small_batch_does_not_read_the_windows_or_join_records_it_does_not_touch(processor, side):
     """Window ends, sessions and join records are found through the index store: 10,000 keys'
