@@ -20,9 +20,9 @@ java: install
 run: java
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
-# two workers, each with its own broker, Spark session and kstool home: the Spark tests leave
-# about half the CPU idle (waiting on JVM starts, triggers and the broker)
-TEST_WORKERS ?= 2
+# three workers, each with its own broker, Spark session and kstool home: the Spark tests wait
+# (JVM starts, triggers, the broker), and with two a busy 2-core machine still had 16% idle
+TEST_WORKERS ?= 3
 
 test: java
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -78,15 +78,25 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
 INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker", "jvm_archive"}
 
 
+# the longest modules (~10 and ~7 minutes on a busy 2-core machine): each starts at once on a
+# worker of its own, and the short ones fill in around them
+LONGEST_MODULES = ("tests/engine/test_cluster.py", "tests/engine/test_killed_runs.py")
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Tests that need the broker, Spark or a broker of their own are the integration tier;
     `make test-fast` runs the rest (no JVM, no broker). The tests of `tests/engine/` (JVMs of
-    their own: kills, outages, clusters, engines) take half the suite's time: they run first, so
-    that `make test`'s two workers (xdist, a module each at a time) share the end of the run."""
+    their own: kills, outages, clusters, engines) take half the suite's time: they run first,
+    the longest first, so that `make test`'s workers (xdist, a module each at a time) share the
+    end of the run."""
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/engine/"))
+
+    def start_order(item) -> tuple[bool, bool]:
+        module = item.nodeid.split("::")[0]
+        return module not in LONGEST_MODULES, not module.startswith("tests/engine/")
+    items.sort(key=start_order)
 
 
 @pytest.fixture(scope="session")
