@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -27,8 +25,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.load import create_topic
-from bench.measure import children, cold_env, tree_rss_bytes
+from bench.measure import cold_env, tree_rss_bytes
 from kstool.kafka.partitioner import partition_for
+from tests.faults import kill_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
@@ -63,20 +62,6 @@ def _feed(bootstrap: str, topic: str, rate: int, stop: threading.Event, sent: li
         n += 1
     tail.flush(60)
     sent.append(n)
-
-
-def _kill_tree(proc: subprocess.Popen) -> None:
-    pids, stack = [proc.pid], [proc.pid]
-    while stack:
-        found = children(stack.pop())
-        pids += found
-        stack += found
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait(30)
 
 
 def _read(bootstrap: str, topic: str) -> list:
@@ -122,7 +107,7 @@ def soak(env: dict, bootstrap: str, app: str, minutes: float, rate: int, kill_ev
         time.sleep(max(run_ends - time.monotonic(), 0))
         if proc.poll() is not None:
             raise RuntimeError(f"{app}: the run ended by itself (exit {proc.returncode})")
-        _kill_tree(proc)
+        kill_tree(proc)
         kills += 1
     stop.set()
     feeder.join()

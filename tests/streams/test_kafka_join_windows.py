@@ -31,51 +31,38 @@ def _round(side: int, prefix: str, ts: int, keys=KEYS) -> list[tuple]:
     return [(side, k, f"{prefix}{k}", ts) for k in keys]
 
 
-def _joins(pairs: str, keys, ts) -> list[tuple]:
-    """(k, "A<k>+<right><k>", ts(k)) for each key."""
-    return [(k, f"A{k}+{pairs}{k}", ts(k)) for k in keys]
+def _joins(prefix: str, keys, ts) -> list[tuple]:
+    """(k, "A<k>+<prefix><k>", ts(k)) for each key."""
+    return [(k, f"A{k}+{prefix}{k}", ts(k)) for k in keys]
 
 
-# the left side of both inner tests: A0..A3 at 1000..1003
+# the left side of the inner tests: A0..A3 at 1000..1003
 LEFT_A = [(LEFT, k, f"A{k}", 1000 + k) for k in KEYS]
+
+
+def _inner_steps(rounds: list[tuple[str, int, list[int]]]) -> list[tuple[list[tuple], list[tuple]]]:
+    """LEFT_A, then per (prefix, time, keys joined) a round of right records <prefix><k> at
+    that time, joining A<k> of the keys listed (at the later of the two times)."""
+    return [(LEFT_A, [])] + [(_round(RIGHT, prefix, ts), _joins(prefix, keys, lambda k, ts=ts: max(ts, 1000 + k)))
+                             for prefix, ts, keys in rounds]
 
 
 def test_inner_join_window_after_only():
     """KStreamKStreamJoinTest#testAsymmetricWindowingAfter (KStreamKStreamJoinTest.java:1369):
     ofTimeDifferenceWithNoGrace(0).after(100): A<k>@1000+k joins right records from its time to
     100 ms later."""
-    _replay("inner", 0, 100, [
-        (LEFT_A, []),
-        (_round(RIGHT, "a", 999), []),
-        (_round(RIGHT, "b", 1000), _joins("b", [0], lambda k: 1000)),
-        (_round(RIGHT, "c", 1001), _joins("c", [0, 1], lambda k: 1001)),
-        (_round(RIGHT, "d", 1002), _joins("d", [0, 1, 2], lambda k: 1002)),
-        (_round(RIGHT, "e", 1003), _joins("e", KEYS, lambda k: 1003)),
-        (_round(RIGHT, "f", 1100), _joins("f", KEYS, lambda k: 1100)),
-        (_round(RIGHT, "g", 1101), _joins("g", [1, 2, 3], lambda k: 1101)),
-        (_round(RIGHT, "h", 1102), _joins("h", [2, 3], lambda k: 1102)),
-        (_round(RIGHT, "i", 1103), _joins("i", [3], lambda k: 1103)),
-        (_round(RIGHT, "j", 1104), []),
-    ])
+    _replay("inner", 0, 100, _inner_steps([
+        ("a", 999, []), ("b", 1000, [0]), ("c", 1001, [0, 1]), ("d", 1002, [0, 1, 2]), ("e", 1003, [*KEYS]),
+        ("f", 1100, [*KEYS]), ("g", 1101, [1, 2, 3]), ("h", 1102, [2, 3]), ("i", 1103, [3]), ("j", 1104, [])]))
 
 
 def test_inner_join_window_before_only():
     """KStreamKStreamJoinTest#testAsymmetricWindowingBefore (KStreamKStreamJoinTest.java:1637):
     ofTimeDifferenceWithNoGrace(0).before(100): A<k>@1000+k joins right records from 100 ms
     earlier to its time; a join's timestamp is the later of the two."""
-    _replay("inner", 100, 0, [
-        (LEFT_A, []),
-        (_round(RIGHT, "a", 899), []),
-        (_round(RIGHT, "b", 900), _joins("b", [0], lambda k: 1000 + k)),
-        (_round(RIGHT, "c", 901), _joins("c", [0, 1], lambda k: 1000 + k)),
-        (_round(RIGHT, "d", 902), _joins("d", [0, 1, 2], lambda k: 1000 + k)),
-        (_round(RIGHT, "e", 903), _joins("e", KEYS, lambda k: 1000 + k)),
-        (_round(RIGHT, "f", 1000), _joins("f", KEYS, lambda k: 1000 + k)),
-        (_round(RIGHT, "g", 1001), _joins("g", [1, 2, 3], lambda k: 1000 + k)),
-        (_round(RIGHT, "h", 1002), _joins("h", [2, 3], lambda k: 1000 + k)),
-        (_round(RIGHT, "i", 1003), _joins("i", [3], lambda k: 1000 + k)),
-        (_round(RIGHT, "j", 1004), []),
-    ])
+    _replay("inner", 100, 0, _inner_steps([
+        ("a", 899, []), ("b", 900, [0]), ("c", 901, [0, 1]), ("d", 902, [0, 1, 2]), ("e", 903, [*KEYS]),
+        ("f", 1000, [*KEYS]), ("g", 1001, [1, 2, 3]), ("h", 1002, [2, 3]), ("i", 1003, [3]), ("j", 1004, [])]))
 
 
 def test_left_join_with_zero_after_emits_a_left_record_as_soon_as_stream_time_passes_it():
