@@ -78,7 +78,7 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
 INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker", "jvm_archive"}
 
 
-# the longest modules (~10 and ~7 minutes on a busy 2-core machine): each starts at once on a
+# the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
 # worker of its own, and the short ones fill in around them
 LONGEST_MODULES = ("tests/engine/test_cluster.py", "tests/engine/test_killed_runs.py")
 

@@ -198,7 +198,7 @@ RECORDS = 24_002  # 6 batches of --max-records-per-batch 4000: long enough to be
 @pytest.mark.parametrize("guarantee", GUARANTEES)
 def test_a_windowed_run_loses_nothing_with_its_driver_then_a_worker_killed_inside_a_batch(
         kafka, spark_cluster, topic_name, tmp_path, guarantee):
-    """The driver is SIGKILLed while a batch runs on both workers; the rerun runs that batch
+    """The driver is SIGKILLed while a batch's tasks run, both workers up; the rerun runs that batch
     again from the shared checkpoint, and loses a worker inside a later batch, whose tasks are
     retried on the other worker. Every window update of every batch is in the output and in the
     changelog; at least once, the only repeats are the two interrupted batches'; exactly once,
