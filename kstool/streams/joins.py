@@ -100,6 +100,12 @@ class StreamStreamJoin(RecordByRecord):
         """How long an unmatched record of `side` waits for a partner (getOuterJoinLookBackTimeMs)."""
         return self.after if side == LEFT else self.before
 
+    def _waiting_time(self, ts: int, side: int) -> int:
+        """A waiting record's time in the unmatched index: when it closes, less the shorter
+        lookback (so that one take finds the closed records of both sides; with --within, the
+        record's own time)."""
+        return ts + self._lookback(side) - min(self.before, self.after)
+
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         keys = {r.key for r in records if r.key is not None}
         return {self.indexes[0]: {*EXPIRIES, UNMATCHED} | {prefix + key for key in keys for prefix in BY_KEY}}
@@ -136,7 +142,7 @@ class StreamStreamJoin(RecordByRecord):
                 # (a late record is never waiting: its window closed long before stream time)
                 waiting = _unmatched_key(side, record.key, ts, cast(bytes, this_key)[-4:])
                 state.put("join-unmatched", waiting, StoreValue(record.value, ts))
-                unmatched.add(ts, waiting)
+                unmatched.add(self._waiting_time(ts, side), waiting)
 
     def _store(self, record: Record, state: TaskState, by_key: tuple[KeyIndex, KeyIndex],
                expiries: tuple[TimeIndex, TimeIndex]) -> bytes | None:
@@ -188,19 +194,16 @@ class StreamStreamJoin(RecordByRecord):
                         found.by_key[side].add(key, store_key)
                         found.expiries[side].add(ts, store_key)
                 for store_key in state.stores["join-unmatched"]:
-                    found.unmatched.add(_split_unmatched_key(store_key)[0], store_key)
+                    ts, side, _ = _split_unmatched_key(store_key)
+                    found.unmatched.add(self._waiting_time(ts, side), store_key)
             state.index["join"] = found
         return cast(_JoinIndexes, found)
 
     def _emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
         order: time, then right before left, then key."""
-        waited = []
-        for ts, store_key in unmatched.take(stream_time - min(self.before, self.after) - self.grace):
-            if ts + self._lookback(_split_unmatched_key(store_key)[1]) + self.grace < stream_time:
-                waited.append((ts, store_key))
-            else:  # the other side's lookback is shorter: this one still waits
-                unmatched.add(ts, store_key)
+        # the store keys' order is time, side, key
+        waited = sorted(unmatched.take(stream_time - min(self.before, self.after) - self.grace), key=lambda e: e[1])
         if waited:
             state.prefetch("join-unmatched", (store_key for _, store_key in waited))
         for _, store_key in waited:
