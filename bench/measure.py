@@ -7,26 +7,17 @@ import tempfile
 import threading
 import time
 
-
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
+from tests.faults import descendants
 
 
 def tree_rss_bytes(pid: int) -> int:
-    total, stack = 0, [pid]
-    page = os.sysconf("SC_PAGE_SIZE")
-    while stack:
-        current = stack.pop()
+    total, page = 0, os.sysconf("SC_PAGE_SIZE")
+    for current in (pid, *descendants(pid)):
         try:
             with open(f"/proc/{current}/statm") as f:
                 total += int(f.read().split()[1]) * page
         except OSError:
             continue
-        stack.extend(children(current))
     return total
 
 

@@ -41,7 +41,8 @@ def in_batches(records, ranges) -> list:
     return [[m for m in records if read_by(batch, m)] for batch in ranges]
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc."""
     found, stack = [], [pid]
     while stack:
         current = stack.pop()
@@ -57,7 +58,7 @@ def _descendants(pid: int) -> list[int]:
 
 def kill_tree(proc: subprocess.Popen) -> None:
     """SIGKILL the driver and everything it started (the JVM runs in its own session)."""
-    victims = [proc.pid, *_descendants(proc.pid)]
+    victims = [proc.pid, *descendants(proc.pid)]
     for pid in victims:
         try:
             os.kill(pid, signal.SIGKILL)
