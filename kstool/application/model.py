@@ -93,6 +93,9 @@ class StoreSpec:
     spark_state_var: str = ""
     retention_ms: int | None = None  # window and session stores
     window_size_ms: int | None = None  # window stores: their keys hold only the start
+    # versioned key-value stores: how long they keep older versions; their changelog is their
+    # history (a restore replays it whole) and compaction waits that long plus a day
+    history_ms: int | None = None
 
 
 @dataclass

@@ -66,6 +66,8 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
         configs = {"cleanup.policy": "compact" if store.kind == "key-value" else "compact,delete"}
         if store.retention_ms is not None:  # Kafka Streams: the store's retention + 1 day
             configs["retention.ms"] = str(store.retention_ms + DAY_MS)
+        if store.history_ms is not None:  # Kafka Streams' VersionedChangelogTopicConfig
+            configs["min.compaction.lag.ms"] = str(store.history_ms + DAY_MS)
         ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions, configs=configs))
     if on_error.kind == "dlq":
         ensure_topic(clients, CreateTopicOptions(cast(str, on_error.dlq_topic), partitions))

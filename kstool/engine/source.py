@@ -58,6 +58,7 @@ GATE_FILE_OPTION = "gate_file"
 COMBINER_OPTION = "combiner"
 # Changelog topics whose compacted views a restore puts back in the stores (comma-separated)
 SEED_TOPICS_OPTION = "seed_topics"
+HISTORY_TOPICS_OPTION = "history_topics"  # of the seed topics: read whole (versioned stores' changelogs)
 ARROW_BATCH_ROWS = 65_536
 # A range's records are known to be there: a longer fetch wait costs nothing where the broker
 # returns them at once, and lets one that gathers many small batches slowly return them (the
@@ -284,12 +285,14 @@ class ChangelogReader(DataSourceReader):
     def __init__(self, options):
         self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
         self.topics = [t for t in options[SEED_TOPICS_OPTION].split(",") if t]
+        self.history = {t for t in options.get(HISTORY_TOPICS_OPTION, "").split(",") if t}
 
     def partitions(self):
         return changelog_ranges(KafkaClients(self.config), self.topics)
 
     def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
-        yield from compacted(read_range(self.config, partition))
+        batches = read_range(self.config, partition)
+        yield from (keyed(batches) if partition.topic in self.history else compacted(batches))
 
 
 def changelog_ranges(clients: KafkaClients, topics: list[str]) -> list[OffsetRange]:
@@ -482,6 +485,13 @@ def compacted(batches) -> Iterator[pa.RecordBatch]:
     table = pa.Table.from_batches(list(batches), schema=ARROW_SCHEMA)
     table = table.take(pa.array(kept_by_compaction(table.column("key").to_pylist()), pa.int64()))
     yield from table.filter(pc.and_(table.column("key").is_valid(), table.column("value").is_valid())).to_batches()
+
+
+def keyed(batches) -> Iterator[pa.RecordBatch]:
+    """A versioned store's changelog partition: every record with a key, tombstones too (its
+    history, put again in order)."""
+    for batch in batches:
+        yield batch.filter(batch.column("key").is_valid())
 
 
 def _position(consumer, rng: OffsetRange) -> int:

@@ -166,6 +166,8 @@ def _unsharded(blobs: list, partitions: list) -> tuple[list, list, list]:
     keys, values, parts = [], [], []
     for blob, partition in zip(blobs, partitions):
         for key, value in _pairs(blob):
+            if value is None:  # a versioned table's key whose latest version is a tombstone
+                continue
             keys.append(key)
             values.append(value)
             parts.append(partition)

@@ -163,6 +163,15 @@ class Restorable(Protocol):
         ...
 
 
+class Replayable(Protocol):
+    """A processor with history stores (versioned tables): a restore puts each of their changelog
+    records again, in changelog order, instead of the compacted view's last one per key."""
+
+    history_stores: tuple[str, ...]
+
+    def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None: ...
+
+
 class RecordByRecord:
     """A processor whose semantics need each record on its own (sessions merge per record, joins
     probe stores the previous record changed)."""

@@ -18,12 +18,15 @@ from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, SinkTarget
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT
+from kstool.streams.versioned import BUFFER, TABLE, VersionedStreamTableJoin
 from kstool.topologies import events
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
-                "join-left-table": "key-value", "join-right-table": "key-value"}
+                "join-left-table": "key-value", "join-right-table": "key-value", BUFFER: "key-value"}
+# stores whose keys are bytes (time ‖ side or key ‖ ...)
+_BINARY_KEYS = ("join-unmatched", BUFFER)
 
 
 INPUT_FORMATS = ("bytes", *SCHEMA_FORMATS)
@@ -44,6 +47,7 @@ class Join:
     input_value_format: str = "bytes"  # bytes: as they are; avro, protobuf, jsonschema: decoded to JSON
     before: int | None = None  # ms; stream-stream, instead of within: JoinWindows.before / after
     after: int | None = None
+    table_history: int | None = None  # ms; stream-table: a versioned table keeping versions this long
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
@@ -55,8 +59,18 @@ class Join:
             raise UsageError("--how is inner or left for stream-table joins"
                              if self.kind == "stream-table" else f"--how must be one of {', '.join(HOWS)}")
         asymmetric = self.before is not None or self.after is not None
-        if self.kind != "stream-stream" and (self.within is not None or asymmetric or self.grace):
-            raise UsageError("--within, --before, --after and --grace are for stream-stream joins")
+        if self.kind != "stream-stream" and (self.within is not None or asymmetric):
+            raise UsageError("--within, --before and --after are for stream-stream joins")
+        if self.table_history is not None and self.kind != "stream-table":
+            raise UsageError("--table-history is for stream-table joins")
+        if self.kind == "table-table" and self.grace:
+            raise UsageError("--grace is for stream-stream joins and versioned stream-table joins")
+        if self.kind == "stream-table" and self.grace and self.table_history is None:
+            raise UsageError("--grace on a stream-table join needs a versioned table: give --table-history "
+                             "DURATION (Kafka Streams: the KTable must be versioned to use a grace period)")
+        if self.table_history is not None and self.grace > self.table_history:
+            raise UsageError("--table-history must be at least --grace: a record waiting that long must still "
+                             "find the table's versions of its time")
         if self.kind == "stream-stream" and self.within is not None and asymmetric:
             raise UsageError("give --within, or --before and --after, not both")
         if self.kind == "stream-stream" and asymmetric and (self.before is None or self.after is None):
@@ -86,7 +100,8 @@ class Join:
                 "left_topic": self.left_topic, "right_topic": self.right_topic,
                 # only when set: apps made before them have no such parameters
                 **({"input_value_format": self.input_value_format} if self.input_value_format != "bytes" else {}),
-                **({"before": self.before, "after": self.after} if self.before is not None else {})}
+                **({"before": self.before, "after": self.after} if self.before is not None else {}),
+                **({"table_history": self.table_history} if self.table_history is not None else {})}
 
     def window(self) -> tuple[int, int]:
         """A stream-stream join's (before, after) in ms."""
@@ -98,17 +113,19 @@ class Join:
         joiner = make_joiner(self.joiner, self.separator)
         if self.kind == "stream-stream":
             return StreamStreamJoin(self.how, *self.window(), self.grace, joiner)
+        if self.kind == "stream-table" and self.table_history is not None:
+            return VersionedStreamTableJoin(self.how, self.table_history, self.grace, joiner)
         if self.kind == "stream-table":
             return StreamTableJoin(self.how, joiner)
         return TableTableJoin(self.how, joiner)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         retention = self.processor().retention if self.kind == "stream-stream" else None
-        # the unmatched store's keys are time ‖ side ‖ key ‖ seqnum: bytes
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
-                          "hex" if name == "join-unmatched" else "string", "string",
+                          "hex" if name in _BINARY_KEYS else "string", "string",
                           spark_state_var=name,
-                          retention_ms=retention if _STORE_KINDS[name] == "window" else None)
+                          retention_ms=retention if _STORE_KINDS[name] == "window" else None,
+                          history_ms=self.table_history if name == TABLE else None)
                 for name in self.processor().stores]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
@@ -168,6 +185,8 @@ class Join:
                        + (f" within {self.within}ms, grace {self.grace}ms" if self.within is not None else "")
                        + (f" {self.before}ms before to {self.after}ms after, grace {self.grace}ms"
                           if self.before is not None else "")
+                       + (f" against a versioned table (history {self.table_history}ms, grace {self.grace}ms)"
+                          if self.table_history is not None else "")
                        + ("; re-grouped by key" if self.repartition else ""))},
             {"name": "KSTREAM-SINK", "type": "sink", "topic": self.output_topic},
         ]
@@ -201,8 +220,12 @@ TYPE = TopologyType(
              kind=DURATION, metavar="DURATION"),
      Setting("after", "--after", "stream-stream, with --before: how much later the right record's timestamp "
              "may be than the left one's (JoinWindows.after).", kind=DURATION, metavar="DURATION"),
-     Setting("grace", "--grace", "stream-stream: how long after the window records are still accepted.",
+     Setting("grace", "--grace", "stream-stream: how long after the window records are still accepted; "
+             "stream-table with --table-history: how long stream records wait for late table updates.",
              default="0ms", kind=DURATION, metavar="DURATION"),
+     Setting("table_history", "--table-history", "stream-table: a versioned table keeping each key's versions "
+             "this long; a stream record joins the version valid at its timestamp, not the latest.",
+             kind=DURATION, metavar="DURATION"),
      Setting("joiner", "--joiner", 'json: {"left": ..., "right": ...}; concat: left + separator + right.',
              default="json", choices=JOINERS),
      Setting("separator", "--separator", "For --joiner concat.", default=","),
@@ -221,6 +244,7 @@ TYPE = TopologyType(
               "--within 5m --once",
               "kstool run join --left orders --right shipments --output shipped --kind stream-stream "
               "--before 0ms --after 2d --how left --once",
-              "kstool run join --left clicks --right users --output enriched --kind stream-table --how left"),
+              "kstool run join --left orders --right customers --output enriched --kind stream-table --how left "
+              "--table-history 7d --grace 1m --once"),
     shapes=(("--kind", "stream-stream"), ("--kind", "stream-table"), ("--kind", "table-table")),
 )

@@ -20,7 +20,7 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kstool.streams.task import NO_TIME, Processor, Record, Restorable, StoreValue, TaskState, run_task, task_stores
+from kstool.streams.task import NO_TIME, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
 from kstool.topologies.shards import Directory, ShardedStore
 
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
@@ -84,11 +84,20 @@ class TaskProcessor(StatefulProcessor):
         observed = initialState.groupby("store")["timestamp"].max().to_dict()
         directories = {name: Directory() for name in self.maps}
         stores = {name: ShardedStore(state, directories[name], False) for name, state in self.maps.items()}
-        entries = zip(*(initialState[c].tolist() for c in ("store", "key", "value", "timestamp")))
+        history = initialState["store"].isin(getattr(processor, "history_stores", ()))
+        entries = zip(*(initialState[~history][c].tolist() for c in ("store", "key", "value", "timestamp")))
         for store, store_key, value, ts in entries:
             restored = processor.restored(store, store_key, value, ts, int(observed[store]))
             if restored is not None:
                 stores[store][store_key] = restored
+        if history.any():  # versioned stores: their whole changelog, put again in its order
+            state = TaskState(cast(dict[str, MutableMapping[bytes, StoreValue]], stores), stream_time)
+            replayed = initialState[history].sort_values("offset", kind="stable")
+            for store, store_key, value, ts in zip(*(replayed[c].tolist() for c in ("store", "key", "value",
+                                                                                    "timestamp"))):
+                cast(Replayable, processor).replay(state, store, store_key, value, int(ts))
+            for index in state.index.values():
+                index.save()
         for sharded in stores.values():
             sharded.write_back()
         self._save_meta(stream_time, 0, directories)

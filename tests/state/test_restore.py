@@ -129,6 +129,33 @@ def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, 
     assert _output(kafka, out) == STREAM_TABLE_OUTPUT["left"]
 
 
+def test_a_versioned_stream_table_join_restored_keeps_the_table_history_and_the_waiting_records(
+        kafka, spark, topic_name):
+    """--table-history 1m --grace 10s. First run: T1 a@5, T2 a@25, then S1 a@30, which waits
+    (30 - 10 reaches nothing). Restored from the changelogs: the table's whole history (a
+    compacted view would keep T2 only) and the waiting S1. Second run: S2 a@12 is older than
+    30 - 10, so it joins at once, with the version of 12: T1; S3 a@45 releases S1 -> T2."""
+    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, left, 1)
+    create_topic(kafka, right, 1)
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
+           "--kind", "stream-table", "--how", "left", "--table-history", "1m", "--grace", "10s",
+           "--joiner", "concat", "--separator", "+")
+    produce_keyed(kafka, right, [("a", "T1", 5), ("a", "T2", 25)])
+    produce_keyed(kafka, left, [("a", "S1", 30)])
+    assert cli(*run).exit_code == 0
+    assert read_all(kafka, out) == []
+
+    plan = _lose_checkpoint_then_restore(app)
+    assert {c["topic"]: c["entries"] for c in plan["changelogs"]} == {
+        f"{app}-join-right-table-changelog": 2, f"{app}-join-stream-buffer-changelog": 1}
+    _restore(app)
+    produce_keyed(kafka, left, [("a", "S2", 12), ("a", "S3", 45)])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert _output(kafka, out) == [("a", "S2+T1", 12), ("a", "S1+T2", 30)]
+
+
 def test_a_stream_stream_join_restored_from_its_changelogs_goes_on_exactly(kafka, spark, topic_name):
     """The stream-stream script split in two runs (processing order is the same: each run's
     inputs are ordered by time across sides as in the one run). Across the restore: R1 stays

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter, defaultdict
+from typing import cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from kstool.contract import LATE, OUTPUT
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
+from kstool.streams.versioned import VersionedStreamTableJoin
 from kstool.streams.windows import WindowSpec
 
 records = st.lists(st.tuples(st.sampled_from([b"a", b"b"]), st.integers(0, 60)), max_size=40)
@@ -211,6 +213,63 @@ def test_stream_stream_join_matches_the_oracle(inputs, before, after, grace, how
                 waiting.append((r, seq))
     assert [(e.value, e.timestamp) for e in out if e.role == OUTPUT] == expected
     assert sum(e.role == LATE for e in out) == late
+
+
+table_records = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a", b"b"]), st.integers(0, 60),
+                                   st.booleans()), max_size=40)  # the bool: a table tombstone
+
+
+@settings(max_examples=300, deadline=None)
+@given(table_records, st.sampled_from([0, 3, 10, 100]), st.integers(0, 4), st.sampled_from(["inner", "left"]),
+       batch_sizes, index_buckets)
+def test_versioned_stream_table_join_matches_the_oracle(inputs, history, grace, how, batch, bucket):
+    """KStreamKTableJoinProcessor against a versioned table (apache/kafka trunk, brute force, in
+    processing order): the table keeps every put not older than its observed time - history
+    (RocksDBVersionedStore#put, RocksDBVersionedStore.java:134), a put at a time it has replaces
+    that version; a stream record joins get(key, its time): the newest version from at or
+    before it (a tombstone: none), but only the latest version, if it began by then, for a time
+    older than the table's observed time - history (RocksDBVersionedStore.java:207). With a
+    grace, a stream record not older than the buffer's newest - grace waits, and all records up
+    to newest - grace join in (time, key, arrival) order (RocksDBTimeOrderedKeyValueBuffer
+    #put / #evictWhile); an older one joins at once."""
+    grace = min(grace, history)  # refused by the topology otherwise
+    recs = [Record(k, None if side == RIGHT and tomb else f"{'LR'[side]}{i}".encode(), ts, side, offset=i)
+            for i, (side, k, ts, tomb) in enumerate(inputs)]
+    order = list(processing_order(recs))
+    out, _ = _run(VersionedStreamTableJoin(how, history, grace, make_joiner("concat"), bucket), order, batch)
+    versions: dict[bytes, dict[int, bytes | None]] = defaultdict(dict)
+    table_time, buffer, buffer_time, expected = -1, [], -1, []
+
+    def get(key: bytes, t: int) -> bytes | None:
+        held = versions[key]
+        if not held:
+            return None
+        if t < table_time - history:
+            return held[max(held)] if max(held) <= t else None
+        earlier = [v for v in held if v <= t]
+        return held[max(earlier)] if earlier else None
+
+    def join(key: bytes, value: bytes, ts: int) -> None:
+        right = get(key, ts)
+        if right is not None or how == "left":
+            expected.append((value + b"," + (right if right is not None else b"null"), ts))
+
+    for r in order:
+        key = cast(bytes, r.key)
+        if r.side == RIGHT:
+            if r.timestamp >= table_time - history:
+                table_time = max(table_time, r.timestamp)
+                versions[key][r.timestamp] = r.value
+        elif not grace or buffer_time - grace > r.timestamp:
+            join(key, cast(bytes, r.value), r.timestamp)
+        else:
+            buffer.append((r.timestamp, key, r.offset, r.value))
+            buffer_time = max(buffer_time, r.timestamp)
+            due = sorted(b for b in buffer if b[0] <= buffer_time - grace)
+            buffer = [b for b in buffer if b[0] > buffer_time - grace]
+            for ts, waiting_key, _, value in due:
+                join(waiting_key, value, ts)
+    assert [(e.value, e.timestamp) for e in out if e.role == OUTPUT] == expected
 
 
 def test_processing_order_merges_partitions_by_next_timestamp():

@@ -77,6 +77,46 @@ def test_stream_table(kafka, spark, topic_name, how):
     assert _output(kafka, topic_name + "-out") == STREAM_TABLE_OUTPUT[how]
 
 
+# a versioned table: key a on partition 0, b and c on partition 1 (both topics, co-partitioned)
+# stream: S1 a@10, S3 a@30, S5 a@40 | S2 b@20, S4 c@35; then S6 a@60 | S7 c@70
+# table: T1 a@5, T2 a@25, delete a@32 | T3 b@22, then T4 b@18 out of order
+VERSIONED_STREAM = ([("a", "S1", 10), ("a", "S3", 30), ("a", "S5", 40)], [("b", "S2", 20), ("c", "S4", 35)])
+VERSIONED_TABLE = ([("a", "T1", 5), ("a", "T2", 25), ("a", None, 32)], [("b", "T3", 22), ("b", "T4", 18)])
+
+
+def test_stream_table_against_a_versioned_table_with_grace(kafka, spark, topic_name):
+    # --grace 10s: a stream record joins when its task's newest stream time - 10s reaches it, with
+    # the table's version of its own time. Task 0 (T1@5, S1@10, T2@25, S3@30, delete@32, S5@40):
+    # S3 releases S1 -> T1; S5 releases S3 -> T2 (the delete came at 32). Task 1 (S2@20, T3@22,
+    # T4@18, S4@35): S4 releases S2, which finds T4, the version of 18, that came after it (a
+    # latest-value join gives S2+null). S5, S4 wait; the second run's S6@60 and S7@70 release
+    # them: a was deleted at 32, c never existed.
+    left, right = topic_name + "-l", topic_name + "-r"
+    for topic in (left, right):
+        create_topic(kafka, topic, 2)
+    for partition in (0, 1):
+        produce_keyed(kafka, left, VERSIONED_STREAM[partition], partition)
+        produce_keyed(kafka, right, VERSIONED_TABLE[partition], partition)
+    run = ("run", "join", "--left", left, "--right", right, "--output", topic_name + "-out", "--app-id",
+           topic_name + "-app", "--once", "--kind", "stream-table", "--how", "left", "--table-history", "1m",
+           "--grace", "10s", "--joiner", "concat", "--separator", "+")
+    first = cli(*run)
+    assert first.exit_code == 0, first.stderr
+    joined = [("a", "S1+T1", 10), ("a", "S3+T2", 30), ("b", "S2+T4", 20)]
+    assert sorted(_output(kafka, topic_name + "-out")) == joined
+    produce_keyed(kafka, left, [("a", "S6", 60)], 0)
+    produce_keyed(kafka, left, [("c", "S7", 70)], 1)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert sorted(_output(kafka, topic_name + "-out")) == sorted(joined + [("a", "S5+null", 40), ("c", "S4+null", 35)])
+    # the table's changelog has every table record, the buffer's what waited and went
+    table_log = read_all(kafka, topic_name + "-app-join-right-table-changelog")
+    assert [[(m.key(), m.value()) for m in table_log if m.partition() == p] for p in (0, 1)] == [
+        [(k.encode(), v and v.encode()) for k, v, _ in part] for part in VERSIONED_TABLE]
+    buffer_log = [m for m in read_all(kafka, topic_name + "-app-join-stream-buffer-changelog")]
+    assert sum(m.value() is not None for m in buffer_log) == 7 and sum(m.value() is None for m in buffer_log) == 5
+
+
 # left table: a=La1@1, b=Lb1@3, a=La2@7, delete a@9; right table: a=Ra1@2, c=Rc1@4, b=Rb1@5, delete c@8
 TABLE_LEFT = [("a", "La1", 1), ("b", "Lb1", 3), ("a", "La2", 7), ("a", None, 9)]
 TABLE_RIGHT = [("a", "Ra1", 2), ("c", "Rc1", 4), ("b", "Rb1", 5), ("c", None, 8)]
@@ -151,6 +191,17 @@ def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
     table_window = cli("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-table",
                        "--before", "1s", "--after", "1s")
     assert table_window.exit_code == 2 and "are for stream-stream joins" in table_window.stderr
+    stream_table = ("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-table")
+    # KStreamKTableJoinTest#shouldFailIfTableIsNotVersioned, #shouldFailIfGracePeriodIsLongerThanHistoryRetention
+    # (KStreamKTableJoinTest.java:154, 207)
+    for args, message in (((*stream_table, "--grace", "1s"), "needs a versioned table: give --table-history"),
+                          ((*stream_table, "--grace", "2m", "--table-history", "1m"),
+                           "--table-history must be at least --grace"),
+                          (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "table-table",
+                            "--table-history", "1m"), "--table-history is for stream-table joins")):
+        refused = cli(*args)
+        assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
 
 
 def test_topology_describe_covers_joins_and_windowed_aggregates():
