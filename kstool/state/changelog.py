@@ -10,18 +10,24 @@ from kstool.changelog.operations import DecodeStats, DumpOptions, Formats, dump
 from kstool.kafka.client import KafkaClients
 from kstool.state.backend import Change, Entry
 from kstool.state.exceptions import UnsupportedQueryError
+from kstool.streams.versioned import latest_versions
 
 
 class ChangelogBackend:
-    def __init__(self, clients: KafkaClients, topic: str, formats: Formats, window_size_ms: int | None = None):
+    def __init__(self, clients: KafkaClients, topic: str, formats: Formats, window_size_ms: int | None = None,
+                 history_ms: int | None = None):
         self.clients, self.topic, self.formats = clients, topic, formats
         self.window_size_ms = window_size_ms  # window store keys hold only the start
+        self.history_ms = history_ms  # a versioned table's: each key's latest version is its newest by time
         self.description = f"changelog topic {topic}"
         self._entries: list[Entry] | None = None
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
-            rows = dump(self.clients, DumpOptions(self.topic, self.formats, compact=True), DecodeStats())
+            rows = (_latest_versions(dump(self.clients, DumpOptions(self.topic, self.formats), DecodeStats()),
+                                     self.history_ms)
+                    if self.history_ms is not None else dump(self.clients, DumpOptions(self.topic, self.formats, compact=True),
+                                                DecodeStats()))
             self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r),
                                           r["partition"]) for r in rows),
                                    key=lambda e: (str(type(e.key)), str(e.key), e.window_start or 0))
@@ -39,6 +45,17 @@ class ChangelogBackend:
     def changes(self, from_batch: int, to_batch: int | None) -> list[Change]:
         raise UnsupportedQueryError("the change feed by batch needs the app's checkpoint "
                                     "(drop --from-changelog)")
+
+
+def _latest_versions(rows, history_ms: int) -> list[dict]:
+    """A versioned table's entries, as its get(key) answers: per partition, each key's latest
+    version by time (kstool.streams.versioned)."""
+    by_partition: dict[int, list[dict]] = {}
+    for row in rows:
+        by_partition.setdefault(row["partition"], []).append(row)
+    return [held[number] for held in by_partition.values()
+            for number in latest_versions(history_ms, ((r.pop("_raw_key"), r["tombstone"], r["timestamp"])
+                                                       for r in held)).values()]
 
 
 def _comparable(key: Any) -> str:

@@ -90,7 +90,8 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     if source.from_changelog:
         if source.batch_id is not None:
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
-        return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms), store
+        return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms,
+                                store.history_ms), store
     checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
                                 source.batch_id, sharded=manifest.state_layout == STATE_LAYOUT_SHARDS)

@@ -20,12 +20,12 @@ import base64
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Iterable, cast
 
 from kstool.contract import changelog_role
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.joins import Joiner
-from kstool.streams.task import LEFT, NO_TIME, Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import LEFT, NO_TIME, Record, RecordByRecord, StoreValue, TaskState, task_stores
 
 TABLE, BUFFER, INDEX = "join-right-table", "join-stream-buffer", "join-index"
 # the index store's entries: the table's observed time, and the buffer's records by time
@@ -180,3 +180,14 @@ class VersionedStreamTableJoin(RecordByRecord):
             state.index["versioned"] = found
         return cast(_Clocks, found)
 
+
+
+def latest_versions(history: int, records: Iterable[tuple[bytes, bool, int]]) -> dict[bytes, int]:
+    """A versioned table's latest version of each key after a changelog partition's records
+    (key, tombstone or not, timestamp), in changelog order: key -> its record's number in
+    `records` (a key whose latest version is a tombstone: none)."""
+    table = VersionedStreamTableJoin("inner", history, 0, lambda left, right: b"")
+    state = TaskState.empty(task_stores(table))
+    for number, (key, tombstone, timestamp) in enumerate(records):
+        table.replay(state, TABLE, key, None if tombstone else TIME.pack(number), timestamp)
+    return {key: TIME.unpack(cast(bytes, e.value))[0] for key, e in state.stores[TABLE].items() if e.value is not None}

@@ -115,6 +115,11 @@ def test_stream_table_against_a_versioned_table_with_grace(kafka, spark, topic_n
         [(k.encode(), v and v.encode()) for k, v, _ in part] for part in VERSIONED_TABLE]
     buffer_log = [m for m in read_all(kafka, topic_name + "-app-join-stream-buffer-changelog")]
     assert sum(m.value() is not None for m in buffer_log) == 7 and sum(m.value() is None for m in buffer_log) == 5
+    # the table as a versioned store's get(key) answers: each key's newest version by time (b: T3@22,
+    # not T4@18 that came later; a: deleted), from the checkpoint and from the changelog alike
+    for source in ((), ("--from-changelog",)):
+        table = cli("state", "all", "--app-id", topic_name + "-app", "--store", "join-right-table", *source, "-o", "json")
+        assert [(e["key"], e["value"]) for e in json.loads(table.stdout)] == [("b", "T3")], table.stderr
 
 
 # left table: a=La1@1, b=Lb1@3, a=La2@7, delete a@9; right table: a=Ra1@2, c=Rc1@4, b=Rb1@5, delete c@8
