@@ -239,6 +239,8 @@ def _first_window_start(manifest: Manifest, time: int) -> int:
     spec = WindowSpec.parse(window)
     if spec.kind == "session":
         return time
+    if spec.kind == "sliding":  # windows [start, start + D] holding the time
+        return max(0, time - spec.size)
     _, starts = spec.assign(np.array([time], dtype=np.int64))
     return int(starts.min())
 

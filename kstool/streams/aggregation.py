@@ -136,6 +136,11 @@ class WindowAggregation:
     indexes: tuple[str, ...] = (INDEX,)
 
     @property
+    def retention(self) -> int:
+        """How long the store keeps a window: Kafka Streams' default, size + grace (sessions: gap + grace)."""
+        return self.window.size + self.grace
+
+    @property
     def cached_roles(self) -> frozenset[str]:
         """The store is a cached store (Kafka Streams' default): per batch its changelog, and with
         --emit update the output, get each window's latest value only."""

@@ -14,13 +14,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    kind: str  # tumbling | hopping | session
-    size: int  # ms; the inactivity gap for sessions
-    advance: int  # ms; == size for tumbling, unused for sessions
+    kind: str  # tumbling | hopping | sliding | session
+    size: int  # ms; the time difference for sliding windows, the inactivity gap for sessions
+    advance: int  # ms; == size for tumbling, unused for sliding windows and sessions
 
     @classmethod
     def parse(cls, text: str) -> "WindowSpec":
-        """tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP (durations: 5m, 30s, 1h, ...)."""
+        """tumbling:SIZE | hopping:SIZE,ADVANCE | sliding:DIFFERENCE | session:GAP (durations: 5m,
+        30s, 1h, ...)."""
         kind, _, rest = text.partition(":")
         try:
             if kind == "tumbling" and rest:
@@ -29,13 +30,13 @@ class WindowSpec:
             elif kind == "hopping" and rest.count(",") == 1:
                 size, advance = (parse_duration(part) for part in rest.split(","))
                 spec = cls(kind, size, advance)
-            elif kind == "session" and rest:
+            elif kind in ("sliding", "session") and rest:
                 spec = cls(kind, parse_duration(rest), 0)
             else:
                 raise ValueError
         except (ValueError, UsageError):
-            raise UsageError(f"invalid --window {text!r}: use tumbling:SIZE, hopping:SIZE,ADVANCE "
-                             "or session:GAP (e.g. tumbling:5m)") from None
+            raise UsageError(f"invalid --window {text!r}: use tumbling:SIZE, hopping:SIZE,ADVANCE, "
+                             "sliding:DIFFERENCE or session:GAP (e.g. tumbling:5m)") from None
         if spec.size <= 0 or (kind == "hopping" and not 0 < spec.advance <= spec.size):
             raise UsageError(f"invalid --window {text!r}: sizes must be > 0 and the advance "
                              "at most the size")

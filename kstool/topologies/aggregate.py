@@ -146,8 +146,10 @@ TYPE = TopologyType(
              "auto: 8-byte long for counts and whole sums/min/max, 8-byte double otherwise.",
              default="auto", choices=VALUE_FORMATS),
      Setting("window", "--window",
-             "tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP (epoch-aligned, as Kafka Streams).",
-             metavar="SPEC", describe_help="aggregate: tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP."),
+             "tumbling:SIZE | hopping:SIZE,ADVANCE (epoch-aligned) | sliding:DIFFERENCE (a window "
+             "[t - D, t] per record, as Kafka Streams' SlidingWindows) | session:GAP.",
+             metavar="SPEC", describe_help="aggregate: tumbling:SIZE | hopping:SIZE,ADVANCE | sliding:DIFFERENCE "
+                                           "| session:GAP."),
      Setting("grace", "--grace",
              "How long after a window's end records are still accepted (later: dropped, counted).",
              default="0ms", kind=DURATION, metavar="DURATION"),
@@ -161,7 +163,9 @@ TYPE = TopologyType(
     create,
     examples=("kstool run aggregate --input clicks --output clicks-per-minute --window tumbling:1m "
               "--grace 10s --emit final --once",
+              "kstool run aggregate --input logins --output logins-within-5m --window sliding:5m --grace 1m",
               "kstool run aggregate --input payments --output totals --agg sum --value-field amount "
               "--input-value-format json"),
-    shapes=((), ("--window", "tumbling:10s"), ("--window", "hopping:10s,5s"), ("--window", "session:5m")),
+    shapes=((), ("--window", "tumbling:10s"), ("--window", "hopping:10s,5s"), ("--window", "sliding:10s"),
+            ("--window", "session:5m")),
 )

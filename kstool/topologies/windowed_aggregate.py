@@ -1,4 +1,4 @@
-"""aggregate --window: count | sum | min | max | avg per key in tumbling, hopping or session
+"""aggregate --window: count | sum | min | max | avg per key in tumbling, hopping, sliding or session
 windows (Kafka Streams' groupBy(...).windowedBy(...).aggregate(...)).
 
 Event time from the record or a JSON field (`--time`), Kafka Streams' grace, late-record and
@@ -18,6 +18,7 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
 from kstool.streams.aggregation import STORE, SessionAggregate, WindowedAggregate
+from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import aggregate_inputs, combiners, events
 from kstool.topologies.aggregate_inputs import NumberInput
@@ -30,7 +31,7 @@ KEY_FORMATS = ("windowed", "json")
 class WindowedAggregation:
     input_topic: str
     output_topic: str
-    window: str  # tumbling:SIZE | hopping:SIZE,ADVANCE | session:GAP
+    window: str  # tumbling:SIZE | hopping:SIZE,ADVANCE | sliding:DIFFERENCE | session:GAP
     agg: str = "count"
     value_field: str | None = None
     group_by: str = "key"
@@ -73,10 +74,9 @@ class WindowedAggregation:
     def stores(self, app_id: str) -> list[StoreSpec]:
         value_kind = "long" if self.agg == "count" else "double"
         kind = "session" if self.spec.kind == "session" else "window"
-        # Kafka Streams' default retention: size + grace (sessions: gap + grace)
         size = self.spec.size if self.spec.kind != "session" else None
         return [StoreSpec(STORE, kind, changelog_topic(app_id, STORE), "string", value_kind,
-                          spark_state_var=STORE, retention_ms=self.spec.size + self.grace, window_size_ms=size)]
+                          spark_state_var=STORE, retention_ms=self.processor().retention, window_size_ms=size)]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, [STORE])
@@ -93,7 +93,7 @@ class WindowedAggregation:
                                      self.input_value_format)
 
     def processor(self):
-        kind = SessionAggregate if self.spec.kind == "session" else WindowedAggregate
+        kind = {"session": SessionAggregate, "sliding": SlidingWindowAggregate}.get(self.spec.kind, WindowedAggregate)
         return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
 
     def build(self, source, tasks: int = 1, seed=None):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli
-from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_values, read_all
+from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_values, read_all
 from tests.oracles import word_counts
 from tests.topologies.test_join import (
     STREAM_LEFT,
@@ -29,6 +29,8 @@ from tests.topologies.test_windowed_aggregate import (
     INPUT,
     SESSION_OUTPUT,
     SESSION_WINDOW,
+    SLIDING_INPUT,
+    SLIDING_LAST,
     TWO_RUNS,
     TWO_RUNS_OUTPUT,
     TWO_RUNS_WINDOW,
@@ -79,6 +81,25 @@ def test_a_windowed_aggregate_restored_from_its_changelog_goes_on_exactly(kafka,
     # stream time 16 and the open window [10,20) came back: a@4 is late, [0,10) stays closed
     assert "2 late record(s)" in second.stderr
     assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
+
+
+def test_sliding_windows_restored_from_their_changelog_go_on_exactly(kafka, spark, topic_name):
+    """KGroupedStreamImplTest#shouldCountSlidingWindows' records in two runs around a restore:
+    the second half's windows are copied from the first half's (the left window of A@1000 from
+    that of A@999), so every window's last count is the test's only if they all came back."""
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 1)
+    run = ("run", "aggregate", "--input", source, "--output", source + "-out", "--app-id", app, "--once",
+           "--window", "sliding:500ms", "--grace", "2s")
+    produce_keyed(kafka, source, [(k, "x", ms / 1000) for k, ms in SLIDING_INPUT[:6]])
+    assert cli(*run).exit_code == 0
+    _lose_checkpoint_then_restore(app)
+    _restore(app)
+    produce_keyed(kafka, source, [(k, "x", ms / 1000) for k, ms in SLIDING_INPUT[6:]])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    last = {(key, start - T0): (count, ts - T0) for key, start, count, ts in _windowed(read_all(kafka, source + "-out"))}
+    assert sorted((key, start, *value) for (key, start), value in last.items()) == SLIDING_LAST
 
 
 def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, spark, topic_name):

@@ -4,6 +4,7 @@ the same processors run inside the engine (tests/topologies/test_windowed_aggreg
 
 from __future__ import annotations
 
+import json
 import struct
 from collections import Counter, defaultdict
 from typing import cast
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from kstool.contract import LATE, OUTPUT
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
+from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 from kstool.streams.versioned import VersionedStreamTableJoin
 from kstool.streams.windows import WindowSpec
@@ -270,6 +272,33 @@ def test_versioned_stream_table_join_matches_the_oracle(inputs, history, grace, 
             for ts, waiting_key, _, value in due:
                 join(waiting_key, value, ts)
     assert [(e.value, e.timestamp) for e in out if e.role == OUTPUT] == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(records, st.integers(1, 15), batch_sizes, index_buckets)
+def test_sliding_windows_match_the_oracle(inputs, difference, batch, bucket):
+    """SlidingWindows (KIP-450) by their definition, brute force: per key, a window [t - D, t]
+    for each record at t, and [t + 1, t + 1 + D] for each record with a later one within D;
+    each holds the records of its time range, its timestamp the newest of them. Out of order
+    within the grace, from D on (earlier records share [0, D], processEarly), the last update
+    of each window (KStreamSlidingWindowAggregate's, copied from its neighbours) is that."""
+    inputs = [(key, ts + difference) for key, ts in inputs]
+    window = SlidingWindowAggregate(WindowSpec("sliding", difference, 0), "sum", 1000, "update", "string", "json",
+                                    bucket)
+    out, _ = _run(window, [Record(k, b"", ts, number=i + 1, offset=i) for i, (k, ts) in enumerate(inputs)], batch)
+    last = {}
+    for e in (e for e in out if e.role == OUTPUT):
+        key = json.loads(e.key)
+        last[key["key"], key["start"]] = (int(e.value), e.timestamp)
+    expected = {}
+    for key in {k for k, _ in inputs}:
+        held = [(ts, i + 1) for i, (k, ts) in enumerate(inputs) if k == key]
+        times = {ts for ts, _ in held}
+        starts = {t - difference for t in times} | {t + 1 for t in times if any(t < u <= t + difference for u in times)}
+        for start in starts:
+            inside = [(ts, n) for ts, n in held if start <= ts <= start + difference]
+            expected[key.decode(), start] = (sum(n for _, n in inside), max(ts for ts, _ in inside))
+    assert last == expected
 
 
 def test_processing_order_merges_partitions_by_next_timestamp():

@@ -4,6 +4,7 @@ output computed by hand (each step's stream time is worked out in the comments).
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import pytest
@@ -291,3 +292,36 @@ def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_n
     assert outcomes["on"] == outcomes["off"]
     output, _, records, late, batches = outcomes["on"]
     assert output and records == 3000 and late > 0 and batches >= 3
+
+
+# KGroupedStreamImplTest#doCountSlidingWindows (KGroupedStreamImplTest.java:222): (key, ms), in order
+SLIDING_INPUT = [("1", 500), ("1", 999), ("1", 600), ("2", 500), ("2", 600), ("2", 700), ("3", 501), ("1", 1000),
+                 ("1", 1000), ("2", 1000), ("2", 1000), ("3", 600)]
+# its expected updates, the last one of each window: (key, start, count, timestamp), ms
+SLIDING_LAST = [("1", 0, 1, 500), ("1", 100, 2, 600), ("1", 499, 3, 999), ("1", 500, 5, 1000), ("1", 501, 4, 1000),
+                ("1", 601, 3, 1000), ("1", 1000, 2, 1000), ("2", 0, 1, 500), ("2", 100, 2, 600), ("2", 200, 3, 700),
+                ("2", 500, 5, 1000), ("2", 501, 4, 1000), ("2", 601, 3, 1000), ("2", 701, 2, 1000),
+                ("3", 1, 1, 501), ("3", 100, 2, 600), ("3", 502, 1, 600)]
+
+
+def test_sliding_windows_count_as_kafka_streams_does(kafka, spark, topic_name):
+    # KGroupedStreamImplTest#shouldCountSlidingWindows (KGroupedStreamImplTest.java:199):
+    # ofTimeDifferenceAndGrace(500ms, 2s), its records (shifted by T0) written by a batching
+    # producer over two partitions (keys 1 and 3 | 2), read 4 records per batch: each batch
+    # emits each window's latest count, so the last of every window is the test's last update
+    create_topic(kafka, topic_name, 2)
+    for partition, keys in ((0, {"1", "3"}), (1, {"2"})):
+        produce_keyed(kafka, topic_name, [(k, "x", ms / 1000) for k, ms in SLIDING_INPUT if k in keys], partition)
+    result = cli("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--app-id",
+                 topic_name + "-app", "--once", "--window", "sliding:500ms", "--grace", "2s",
+                 "--max-records-per-batch", "4")
+    assert result.exit_code == 0, result.stderr
+    assert int(re.search(r"(\d+) batch\(es\)", result.stderr).group(1)) > 1, result.stderr
+    last = {}
+    for key, start, count, ts in _windowed(read_all(kafka, topic_name + "-out")):
+        last[key, start - T0] = (count, ts - T0)
+    assert sorted((key, start, *value) for (key, start), value in last.items()) == SLIDING_LAST
+    # the store as `state all` reads it: each window with its end (start + 500, inclusive)
+    entries = json.loads(cli("state", "all", "--app-id", topic_name + "-app", "-o", "json").stdout)
+    assert sorted((e["key"], e["window_start"] - T0, e["window_end"] - e["window_start"], e["value"])
+                  for e in entries) == [(k, start, 500, count) for k, start, count, _ in SLIDING_LAST]

@@ -36,7 +36,7 @@ def window_spec(window: WindowSpec, grace: int, agg: str, group_by: str, time: s
                 input_value_format: str) -> CombinerSpec | None:
     """Counts in time windows of the record's timestamp, per record key (the task is the input
     partition, whose records the source reads in order)."""
-    if (window.kind == "session" or agg != "count" or group_by != "key" or time != "record"
+    if (window.kind in ("session", "sliding") or agg != "count" or group_by != "key" or time != "record"
             or input_value_format not in COMBINED_FORMATS):
         return None
     return CombinerSpec(f"{__name__}.window_counts:WindowCombiner",
