@@ -146,3 +146,27 @@ def test_windows_past_the_store_retention_are_not_seen():
     forwarded = _forwarded(10, 5, "update", [("A", 1, 105), ("A", 2, 119), ("A", 4, 120), ("A", 8, 115)])
     assert forwarded == [("A", 95, 1, 1, 105), ("A", 109, 1, 2, 119), ("A", 120, 1, 4, 120), ("A", 110, 2, 6, 120),
                          ("A", 110, 3, 14, 120), ("A", 109, 2, 10, 119), ("A", 105, 1, 8, 115), ("A", 116, 2, 6, 120)]
+
+
+SUPPRESS_SCENARIO = [("k1", 1, 10), ("k1", 1, 11), ("k1", 1, 10), ("k1", 1, 13), ("k1", 1, 10), ("k1", 1, 24),
+                     ("k1", 1, 5), ("k1", 1, 7), ("k1", 1, 90)]
+
+
+def test_final_results_for_sliding_windows():
+    """SuppressScenarioTest#shouldSupportFinalResultsForSlidingWindows (SuppressScenarioTest.java:469):
+    ofTimeDifferenceAndGrace(5, 15), count; "output-raw" sorted by window text then timestamp;
+    the final results come when k1@90 closes them all, in end order. (kstool's --emit final is
+    EmitStrategy.onWindowClose: a window goes once its end is before stream time - grace, which
+    for these windows is when suppress(untilWindowCloses) emits them too.)"""
+    def text(start: int) -> str:
+        return f"[k1@{start}/{start + 5}]"
+
+    raw = sorted(((text(start), count, ts) for _, start, count, _, ts in _forwarded(5, 15, "update", SUPPRESS_SCENARIO)),
+                 key=lambda r: (r[0], r[2]))
+    assert raw == [("[k1@11/16]", 1, 11), ("[k1@11/16]", 2, 13), ("[k1@12/17]", 1, 13), ("[k1@19/24]", 1, 24),
+                   ("[k1@5/10]", 1, 10), ("[k1@5/10]", 2, 10), ("[k1@5/10]", 3, 10), ("[k1@5/10]", 4, 10),
+                   ("[k1@5/10]", 5, 10), ("[k1@6/11]", 2, 11), ("[k1@6/11]", 3, 11), ("[k1@6/11]", 4, 11),
+                   ("[k1@6/11]", 5, 11), ("[k1@8/13]", 4, 13), ("[k1@8/13]", 5, 13), ("[k1@85/90]", 1, 90)]
+    final = [(text(start), count, ts) for _, start, count, _, ts in _forwarded(5, 15, "final", SUPPRESS_SCENARIO)]
+    assert final == [("[k1@5/10]", 5, 10), ("[k1@6/11]", 5, 11), ("[k1@8/13]", 5, 13), ("[k1@11/16]", 2, 13),
+                     ("[k1@12/17]", 1, 13), ("[k1@19/24]", 1, 24)]
