@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kstool.base.errors import UsageError
-from kstool.topologies import aggregate, join, wordcount
+from kstool.topologies import aggregate, join, table_aggregate, wordcount
 from kstool.topologies.spec import TopologyType
 
 if TYPE_CHECKING:
     from kstool.application.model import Manifest
     from kstool.contract import Topology
 
-REGISTRY: dict[str, TopologyType] = {t.name: t for t in (wordcount.TYPE, aggregate.TYPE, join.TYPE)}
+REGISTRY: dict[str, TopologyType] = {t.name: t for t in (wordcount.TYPE, aggregate.TYPE, join.TYPE,
+                                                          table_aggregate.TYPE)}
 NAMES = tuple(REGISTRY)
 
 

@@ -42,6 +42,16 @@ def task(key, repartition: bool, tasks: int):
     return F.pmod(F.hash(key), F.lit(tasks)) if repartition else F.col("partition")
 
 
+def keyed_rows(source, task, side, value):
+    """A per-task processor's rows (kstool.topologies.tasks.INPUT_COLUMNS) of keyed records
+    without a number, in record time."""
+    from pyspark.sql import functions as F
+
+    return source.select(task.alias("task"), side.alias("side"), "key", value.alias("value"),
+                         F.lit(None).cast("double").alias("number"), event_time("record").alias("event_time"),
+                         "partition", "offset")
+
+
 def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
     """The output topic gets the OUTPUT records, each store's changelog its own."""
     return [SinkTarget(output_topic, "value", OUTPUT)] + [

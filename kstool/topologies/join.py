@@ -158,11 +158,7 @@ class Join:
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
         # decoded values join as their JSON text (what the joiner shows and the stores keep)
         value = F.col("value") if self.input_value_format == "bytes" else F.encode(F.col(VALUE_JSON), "UTF-8")
-        rows = source.select(
-            events.task(F.col("key"), self.repartition, tasks).alias("task"), side.alias("side"), "key",
-            value.alias("value"),
-            F.lit(None).cast("double").alias("number"), events.event_time("record").alias("event_time"),
-            "partition", "offset")
+        rows = events.keyed_rows(source, events.task(F.col("key"), self.repartition, tasks), side, value)
         return run_tasks(rows, self.processor, seed)
 
     def encode(self, updates):

@@ -102,6 +102,27 @@ def test_sliding_windows_restored_from_their_changelog_go_on_exactly(kafka, spar
     assert sorted((key, start, *value) for (key, start), value in last.items()) == SLIDING_LAST
 
 
+def test_a_suppressed_table_aggregate_restored_goes_on_exactly(kafka, spark, topic_name):
+    """--suppress-time 10s, one batch per run. Run 1: a, b, c counted (x 2, y 1); c@30 releases
+    y; x waits since 30. Restored: the rows, the counts and the waiting x. Run 2: d@45 counts z,
+    a@46 moves from x to z; x (1 now, waiting since 30) is released at 46, z waits. Without the
+    rows a would not leave x; without the buffer x would wait from 46."""
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 1)
+    run = ("run", "table-aggregate", "--input", source, "--output", source + "-out", "--app-id", app, "--once",
+           "--suppress-time", "10s")
+    produce_keyed(kafka, source, [("a", "x", 0), ("b", "y", 1), ("c", "x", 30)])
+    assert cli(*run).exit_code == 0
+    plan = _lose_checkpoint_then_restore(app)
+    assert {c["store"]: c["entries"] for c in plan["changelogs"]} == {"table": 3, "aggregate": 2, "suppress-buffer": 1}
+    _restore(app)
+    produce_keyed(kafka, source, [("d", "z", 45), ("a", "z", 46)])
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    written = [(m.key(), struct.unpack(">q", m.value())[0], m.timestamp()[1] - T0) for m in read_all(kafka, source + "-out")]
+    assert written == [(b"y", 1, 1000), (b"x", 1, 46000)]
+
+
 def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, spark, topic_name):
     """A checkpoint begun by a kstool that kept an entry per key (its manifest has no
     state_layout) is not run on the shards; the refusal names the restore, which rebuilds it."""

@@ -16,6 +16,7 @@ from kstool.contract import LATE, OUTPUT
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, make_joiner
 from kstool.streams.sliding import SlidingWindowAggregate
+from kstool.streams.table_aggregation import BUFFER, TableAggregate
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 from kstool.streams.versioned import VersionedStreamTableJoin
 from kstool.streams.windows import WindowSpec
@@ -299,6 +300,46 @@ def test_sliding_windows_match_the_oracle(inputs, difference, batch, bucket):
             inside = [(ts, n) for ts, n in held if start <= ts <= start + difference]
             expected[key.decode(), start] = (sum(n for _, n in inside), max(ts for ts, _ in inside))
     assert last == expected
+
+
+table_rows = st.lists(st.tuples(st.sampled_from([b"r1", b"r2", b"r3", b"r4"]),
+                                st.sampled_from([None, b"1", b"2", b"5"]), st.integers(0, 60)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(table_rows, st.sampled_from(["count", "sum"]), st.sampled_from([None, 0, 5]), st.sampled_from([None, 1, 2]),
+       batch_sizes, index_buckets)
+def test_table_aggregation_matches_the_oracle(rows, agg, suppress_ms, suppress_records, batch, bucket):
+    """KTable.groupBy(value).count() / .aggregate(adder, subtractor), brute force: after every
+    update, each group's aggregate is that of the table's current rows whose value names it
+    (a group emptied stays at 0). Each group's latest write, or else its update still waiting
+    in the suppression buffer, is that; with a suppression of 0 ms the writes are those of no
+    suppression."""
+    records = [Record(k, v, ts, offset=i) for i, (k, v, ts) in enumerate(rows)]
+    plain = TableAggregate(agg, "value", index_bucket_ms=bucket)
+    out, _ = _run(plain, records, batch)
+    latest: dict[bytes, bytes] = {}
+    for k, v, _ in rows:
+        if v is None:
+            latest.pop(k, None)
+        else:
+            latest[k] = v
+    touched = {v for _, v, _ in rows if v is not None}
+    expected = {group: sum(1 if agg == "count" else int(group) for v in latest.values() if v == group)
+                for group in touched}
+    written = {e.key: struct.unpack(">q", e.value)[0] for e in out if e.role == OUTPUT}
+    assert written == expected
+    if suppress_ms is None and suppress_records is None:
+        return
+    suppressed = TableAggregate(agg, "value", suppress_ms=suppress_ms, suppress_records=suppress_records,
+                                index_bucket_ms=bucket)
+    out_s, state = _run(suppressed, records, batch)
+    if suppress_ms == 0:
+        assert [(e.key, e.value, e.timestamp) for e in out_s if e.role == OUTPUT] == [
+            (e.key, e.value, e.timestamp) for e in out if e.role == OUTPUT]
+    final = {e.key: struct.unpack(">q", e.value)[0] for e in out_s if e.role == OUTPUT}
+    final.update({group: struct.unpack(">q", entry.value[9:])[0] for group, entry in state.stores[BUFFER].items()})
+    assert final == expected
 
 
 def test_processing_order_merges_partitions_by_next_timestamp():

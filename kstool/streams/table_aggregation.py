@@ -1,0 +1,175 @@
+"""A table's rows re-grouped and aggregated (Kafka Streams' KTable.groupBy(...).count() /
+.aggregate(adder, subtractor)), optionally suppressed (suppress(untilTimeLimit(D, maxRecords(N)
+.emitEarlyWhenFull()))). apache/kafka trunk as of 2024-10: KTableSource, KTableRepartitionMap,
+KTableAggregate, KTableSuppressProcessor.
+
+A row update (key, value) replaces the row in the table store; its old value's group is
+subtracted from and its new value's group added to (one update when both are the same group;
+else the old group first), so a row that moves leaves its old group; a tombstone only
+subtracts. An aggregate's timestamp is the later of the update's and the aggregate's. Updates
+are collapsed per batch (the record cache, flushed at each commit). Suppressed, each group's
+latest update waits in a buffer from when the group entered it, and leaves (is written) when
+stream time - D reaches that time, or, beyond N waiting groups, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import cast
+
+from kstool.contract import OUTPUT, changelog_role
+from kstool.streams.aggregation import output_value, store_value
+from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
+from kstool.streams.task import Record, StoreValue, TaskState
+
+TABLE, STORE, BUFFER, INDEX = "table", "aggregate", "suppress-buffer", "suppress-index"
+AGGREGATIONS = ("count", "sum")  # what a subtractor can take back
+BUFFERED, WAITING = b"B", b"N"  # the index store: buffered groups by time; how many wait
+TIME = struct.Struct(">q")
+# a buffered update: the time its group entered the buffer, then 1 and its value, or 0 (a tombstone)
+PRESENT, ABSENT = b"\x01", b"\x00"
+NO_LIMIT = 2**62
+
+
+def _field(value: bytes, path: str) -> object:
+    """A dot path of a JSON value (None when it is not there, or the value is not JSON)."""
+    try:
+        found = json.loads(value)
+    except ValueError:
+        return None
+    for part in path.split("."):
+        found = found.get(part) if isinstance(found, dict) else None
+    return found
+
+
+@dataclass
+class TableAggregate:
+    agg: str  # count | sum
+    group_by: str  # key | value | field:PATH
+    value_field: str | None = None  # sum: a JSON field of the row; None: the row as a number
+    value_format: str = "auto"
+    suppress_ms: int | None = None  # untilTimeLimit; None: no time limit (with suppress_records)
+    suppress_records: int | None = None  # maxRecords(N).emitEarlyWhenFull()
+    index_bucket_ms: int = MIN_BUCKET_MS
+    stores: tuple[str, ...] = field(init=False)
+    indexes: tuple[str, ...] = field(init=False)
+    cached_roles: frozenset[str] = frozenset({changelog_role(TABLE), changelog_role(STORE)})
+
+    def __post_init__(self) -> None:
+        self.stores = (TABLE, STORE, BUFFER) if self.suppressed else (TABLE, STORE)
+        self.indexes = (INDEX,) if self.suppressed else ()
+
+    @property
+    def suppressed(self) -> bool:
+        return self.suppress_ms is not None or self.suppress_records is not None
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return {TABLE: {r.key for r in records if r.key is not None}}
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        return StoreValue(value, timestamp)
+
+    def group_of(self, key: bytes, value: bytes) -> tuple[bytes, float] | None:
+        """KTableRepartitionMap's mapper: the row's group and its number (count: 1), or None
+        when it has no group (or, for a sum, no number)."""
+        if self.group_by in ("key", "value"):
+            group: bytes | None = key if self.group_by == "key" else value
+        else:
+            found = _field(value, self.group_by[6:])
+            group = None if found is None else (found if isinstance(found, str) else json.dumps(found)).encode()
+        if group is None:
+            return None
+        if self.agg == "count":
+            return group, 1.0
+        number = _field(value, self.value_field) if self.value_field else value.decode("utf-8", "replace")
+        try:
+            return group, float(cast(str, number))
+        except (TypeError, ValueError):
+            return None
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        flushed: dict[bytes, tuple[float | None, int]] = {}  # the record cache: each group's latest
+        for record in records:
+            if record.key is None:
+                continue  # KTableSource drops it
+            old = state.get(TABLE, record.key)
+            if record.value is None and old is None:
+                continue  # nothing to take back, nothing to add
+            if record.value is None:
+                state.delete(TABLE, record.key, record.timestamp)
+            else:
+                state.put(TABLE, record.key, StoreValue(record.value, record.timestamp))
+            old_pair = self.group_of(record.key, cast(bytes, old.value)) if old is not None else None
+            new_pair = self.group_of(record.key, record.value) if record.value is not None else None
+            if old_pair and new_pair and old_pair[0] == new_pair[0]:
+                self._aggregate(state, flushed, old_pair[0], new_pair[1], old_pair[1], record.timestamp)
+                continue
+            if old_pair:
+                self._aggregate(state, flushed, old_pair[0], None, old_pair[1], record.timestamp)
+            if new_pair:
+                self._aggregate(state, flushed, new_pair[0], new_pair[1], None, record.timestamp)
+        for group, (result, ts) in flushed.items():
+            value = None if result is None else output_value(self.agg, result, result.is_integer(), self.value_format)
+            if self.suppressed:
+                self._suppress(state, group, value, ts)
+            else:
+                state.emit(group, value, ts)
+
+    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[float | None, int]], group: bytes,
+                   new: float | None, old: float | None, ts: int) -> None:
+        """KTableAggregate#process: the old number taken back, then the new one added."""
+        entry = state.get(STORE, group)
+        current = None if entry is None else struct.unpack(">q" if self.agg == "count" else ">d",
+                                                           cast(bytes, entry.value))[0]
+        result, newest = current, ts
+        if old is not None and current is not None:
+            result, newest = current - old, max(ts, cast(StoreValue, entry).timestamp)
+        if new is not None:
+            result = (result or 0) + new
+            newest = max(ts, entry.timestamp) if entry is not None else ts
+        if result is None:
+            state.delete(STORE, group, newest)
+        else:
+            state.put(STORE, group, StoreValue(store_value(self.agg, result), newest))
+        flushed.pop(group, None)  # re-inserted: the cache's order is that of the last update
+        flushed[group] = (None if result is None else float(result), newest)
+
+    def _suppress(self, state: TaskState, group: bytes, value: bytes | None, ts: int) -> None:
+        """KTableSuppressProcessor#process: buffer the update (a group already waiting keeps
+        its place), then evict what waited long enough and, beyond the record limit, the
+        oldest."""
+        buffered, waiting = self._buffer(state)
+        stream_time = state.advance(ts)
+        held = state.get(BUFFER, group)
+        since = TIME.unpack(cast(bytes, held.value)[:TIME.size])[0] if held is not None else ts
+        if held is None:
+            buffered.add(since, group)
+            waiting += 1
+        state.put(BUFFER, group, StoreValue(TIME.pack(since) + (ABSENT if value is None else PRESENT + value), ts))
+        due = buffered.take(stream_time - self.suppress_ms + 1) if self.suppress_ms is not None else []
+        over = waiting - len(due) - (self.suppress_records if self.suppress_records is not None else NO_LIMIT)
+        if over > 0:  # emitEarlyWhenFull: the oldest of the rest too
+            rest = buffered.take(NO_LIMIT)
+            due, kept = due + rest[:over], rest[over:]
+            for since_time, kept_group in kept:
+                buffered.add(since_time, kept_group)
+        for _, due_group in due:
+            entry = cast(StoreValue, state.get(BUFFER, due_group))
+            data = cast(bytes, entry.value)[TIME.size:]
+            state.emit(due_group, data[1:] if data[:1] == PRESENT else None, entry.timestamp, OUTPUT)
+            state.delete(BUFFER, due_group, entry.timestamp)
+        state.put(INDEX, WAITING, StoreValue(TIME.pack(waiting - len(due)), 0), log=False)
+
+    def _buffer(self, state: TaskState) -> tuple[TimeIndex, int]:
+        found = state.index.get("suppress")
+        if found is None:
+            found = TimeIndex(state, INDEX, BUFFERED, self.index_bucket_ms)
+            if not found.exists:  # restored: the buffer without its index
+                for group, entry in state.stores[BUFFER].items():
+                    found.add(TIME.unpack(cast(bytes, entry.value)[:TIME.size])[0], group)
+                state.put(INDEX, WAITING, StoreValue(TIME.pack(len(state.stores[BUFFER])), 0), log=False)
+            state.index["suppress"] = found
+        count = state.get(INDEX, WAITING)
+        return cast(TimeIndex, found), TIME.unpack(cast(bytes, count.value))[0] if count else 0

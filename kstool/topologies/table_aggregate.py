@@ -1,0 +1,147 @@
+"""table-aggregate: a table topic's rows re-grouped and counted or summed, a row that changes
+group leaving its old one (Kafka Streams' KTable.groupBy(...).count() / .aggregate(adder,
+subtractor), kstool.streams.table_aggregation), optionally suppressed (suppress(untilTimeLimit)).
+
+The input is read as a table (latest value per key, a tombstone deletes the row). All of it runs
+in one task: Kafka Streams re-groups the rows through a repartition topic between two tasks,
+kstool keeps the rows and the groups side by side, so the input's partitions are processed
+together (merged by timestamp, as a repartition topic would merge them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kstool.application.model import StoreSpec
+from kstool.base.errors import UsageError
+from kstool.base.names import changelog_topic
+from kstool.contract import SinkTarget
+from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, STORE, TABLE, TableAggregate
+from kstool.topologies import events
+from kstool.topologies.aggregate_inputs import VALUE_FORMATS
+from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
+
+SINK = "KSTREAM-SINK-0000000009"
+
+
+@dataclass
+class TableAggregation:
+    input_topic: str
+    output_topic: str
+    group_by: str = "value"  # key | value | field:PATH
+    agg: str = "count"
+    value_field: str | None = None
+    value_format: str = "auto"
+    suppress_time: int | None = None  # ms
+    suppress_records: str | None = None  # a count, as given
+    name: str = "table-aggregate"
+    invalid_reason: str = "not JSON where a field is read, or no number to sum"
+    per_task: bool = True
+
+    def __post_init__(self) -> None:
+        if self.agg not in AGGREGATIONS:
+            raise UsageError(f"--agg must be one of {', '.join(AGGREGATIONS)} (what a row leaving its group "
+                             "can take back)")
+        if self.group_by not in ("key", "value") and not (self.group_by.startswith("field:") and len(self.group_by) > 6):
+            raise UsageError("--group-by is key, value or field:PATH")
+        if self.value_field and self.agg != "sum":
+            raise UsageError("--value-field is the number --agg sum adds")
+        if self.value_format not in VALUE_FORMATS:
+            raise UsageError(f"--value-format must be one of {', '.join(VALUE_FORMATS)}")
+        if self.suppress_records is not None and not (str(self.suppress_records).isdigit()
+                                                      and int(self.suppress_records) >= 1):
+            raise UsageError(f"--suppress-records must be a whole number of at least 1, not {self.suppress_records!r}")
+
+    def input_topics(self) -> list[str]:
+        return [self.input_topic]
+
+    def output_topics(self) -> list[str]:
+        return [self.output_topic]
+
+    def parameters(self) -> dict[str, Any]:
+        return {"group_by": self.group_by, "agg": self.agg, "value_field": self.value_field,
+                "value_format": self.value_format, "suppress_time": self.suppress_time,
+                "suppress_records": self.suppress_records}
+
+    def processor(self) -> TableAggregate:
+        records = None if self.suppress_records is None else int(self.suppress_records)
+        return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records)
+
+    def stores(self, app_id: str) -> list[StoreSpec]:
+        values = {TABLE: "string", STORE: "long" if self.agg == "count" else "double", BUFFER: "hex"}
+        return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name], spark_state_var=name)
+                for name in self.processor().stores]
+
+    def sink_targets(self, app_id: str) -> list[SinkTarget]:
+        return events.sink_targets(self.output_topic, app_id, self.processor().stores)
+
+    def check_run(self, partitions: dict[str, int]) -> None:
+        pass  # one input
+
+    def valid_record(self):
+        from pyspark.sql import functions as F
+
+        text = F.col("value").cast("string")
+        ok = F.lit(True)
+        if self.group_by.startswith("field:") or self.value_field:
+            ok = F.get_json_object(text, "$").isNotNull()
+        if self.agg == "sum":
+            number = F.get_json_object(text, "$." + self.value_field) if self.value_field else F.trim(text)
+            ok = ok & number.try_cast("double").isNotNull()
+        return F.col("value").isNull() | F.coalesce(ok, F.lit(False))
+
+    def build(self, source, tasks: int = 1, seed=None):
+        from pyspark.sql import functions as F
+
+        from kstool.topologies.tasks import run_tasks
+
+        rows = events.keyed_rows(source, F.lit(0), F.lit(0), F.col("value"))  # one task
+        return run_tasks(rows, self.processor, seed)
+
+    def encode(self, updates):
+        return events.encode(updates)
+
+    def describe(self, app_id: str) -> dict:
+        stores = self.stores(app_id)
+        names = [s.name for s in stores]
+        aggregate = "KTABLE-AGGREGATE-0000000005"
+        suppress = ["KTABLE-SUPPRESS-0000000007"] if BUFFER in names else []
+        chain = [aggregate, *suppress, "KTABLE-TOSTREAM-0000000008"]
+        nodes = [
+            {"name": "KTABLE-SOURCE-0000000001", "type": "source", "topics": [self.input_topic], "stores": [TABLE],
+             "successors": ["KTABLE-SELECT-0000000003"]},
+            {"name": "KTABLE-SELECT-0000000003", "type": "processor", "stores": [], "successors": [aggregate],
+             "spark": f"one task: the rows re-grouped by {self.group_by} beside their groups (no repartition topic)"},
+        ]
+        nodes += [{"name": name, "type": "processor", "stores": {aggregate: [STORE], "KTABLE-SUPPRESS-0000000007": [BUFFER]}
+                   .get(name, []), "successors": [successor]} for name, successor in zip(chain, chain[1:] + [SINK])]
+        nodes.append({"name": SINK, "type": "sink", "topic": self.output_topic})
+        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
+                "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
+                            "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
+
+
+TYPE = TopologyType(
+    "table-aggregate",
+    "Count or sum a table's rows by a new key; a row that changes group leaves its old one.",
+    (Setting("input_topic", "--input", "A table: each key's latest value is its row; a tombstone deletes it.",
+             kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
+     Setting("group_by", "--group-by", "The row's group: its key, its value, or a JSON field of the value.",
+             default="value", metavar="key|value|field:PATH"),
+     Setting("agg", "--agg", default="count", choices=AGGREGATIONS),
+     Setting("value_field", "--value-field", "sum: this JSON field (dot path) of the row (else the row as a number).",
+             metavar="PATH"),
+     Setting("value_format", "--value-format", "auto: 8-byte long for counts and whole sums, else 8-byte double.",
+             default="auto", choices=VALUE_FORMATS),
+     Setting("suppress_time", "--suppress-time", "Write a group's latest update once it has waited this long "
+             "(stream time; suppress(untilTimeLimit)).", kind=DURATION, metavar="DURATION"),
+     Setting("suppress_records", "--suppress-records", "Keep at most this many groups waiting: beyond, the oldest "
+             "is written early (maxRecords(N).emitEarlyWhenFull()); alone, groups wait for nothing else.",
+             metavar="N")),
+    TableAggregation,
+    examples=("kstool run table-aggregate --input user-regions --output users-per-region --once",
+              "kstool run table-aggregate --input accounts --output balance-per-branch --group-by field:branch "
+              "--agg sum --value-field balance --suppress-time 1m"),
+)
