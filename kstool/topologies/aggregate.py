@@ -1,6 +1,6 @@
 """aggregate: count | sum | min | max | avg of numbers per key, emitted as KTable updates
 (Kafka Streams' groupBy(...).aggregate(...)); with --window, the windowed aggregation of
-kstool.topologies.windowed_aggregate.
+kstool.topologies.windowed_aggregate; concat | latest of texts: kstool.topologies.text_aggregate.
 
 Without windows, Spark's own stateful aggregation keeps the store and Spark's shuffle stands in
 for the repartition topic. Output and changelog values: count, and sum/min/max of integers, as
@@ -18,9 +18,11 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
 from kstool.streams.aggregation import AGGREGATIONS, STORE, output_value, store_value
+from kstool.streams.reduce import TEXT_AGGREGATIONS
 from kstool.topologies import aggregate_inputs, combiners
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
+from kstool.topologies.text_aggregate import TextAggregation
 from kstool.topologies.windowed_aggregate import EMIT_MODES, KEY_FORMATS, WindowedAggregation
 
 
@@ -120,7 +122,16 @@ def _encode_batches(agg: str, value_format: str, batches):
 
 
 def create(window: str | None = None, grace: int = 0, time: str = "record", emit: str = "update",
-           key_format: str = "windowed", **settings: Any) -> Topology:
+           key_format: str = "windowed", separator: str = ",", **settings: Any) -> Topology:
+    if settings.get("agg") in TEXT_AGGREGATIONS:
+        if window or grace or emit != "update" or time != "record":
+            raise UsageError("--agg concat and latest aggregate without --window (and its --grace, --emit, --time)")
+        if settings.get("value_format", "auto") != "auto":
+            raise UsageError("--value-format is for numbers: --agg concat and latest write the texts as they are")
+        settings.pop("value_format", None)
+        return TextAggregation(separator=separator, **settings)
+    if separator != ",":
+        raise UsageError("--separator is for --agg concat")
     if window:
         return WindowedAggregation(window=window, grace=grace, time=time, emit=emit, key_format=key_format,
                                    **settings)
@@ -131,11 +142,13 @@ def create(window: str | None = None, grace: int = 0, time: str = "record", emit
 
 TYPE = TopologyType(
     "aggregate",
-    "Aggregate numbers per key (count, sum, min, max, avg), optionally in windows; emit each "
-    "changed aggregate, or each window's final result.",
+    "Aggregate numbers per key (count, sum, min, max, avg), optionally in windows, or texts (concat, "
+    "latest); emit each changed aggregate, or each window's final result.",
     (Setting("input_topic", "--input", kind=TOPIC, required=True, metavar="TOPIC"),
      Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
-     Setting("agg", "--agg", default="count", choices=AGGREGATIONS),
+     Setting("agg", "--agg", "Numbers: count, sum, min, max, avg; texts: concat (joined by --separator, in "
+             "processing order), latest.", default="count", choices=AGGREGATIONS + TEXT_AGGREGATIONS),
+     Setting("separator", "--separator", "For --agg concat.", default=","),
      Setting("value_field", "--value-field", "The number is this JSON field (dot path) of the value.",
              metavar="PATH"),
      Setting("group_by", "--group-by", "Group by the record key, or re-key by a JSON field of the value.",

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import cli
-from tests.helpers import create_topic, latest_per_key, read_all, source_rows
+from tests.helpers import create_topic, latest_per_key, produce_keyed, read_all, source_rows
 
 RECORDS = [(b"a", "1"), (b"b", "2"), (b"a", "3"), (b"c", "2.5"), (b"b", "-7"), (b"a", "10"), (b"c", "0.25")]
 
@@ -177,3 +177,38 @@ def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_n
         outputs[mode] = (latest_per_key(read_all(kafka, out)), report["bad_records"], dead, report["batches"])
     assert outputs["on"][0] and outputs["on"][:3] == outputs["off"][:3]
     assert outputs["on"][1] == sum(1 for _, v in records if v == b"x") and outputs["on"][3] >= 4
+
+
+# page views over two partitions: (user, page, seconds after T0); u3's views are on both
+VIEWS = ([("u1", "/a", 1), ("u3", "/x", 2), ("u1", "/b", 4), ("u3", "/z", 6)],
+         [("u2", "/c", 1), ("u3", "/y", 3), ("u2", "/d", 5)])
+
+
+def test_concat_of_a_json_field_per_regrouped_key(kafka, spark, topic_name):
+    # re-keyed by user, the two partitions merge by timestamp (as a repartition topic would):
+    # u3's pages in time order across them; the second run's page goes on from the state
+    create_topic(kafka, topic_name, 2)
+    for partition, views in enumerate(VIEWS):
+        produce_keyed(kafka, topic_name, [(f"k{i}", json.dumps({"user": u, "page": p}), s) for i, (u, p, s) in
+                                          enumerate(views)], partition)
+    run = ("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--app-id", topic_name + "-app",
+           "--once", "--agg", "concat", "--separator", ">", "--group-by", "field:user", "--value-field", "page")
+    first = cli(*run)
+    assert first.exit_code == 0, first.stderr
+    produce_keyed(kafka, topic_name, [("k9", json.dumps({"user": "u3", "page": "/w"}), 9)], 1)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    latest = {k.decode(): v.decode() for k, v in latest_per_key(read_all(kafka, topic_name + "-out")).items()}
+    assert latest == {"u1": "/a>/b", "u2": "/c>/d", "u3": "/x>/y>/z>/w"}
+    store = json.loads(cli("state", "all", "--app-id", topic_name + "-app", "-o", "json").stdout)
+    assert {e["key"]: e["value"] for e in store} == latest
+
+
+def test_text_aggregate_usage_errors_are_one_line():
+    base = ("run", "aggregate", "--input", "x", "--output", "y")
+    for args, message in (((*base, "--agg", "concat", "--window", "tumbling:1m"), "aggregate without --window"),
+                          ((*base, "--separator", "|"), "--separator is for --agg concat"),
+                          ((*base, "--agg", "latest", "--value-format", "json"), "--value-format is for numbers")):
+        refused = cli(*args)
+        assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1

@@ -1,0 +1,42 @@
+"""Text aggregates per key (Kafka Streams' KStreamReduce, apache/kafka trunk as of 2024-10):
+`concat` joins a key's values with a separator in processing order (reduce((a, b) -> a + sep +
+b)), `latest` keeps the last one (reduce((a, b) -> b)). A record with a null key or value is
+skipped; an update's timestamp is the later of the record's and the aggregate's. Per batch each
+key's latest update is written (the record cache)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kstool.contract import OUTPUT, changelog_role
+from kstool.streams.aggregation import STORE
+from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
+
+TEXT_AGGREGATIONS = ("concat", "latest")
+
+
+@dataclass
+class TextReduce(RecordByRecord):
+    agg: str  # concat | latest
+    separator: bytes = b","
+    stores: tuple[str, ...] = (STORE,)
+    indexes: tuple[str, ...] = ()
+    cached_roles: frozenset[str] = frozenset({OUTPUT, changelog_role(STORE)})
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return {STORE: {r.key for r in records if r.key is not None}}
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        return StoreValue(value, timestamp)
+
+    def process(self, record: Record, state: TaskState) -> None:
+        if record.key is None or record.value is None:
+            return
+        old = state.get(STORE, record.key)
+        if old is None or old.value is None:
+            value, timestamp = record.value, record.timestamp
+        else:
+            value = record.value if self.agg == "latest" else old.value + self.separator + record.value
+            timestamp = max(record.timestamp, old.timestamp)
+        state.put(STORE, record.key, StoreValue(value, timestamp))
+        state.emit(record.key, value, timestamp)
