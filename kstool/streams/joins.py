@@ -138,9 +138,8 @@ class StreamStreamJoin(RecordByRecord):
         if outer_side and not matched:
             if ts + later < stream_time:  # its window has closed: no partner can come
                 state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
-            else:
-                # (a late record is never waiting: its window closed long before stream time)
-                waiting = _unmatched_key(side, record.key, ts, cast(bytes, this_key)[-4:])
+            else:  # a late record too, when its window closes just at stream time (asymmetric windows)
+                waiting = _unmatched_key(side, record.key, ts, (this_key or self._late_key(record, state))[-4:])
                 state.put("join-unmatched", waiting, StoreValue(record.value, ts))
                 unmatched.add(self._waiting_time(ts, side), waiting)
 
@@ -170,6 +169,13 @@ class StreamStreamJoin(RecordByRecord):
             state.delete(self.stores[side], store_key, 0, log=False)
             by_key[side].discard(split_window_store_key(store_key)[0], store_key)
         return this_key
+
+    def _late_key(self, record: Record, state: TaskState) -> bytes:
+        """A seqnum for a late record that waits unmatched (Kafka Streams' outer join store
+        takes it though the window store dropped it: KStreamKStreamJoin, `timeTo <
+        streamTime` only at equality)."""
+        state.sequence = (state.sequence + 1) % 2**31
+        return window_store_key(cast(bytes, record.key), record.timestamp, state.sequence)
 
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """A side's record back in its window store unless the store no longer held it (older
