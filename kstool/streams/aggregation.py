@@ -42,6 +42,7 @@ STORE = "aggregate"
 INDEX = f"{STORE}-index"  # window ends; sessions by key and by end (kstool.streams.indexes)
 ENDS, BY_KEY = b"E", b"K"  # their prefixes in the index store
 AGGREGATIONS = ("count", "sum", "min", "max", "avg")
+TEXT_AGGREGATIONS = ("concat", "latest")  # Kafka Streams' reduce of texts
 
 
 @dataclass
@@ -103,6 +104,33 @@ class Accumulator:
         return cast(Accumulator, value.aux)
 
 
+@dataclass
+class TextAccumulator:
+    """A text aggregate (Kafka Streams' reduce): `concat` joins the values with the separator in
+    processing order; `latest` (no separator) keeps the last. Merging (sessions) appends the
+    other's text, as Kafka Streams' session merger does for a reduce."""
+
+    separator: bytes | None
+    text: bytes | None = None
+
+    def add(self, value: Any) -> None:
+        self.text = value if self.text is None or self.separator is None else self.text + self.separator + value
+
+    def add_all(self, values: list[Any]) -> None:
+        for value in values:
+            self.add(value)
+
+    def merge(self, other: "TextAccumulator") -> None:
+        if other.text is not None:
+            self.add(other.text)
+
+    def dump(self) -> str:
+        return ""  # the text is the store's value
+
+
+Acc = Accumulator | TextAccumulator
+
+
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -134,6 +162,46 @@ class WindowAggregation:
     index_bucket_ms: int = MIN_BUCKET_MS
     stores: tuple[str, ...] = (STORE,)
     indexes: tuple[str, ...] = (INDEX,)
+    separator: str = ","  # --agg concat
+
+    # numbers (Accumulator) or texts (TextAccumulator), the store's value and the output's
+    @property
+    def text(self) -> bool:
+        return self.agg in TEXT_AGGREGATIONS
+
+    def new_acc(self) -> Acc:
+        return TextAccumulator(None if self.agg == "latest" else self.separator.encode()) if self.text else Accumulator()
+
+    def acc_of(self, entry: StoreValue | None) -> Acc:
+        """A store entry's live accumulator (decoded once per batch, then kept in it)."""
+        if not self.text:
+            return Accumulator.of(entry)
+        if entry is None:
+            return self.new_acc()
+        if not isinstance(entry.aux, TextAccumulator):
+            entry.aux = self.new_acc()
+            entry.aux.text = entry.value
+        return cast(TextAccumulator, entry.aux)
+
+    def restored_acc(self, stored: bytes) -> Acc:
+        if not self.text:
+            return Accumulator.restored(self.agg, stored)
+        acc = cast(TextAccumulator, self.new_acc())
+        acc.text = stored
+        return acc
+
+    def input_of(self, record: Record) -> Any:
+        return record.value if self.text else record.number
+
+    def stored(self, acc: Acc) -> bytes:
+        if isinstance(acc, TextAccumulator):
+            return cast(bytes, acc.text)
+        return store_value(self.agg, acc.result(self.agg))
+
+    def output(self, acc: Acc) -> bytes:
+        if isinstance(acc, TextAccumulator):
+            return cast(bytes, acc.text)
+        return output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format)
 
     @property
     def retention(self) -> int:
@@ -153,7 +221,7 @@ class WindowedAggregate(WindowAggregation):
         """A changelog entry back in the store, unless its window had closed (and left it)."""
         if split_window_store_key(key)[1] + self.window.size <= stream_time - self.grace:
             return None
-        return StoreValue(value, timestamp, Accumulator.restored(self.agg, value))
+        return StoreValue(value, timestamp, self.restored_acc(value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         plain = [r for r in records if r.partial is None]
@@ -164,10 +232,9 @@ class WindowedAggregate(WindowAggregation):
                       if r.partial is not None and r.key is not None and r.partial[0] is not None)
         return {STORE: wanted, INDEX: {ENDS}}
 
-    def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
+    def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Acc, ts: int) -> None:
         end = start + self.window.size
-        state.emit(output_key(key, start, end, False, self.key_format),
-                   output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format), ts)
+        state.emit(output_key(key, start, end, False, self.key_format), self.output(acc), ts)
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """The batch at once, with the results of processing it record by record: stream time
@@ -195,21 +262,21 @@ class WindowedAggregate(WindowAggregation):
             updates.setdefault((cast(bytes, records[index].key), start), []).append(index)
         # each window once, in the order of its last update: the record cache's order
         for (key, start), indexes in sorted(updates.items(), key=lambda item: (item[1][-1], item[0][1])):
-            numbers = [records[index].number for index in indexes]
+            inputs = [self.input_of(records[index]) for index in indexes]
             self._update_window(state, ends, key, start, max(records[index].timestamp for index in indexes),
-                                functools.partial(Accumulator.add_all, numbers=numbers))
+                                functools.partial(_add_all, inputs))
         state.advance(int(ts.max()))
         self._close_windows(state, [(int(i), records[i]) for i in late], np.arange(len(records)), close)
 
     def _update_window(self, state: TaskState, ends: TimeIndex, key: bytes, start: int, newest: int,
-                       add: Callable[[Accumulator], object]) -> None:
+                       add: Callable[[Any], object]) -> None:
         """A window's entry updated once per batch: `add` adds the batch's records to it."""
         store_key = window_store_key(key, start)
         old = state.get(STORE, store_key)
-        acc = Accumulator.of(old)
+        acc = self.acc_of(old)
         add(acc)
         value_ts = max(newest, old.timestamp) if old else newest
-        state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), value_ts, acc))
+        state.put(STORE, store_key, StoreValue(self.stored(acc), value_ts, acc))
         if old is None:
             ends.add(start + self.window.size, store_key)
         if self.emit == "update":
@@ -287,7 +354,7 @@ class WindowedAggregate(WindowAggregation):
             value = state.get(STORE, store_key)
             if value is not None:
                 key, start, _ = split_window_store_key(store_key)
-                self._emit_window(state, key, start, Accumulator.of(value), value.timestamp)
+                self._emit_window(state, key, start, self.acc_of(value), value.timestamp)
         for _, store_key in closing:
             value = state.get(STORE, store_key)
             if value is not None:
@@ -300,13 +367,13 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         """A changelog entry back in the store, unless its session had closed (and left it)."""
         if split_session_store_key(key)[2] < stream_time - self.grace - self.window.size:
             return None
-        return StoreValue(value, timestamp, Accumulator.restored(self.agg, value))
+        return StoreValue(value, timestamp, self.restored_acc(value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {INDEX: {ENDS} | {BY_KEY + cast(bytes, r.key) for r in records}}
 
-    def _emit_session(self, state: TaskState, key: bytes, start: int, end: int, acc: Accumulator | None) -> None:
-        value = None if acc is None else output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format)
+    def _emit_session(self, state: TaskState, key: bytes, start: int, end: int, acc: Acc | None) -> None:
+        value = None if acc is None else self.output(acc)
         state.emit(output_key(key, start, end, True, self.key_format), value, end,
                    store=STORE, store_key=session_store_key(key, start, end))
 
@@ -328,10 +395,10 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             positions.setdefault(cast(bytes, record.key), []).append(position)
         owned = {key: by_key.get(key) for key in positions}
         state.prefetch(STORE, (store_key for store_keys in owned.values() for store_key in store_keys))
-        merger = _SessionMerger(self.window.size, ts.tolist(), close.tolist())
+        merger = _SessionMerger(self, ts.tolist(), close.tolist())
         for key, at in positions.items():
-            merger.merge(key, [_Session.stored(store_key, state.get(STORE, store_key)) for store_key in owned[key]],
-                         at, records)
+            merger.merge(key, [_Session.stored(store_key, self.acc_of(state.get(STORE, store_key)))
+                               for store_key in owned[key]], at, records)
         for _, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
             if kind == _DELETE:
                 state.delete(STORE, cast(bytes, session.stored_as), session.end)
@@ -340,8 +407,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
                     self._emit_session(state, key, session.start, session.end, None)
                 continue
             store_key = session_store_key(key, session.start, session.end)
-            state.put(STORE, store_key, StoreValue(store_value(self.agg, session.acc.result(self.agg)), session.end,
-                                                   session.acc))
+            state.put(STORE, store_key, StoreValue(self.stored(session.acc), session.end, session.acc))
             if store_key not in by_key.get(key):
                 by_key.add(key, store_key)
                 ends.add(session.end, store_key)
@@ -385,17 +451,17 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             state.emit(record.key, record.value, ts, LATE)
             self._close_sessions(state, close)
             return
-        acc = Accumulator()
+        acc = self.new_acc()
         for old_start, old_end, store_key, value in sorted(overlapping):
-            acc.merge(Accumulator.of(value))
+            acc.merge(self.acc_of(value))  # type: ignore[arg-type]  # the same kind
             if (old_start, old_end) != (start, end):
                 state.delete(STORE, store_key, old_end)
                 by_key.discard(key, store_key)
                 if self.emit == "update":
                     self._emit_session(state, key, old_start, old_end, None)
-        acc.add(record.number)
+        acc.add(self.input_of(record))
         store_key = session_store_key(key, start, end)
-        state.put(STORE, store_key, StoreValue(store_value(self.agg, acc.result(self.agg)), end, acc))
+        state.put(STORE, store_key, StoreValue(self.stored(acc), end, acc))
         if store_key not in by_key.get(key):
             by_key.add(key, store_key)
             ends.add(end, store_key)
@@ -436,7 +502,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             return
         key, start, _ = split_session_store_key(store_key)
         if self.emit == "final":
-            self._emit_session(state, key, start, end, Accumulator.of(value))
+            self._emit_session(state, key, start, end, self.acc_of(value))
         state.delete(STORE, store_key, end, log=False)
         by_key.discard(key, store_key)
 
@@ -449,15 +515,15 @@ _AFTER_DELETES = 1 << 62  # a put's order at its position: after the sessions me
 class _Session:
     start: int
     end: int
-    acc: Accumulator
+    acc: Acc
     stored_as: bytes | None = None  # its store key, for a session the store held before the batch
     changed_at: int | None = None  # the position of its last change in the batch
     merged: bool = False
 
     @classmethod
-    def stored(cls, store_key: bytes, value: StoreValue | None) -> "_Session":
+    def stored(cls, store_key: bytes, acc: Acc) -> "_Session":
         _, start, end = split_session_store_key(store_key)
-        return cls(start, end, Accumulator.of(value), store_key)
+        return cls(start, end, acc, store_key)
 
 
 class _SessionMerger:
@@ -466,8 +532,8 @@ class _SessionMerger:
     _DELETE or _PUT, key, session): a stored session merged away is deleted where that
     happened, a session changed by the batch and still standing is put where it last changed."""
 
-    def __init__(self, gap: int, timestamps: list[int], close: list[int]):
-        self.gap, self.timestamps, self.close = gap, timestamps, close
+    def __init__(self, aggregation: WindowAggregation, timestamps: list[int], close: list[int]):
+        self.aggregation, self.gap, self.timestamps, self.close = aggregation, aggregation.window.size, timestamps, close
         self.changes: list[tuple[int, int, int, bytes, _Session]] = []
         self.late: list[int] = []
 
@@ -486,7 +552,7 @@ class _SessionMerger:
                     self.late.append(position)
                     continue
                 session.start, session.end = min(ts, session.start), end
-                session.acc.add(records[position].number)  # its own: no stored value shares it
+                session.acc.add(self.aggregation.input_of(records[position]))  # its own: no stored value shares it
                 session.changed_at = position
                 continue
             start = min([ts] + [s.start for s in near])
@@ -494,9 +560,9 @@ class _SessionMerger:
             if end < close[position]:
                 self.late.append(position)
                 continue
-            acc, kept = Accumulator(), None
+            acc, kept = self.aggregation.new_acc(), None
             for order, session in enumerate(sorted(near, key=lambda s: (s.start, s.end))):
-                acc.merge(session.acc)
+                acc.merge(session.acc)  # type: ignore[arg-type]  # the same kind
                 if (session.start, session.end) == (start, end):
                     kept = session
                     continue
@@ -504,7 +570,7 @@ class _SessionMerger:
                 live.remove(session)
                 if session.stored_as is not None:
                     self.changes.append((position, order, _DELETE, key, session))
-            acc.add(records[position].number)
+            acc.add(self.aggregation.input_of(records[position]))
             if kept is None:
                 kept = _Session(start, end, acc)
                 live.append(kept)
@@ -512,6 +578,10 @@ class _SessionMerger:
             kept.acc, kept.changed_at = acc, position
         self.changes += [(s.changed_at, _AFTER_DELETES, _PUT, key, s) for s in sessions
                          if s.changed_at is not None and not s.merged]
+
+
+def _add_all(inputs: list[Any], acc: Acc) -> None:
+    acc.add_all(inputs)
 
 
 def _timestamps(records: list[Record]) -> np.ndarray:

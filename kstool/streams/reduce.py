@@ -12,8 +12,6 @@ from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.aggregation import STORE
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 
-TEXT_AGGREGATIONS = ("concat", "latest")
-
 
 @dataclass
 class TextReduce(RecordByRecord):

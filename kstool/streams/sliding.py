@@ -22,7 +22,7 @@ from typing import cast
 
 from kstool.base.store_keys import output_key, split_window_store_key, window_store_key
 from kstool.contract import LATE
-from kstool.streams.aggregation import INDEX, STORE, Accumulator, WindowAggregation, output_value, store_value
+from kstool.streams.aggregation import INDEX, STORE, Acc, WindowAggregation
 from kstool.streams.indexes import KeyIndex, TimeIndex
 from kstool.streams.task import NO_TIME, Record, RecordByRecord, StoreValue, TaskState
 
@@ -55,7 +55,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         return 2 * self.window.size + self.grace  # SlidingWindowStoreMaterializer#retentionPeriod
 
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp, Accumulator.restored(self.agg, value))
+        return StoreValue(value, timestamp, self.restored_acc(value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {INDEX: {STARTS, ENDS, NEWEST_START} | {BY_KEY + cast(bytes, r.key) for r in records}}
@@ -103,10 +103,10 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
                 left_agg, previous = entry, entry.timestamp
                 break
         if previous is not None and previous + 1 not in starts and previous + 1 + diff >= ts:
-            self._update(state, indexes, record, previous + 1, StoreValue(None, ts, Accumulator()), close)
+            self._update(state, indexes, record, previous + 1, StoreValue(None, ts, self.new_acc()), close)
         if not left_created:
             not_empty = previous is not None and left_agg is not None and ts - diff <= previous
-            base = copy.copy(Accumulator.of(left_agg)) if not_empty else Accumulator()
+            base = copy.copy(self.acc_of(left_agg)) if not_empty else self.new_acc()
             self._update(state, indexes, record, ts - diff, StoreValue(None, ts, base), close)
         if not right_created and right_agg is not None and right_agg.timestamp > ts:
             self._put(state, indexes, key, ts + 1, right_agg)
@@ -135,8 +135,8 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         if not right_created and right_agg is not None and right_agg.timestamp > ts:
             self._put(state, indexes, key, ts + 1, right_agg)
         if previous is not None and previous + 1 not in starts:
-            self._update(state, indexes, record, previous + 1, StoreValue(None, ts, Accumulator()), close)
-        self._update(state, indexes, record, 0, combined or StoreValue(None, ts, Accumulator()), close)
+            self._update(state, indexes, record, previous + 1, StoreValue(None, ts, self.new_acc()), close)
+        self._update(state, indexes, record, 0, combined or StoreValue(None, ts, self.new_acc()), close)
 
     def _update(self, state: TaskState, indexes: _Indexes, record: Record, start: int, entry: StoreValue,
                 close: int) -> None:
@@ -144,28 +144,26 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         the window has closed."""
         if start + self.window.size < close:
             return
-        acc = copy.copy(Accumulator.of(entry))
-        acc.add(record.number)
+        acc = copy.copy(self.acc_of(entry))
+        acc.add(self.input_of(record))
         self._put(state, indexes, cast(bytes, record.key), start,
                   StoreValue(None, max(record.timestamp, entry.timestamp), acc))
 
     def _put(self, state: TaskState, indexes: _Indexes, key: bytes, start: int, entry: StoreValue) -> None:
-        acc = copy.copy(Accumulator.of(entry))
-        result = acc.result(self.agg)
+        acc = copy.copy(self.acc_of(entry))
         store_key = window_store_key(key, start)
         if state.get(STORE, store_key) is None:
             indexes.by_key.add(key, store_key)
             indexes.starts.add(start, store_key)
             if self.emit == "final":
                 indexes.ends.add(start + self.window.size, store_key)
-        state.put(STORE, store_key, StoreValue(store_value(self.agg, result), entry.timestamp, acc))
+        state.put(STORE, store_key, StoreValue(self.stored(acc), entry.timestamp, acc))
         indexes.newest_start = max(indexes.newest_start, start)
         if self.emit == "update":
             self._emit(state, key, start, acc, entry.timestamp)
 
-    def _emit(self, state: TaskState, key: bytes, start: int, acc: Accumulator, ts: int) -> None:
-        state.emit(output_key(key, start, start + self.window.size, False, self.key_format),
-                   output_value(self.agg, acc.result(self.agg), acc.whole, self.value_format), ts)
+    def _emit(self, state: TaskState, key: bytes, start: int, acc: Acc, ts: int) -> None:
+        state.emit(output_key(key, start, start + self.window.size, False, self.key_format), self.output(acc), ts)
 
     def _fetch(self, state: TaskState, indexes: _Indexes, key: bytes, low: int, high: int,
                newest_first: bool) -> list[Window]:
@@ -194,7 +192,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
             entry = state.get(STORE, store_key)
             if entry is not None:
                 key, start, _ = split_window_store_key(store_key)
-                self._emit(state, key, start, Accumulator.of(entry), entry.timestamp)
+                self._emit(state, key, start, self.acc_of(entry), entry.timestamp)
 
     def _indexes(self, state: TaskState) -> _Indexes:
         found = state.index.get("sliding")

@@ -17,8 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
-from kstool.streams.aggregation import AGGREGATIONS, STORE, output_value, store_value
-from kstool.streams.reduce import TEXT_AGGREGATIONS
+from kstool.streams.aggregation import AGGREGATIONS, STORE, TEXT_AGGREGATIONS, output_value, store_value
 from kstool.topologies import aggregate_inputs, combiners
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
@@ -123,18 +122,17 @@ def _encode_batches(agg: str, value_format: str, batches):
 
 def create(window: str | None = None, grace: int = 0, time: str = "record", emit: str = "update",
            key_format: str = "windowed", separator: str = ",", **settings: Any) -> Topology:
-    if settings.get("agg") in TEXT_AGGREGATIONS:
-        if window or grace or emit != "update" or time != "record":
-            raise UsageError("--agg concat and latest aggregate without --window (and its --grace, --emit, --time)")
-        if settings.get("value_format", "auto") != "auto":
-            raise UsageError("--value-format is for numbers: --agg concat and latest write the texts as they are")
-        settings.pop("value_format", None)
-        return TextAggregation(separator=separator, **settings)
-    if separator != ",":
+    text = settings.get("agg") in TEXT_AGGREGATIONS
+    if text and settings.get("value_format", "auto") != "auto":
+        raise UsageError("--value-format is for numbers: --agg concat and latest write the texts as they are")
+    if separator != "," and not text:
         raise UsageError("--separator is for --agg concat")
     if window:
         return WindowedAggregation(window=window, grace=grace, time=time, emit=emit, key_format=key_format,
-                                   **settings)
+                                   separator=separator, **settings)
+    if text:
+        settings.pop("value_format", None)
+        return TextAggregation(separator=separator, **settings)
     if grace or emit != "update" or time != "record":
         raise UsageError("--grace, --emit final and --time need --window")
     return KeyedAggregation(**settings)

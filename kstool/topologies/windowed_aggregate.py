@@ -17,7 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
-from kstool.streams.aggregation import STORE, SessionAggregate, WindowedAggregate
+from kstool.streams.aggregation import STORE, TEXT_AGGREGATIONS, SessionAggregate, WindowedAggregate
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import aggregate_inputs, combiners, events
@@ -41,13 +41,16 @@ class WindowedAggregation:
     time: str = "record"  # | field:PATH
     emit: str = "update"  # | final
     key_format: str = "windowed"  # | json
+    separator: str = ","  # --agg concat
     name: str = "aggregate"
     per_task: bool = True
     numbers: NumberInput = field(init=False)
     spec: WindowSpec = field(init=False)
 
     def __post_init__(self) -> None:
-        self.numbers = NumberInput(self.agg, self.value_field, self.group_by, self.input_value_format)
+        # texts (concat, latest) take the value or its field where numbers are read
+        self.numbers = NumberInput("count" if self.text else self.agg, self.value_field, self.group_by,
+                                   self.input_value_format)
         self.input_value_format = self.numbers.input_value_format  # --value-field implies json
         self.spec = WindowSpec.parse(self.window)
         if self.emit not in EMIT_MODES:
@@ -55,6 +58,10 @@ class WindowedAggregation:
         if self.grace < 0:
             raise UsageError("--grace must not be negative")
         events.check_time(self.time)
+
+    @property
+    def text(self) -> bool:
+        return self.agg in TEXT_AGGREGATIONS
 
     @property
     def invalid_reason(self) -> str:
@@ -68,11 +75,12 @@ class WindowedAggregation:
         return [self.output_topic]
 
     def parameters(self) -> dict[str, Any]:
-        return {**self.numbers.parameters(), "value_format": self.value_format, "window": self.window,
-                "grace": self.grace, "time": self.time, "emit": self.emit, "key_format": self.key_format}
+        return {**self.numbers.parameters(), "agg": self.agg, "value_format": self.value_format, "window": self.window,
+                "grace": self.grace, "time": self.time, "emit": self.emit, "key_format": self.key_format,
+                **({"separator": self.separator} if self.text else {})}
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        value_kind = "long" if self.agg == "count" else "double"
+        value_kind = "string" if self.text else "long" if self.agg == "count" else "double"
         kind = "session" if self.spec.kind == "session" else "window"
         size = self.spec.size if self.spec.kind != "session" else None
         return [StoreSpec(STORE, kind, changelog_topic(app_id, STORE), "string", value_kind,
@@ -94,7 +102,8 @@ class WindowedAggregation:
 
     def processor(self):
         kind = {"session": SessionAggregate, "sliding": SlidingWindowAggregate}.get(self.spec.kind, WindowedAggregate)
-        return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format)
+        return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format,
+                    separator=self.separator)
 
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
@@ -104,9 +113,11 @@ class WindowedAggregation:
         group_key = self.numbers.group_key()
         # the source's partial rows (self.combiner) carry a key, or none (a range's newest time), and no value
         partial = F.col(PARTIAL)
-        rows = source.filter(F.col("value").isNotNull() | partial.isNotNull()).select(
+        value = (F.encode(F.get_json_object(self.numbers.json_text(), "$." + self.value_field), "UTF-8")
+                 if self.text and self.value_field else F.col("value"))  # a text aggregate's input
+        rows = source.filter(value.isNotNull() | partial.isNotNull()).select(
             events.task(group_key, self.group_by != "key", tasks).alias("task"),
-            F.lit(0).alias("side"), group_key.alias("key"), F.col("value"),
+            F.lit(0).alias("side"), group_key.alias("key"), value.alias("value"),
             self.numbers.number().alias("number"), events.event_time(self.time, self.numbers.json_text()).alias("event_time"),
             "partition", "offset", *(partial[c].alias(c) for c in PARTIAL_COLUMNS))
         return run_tasks(rows.filter(F.col("key").isNotNull() | F.col("count").isNotNull()), self.processor, seed)

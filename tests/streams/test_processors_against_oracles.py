@@ -76,6 +76,37 @@ def test_time_windows_match_the_oracle(inputs, window, grace, batch, bucket):
         assert len(state.stores["aggregate"]) == len(set(counts) - closed)
 
 
+@settings(max_examples=150, deadline=None)
+@given(records, st.sampled_from(["tumbling:10ms", "hopping:9ms,3ms", "sliding:7ms", "session:5ms"]), st.integers(0, 8),
+       batch_sizes, index_buckets)
+def test_text_concat_in_windows_follows_the_count(inputs, window, grace, batch, bucket):
+    """--agg concat against --agg count, the same records and windows (each record's value its
+    number): every window's latest text joins as many values as it counted, each once, in
+    processing order (sessions: merged sessions' texts in session order, then the record, as
+    Kafka Streams' session merger for a reduce), and `latest` ends with the last processed;
+    late records are late alike."""
+    spec = WindowSpec.parse(window)
+    kind = {"session": SessionAggregate, "sliding": SlidingWindowAggregate}.get(spec.kind, WindowedAggregate)
+    recs = [Record(k, str(i).encode(), ts, offset=i) for i, (k, ts) in enumerate(inputs)]
+
+    def latest_per_window(agg):
+        out, _ = _run(kind(spec, agg, grace, "update", "string", "json", bucket, separator="|"), recs, batch)
+        last = {}
+        for e in out:
+            if e.role == OUTPUT:
+                last[e.key] = None if e.value is None else e.value.decode()
+        return {w: v for w, v in last.items() if v is not None}, sum(e.role == LATE for e in out)
+
+    counts, late = latest_per_window("count")
+    texts, text_late = latest_per_window("concat")
+    latest, _ = latest_per_window("latest")
+    assert text_late == late and texts.keys() == counts.keys() == latest.keys()
+    for w, text in texts.items():
+        numbers = [int(n) for n in text.split("|")]
+        assert len(numbers) == int(counts[w]) == len(set(numbers)) and latest[w] == str(max(numbers))
+        assert spec.kind == "session" or numbers == sorted(numbers)
+
+
 def _session_oracle(gap: int, grace: int, inputs):
     """Sessions per key by the merge rule of KStreamSessionWindowAggregate#process (Kafka 3.0+,
     KAFKA-12718): the close time is stream time - grace - gap; a record whose merged session

@@ -325,3 +325,19 @@ def test_sliding_windows_count_as_kafka_streams_does(kafka, spark, topic_name):
     entries = json.loads(cli("state", "all", "--app-id", topic_name + "-app", "-o", "json").stdout)
     assert sorted((e["key"], e["window_start"] - T0, e["window_end"] - e["window_start"], e["value"])
                   for e in entries) == [(k, start, 500, count) for k, start, count, _ in SLIDING_LAST]
+
+
+def test_concat_in_tumbling_windows_emit_final(kafka, spark, topic_name):
+    # TimeWindowedKStreamImplTest#shouldReduceWindowed's rule through Kafka and Spark: each window's
+    # values joined in processing order (w@2 after z@12, still within the grace), written once
+    # when stream time closes it: b@25 closes [0,10) (end + grace 20); [10,20) and [20,30) stay open
+    create_topic(kafka, topic_name, 1)
+    produce_keyed(kafka, topic_name, [("a", "x", 1), ("a", "y", 4), ("b", "p", 3), ("a", "z", 12), ("a", "w", 2),
+                                      ("b", "q", 25)])
+    result = cli("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--app-id",
+                 topic_name + "-app", "--once", "--window", "tumbling:10s", "--agg", "concat", "--separator", "|",
+                 "--emit", "final", "--grace", "10s")
+    assert result.exit_code == 0, result.stderr
+    written = [(m.key()[:-8].decode(), struct.unpack(">q", m.key()[-8:])[0] - T0, m.value().decode())
+               for m in read_all(kafka, topic_name + "-out")]
+    assert written == [("a", 0, "x|y|w"), ("b", 0, "p")]
