@@ -24,7 +24,7 @@ from kstool.contract import LATE
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TaskState
 
-KINDS = ("stream-stream", "stream-table", "table-table")
+KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
 HOWS = ("inner", "left", "outer")
 JOINERS = ("json", "concat")
 SIDES = {LEFT: "left", RIGHT: "right"}

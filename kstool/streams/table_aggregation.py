@@ -14,13 +14,13 @@ stream time - D reaches that time, or, beyond N waiting groups, oldest first.
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from typing import cast
 
 from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.aggregation import output_value, store_value
+from kstool.streams.fields import field_text, json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.task import Record, StoreValue, TaskState
 
@@ -31,17 +31,6 @@ TIME = struct.Struct(">q")
 # a buffered update: the time its group entered the buffer, then 1 and its value, or 0 (a tombstone)
 PRESENT, ABSENT = b"\x01", b"\x00"
 NO_LIMIT = 2**62
-
-
-def _field(value: bytes, path: str) -> object:
-    """A dot path of a JSON value (None when it is not there, or the value is not JSON)."""
-    try:
-        found = json.loads(value)
-    except ValueError:
-        return None
-    for part in path.split("."):
-        found = found.get(part) if isinstance(found, dict) else None
-    return found
 
 
 @dataclass
@@ -77,13 +66,12 @@ class TableAggregate:
         if self.group_by in ("key", "value"):
             group: bytes | None = key if self.group_by == "key" else value
         else:
-            found = _field(value, self.group_by[6:])
-            group = None if found is None else (found if isinstance(found, str) else json.dumps(found)).encode()
+            group = field_text(value, self.group_by[6:])
         if group is None:
             return None
         if self.agg == "count":
             return group, 1.0
-        number = _field(value, self.value_field) if self.value_field else value.decode("utf-8", "replace")
+        number = json_field(value, self.value_field) if self.value_field else value.decode("utf-8", "replace")
         try:
             return group, float(cast(str, number))
         except (TypeError, ValueError):

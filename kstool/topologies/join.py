@@ -1,5 +1,8 @@
 """join: stream-stream, stream-table and table-table joins of two topics by key, with Kafka
-Streams' semantics (`kstool.streams.joins`), run per task with Spark's transformWithState.
+Streams' semantics (`kstool.streams.joins`; against a versioned table `kstool.streams.versioned`),
+and stream-global joins of a stream with a GlobalKTable by a key the stream record names
+(`kstool.streams.global_join`: the table in every task), run per task with Spark's
+transformWithState.
 
 Both inputs must be co-partitioned (same partition count), as Kafka Streams requires, unless
 `--repartition` is given: then records are re-grouped by key into as many tasks as the larger
@@ -16,6 +19,7 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, SinkTarget
+from kstool.streams.global_join import GLOBAL, GlobalTableJoin, key_mapper
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT
 from kstool.streams.versioned import BUFFER, TABLE, VersionedStreamTableJoin
@@ -24,7 +28,8 @@ from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
-                "join-left-table": "key-value", "join-right-table": "key-value", BUFFER: "key-value"}
+                "join-left-table": "key-value", "join-right-table": "key-value", BUFFER: "key-value",
+                GLOBAL: "key-value"}
 # stores whose keys are bytes (time ‖ side or key ‖ ...)
 _BINARY_KEYS = ("join-unmatched", BUFFER)
 
@@ -48,6 +53,7 @@ class Join:
     before: int | None = None  # ms; stream-stream, instead of within: JoinWindows.before / after
     after: int | None = None
     table_history: int | None = None  # ms; stream-table: a versioned table keeping versions this long
+    global_key: str | None = None  # stream-global: key | field:PATH of the stream record (None: key)
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
@@ -55,15 +61,16 @@ class Join:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise UsageError(f"--kind must be one of {', '.join(KINDS)}")
-        if self.how not in HOWS or (self.kind == "stream-table" and self.how == "outer"):
-            raise UsageError("--how is inner or left for stream-table joins"
-                             if self.kind == "stream-table" else f"--how must be one of {', '.join(HOWS)}")
+        one_sided = self.kind in ("stream-table", "stream-global")
+        if self.how not in HOWS or (one_sided and self.how == "outer"):
+            raise UsageError(f"--how is inner or left for {self.kind} joins"
+                             if one_sided else f"--how must be one of {', '.join(HOWS)}")
         asymmetric = self.before is not None or self.after is not None
         if self.kind != "stream-stream" and (self.within is not None or asymmetric):
             raise UsageError("--within, --before and --after are for stream-stream joins")
         if self.table_history is not None and self.kind != "stream-table":
             raise UsageError("--table-history is for stream-table joins")
-        if self.kind == "table-table" and self.grace:
+        if self.kind in ("table-table", "stream-global") and self.grace:
             raise UsageError("--grace is for stream-stream joins and versioned stream-table joins")
         if self.kind == "stream-table" and self.grace and self.table_history is None:
             raise UsageError("--grace on a stream-table join needs a versioned table: give --table-history "
@@ -79,6 +86,12 @@ class Join:
         if self.kind == "stream-stream" and self.within is None and not asymmetric:
             raise UsageError("a stream-stream join needs --within DURATION (how far apart the two "
                              "records' timestamps may be), or --before and --after")
+        if self.global_key is not None and self.kind != "stream-global":
+            raise UsageError("--global-key is for stream-global joins")
+        if self.global_key not in (None, "key") and not (self.global_key.startswith("field:") and len(self.global_key) > 6):
+            raise UsageError("--global-key is key or field:PATH (a JSON field of the stream record's value)")
+        if self.kind == "stream-global" and self.repartition:
+            raise UsageError("a stream-global join needs no --repartition: every task holds the whole table")
         if self.joiner not in JOINERS:
             raise UsageError(f"--joiner must be one of {', '.join(JOINERS)}")
         if self.left_topic == self.right_topic:
@@ -101,7 +114,8 @@ class Join:
                 # only when set: apps made before them have no such parameters
                 **({"input_value_format": self.input_value_format} if self.input_value_format != "bytes" else {}),
                 **({"before": self.before, "after": self.after} if self.before is not None else {}),
-                **({"table_history": self.table_history} if self.table_history is not None else {})}
+                **({"table_history": self.table_history} if self.table_history is not None else {}),
+                **({"global_key": self.global_key} if self.global_key is not None else {})}
 
     def window(self) -> tuple[int, int]:
         """A stream-stream join's (before, after) in ms."""
@@ -117,6 +131,8 @@ class Join:
             return VersionedStreamTableJoin(self.how, self.table_history, self.grace, joiner)
         if self.kind == "stream-table":
             return StreamTableJoin(self.how, joiner)
+        if self.kind == "stream-global":
+            return GlobalTableJoin(self.how, key_mapper(self.global_key or "key"), joiner)
         return TableTableJoin(self.how, joiner)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
@@ -136,7 +152,7 @@ class Join:
             raise UsageError("a join window of 0 (--within 0, or --before 0 --after 0) needs a --grace of at "
                              "least 1ms: the join stores would hold nothing (retention = before + after + grace)")
         left, right = partitions[self.left_topic], partitions[self.right_topic]
-        if left != right and not self.repartition:
+        if left != right and not self.repartition and self.kind != "stream-global":
             raise UsageError(
                 f"the join's inputs are not co-partitioned: {self.left_topic} has {left} partitions, "
                 f"{self.right_topic} has {right}; Kafka Streams refuses this too. Give --repartition "
@@ -158,7 +174,11 @@ class Join:
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
         # decoded values join as their JSON text (what the joiner shows and the stores keep)
         value = F.col("value") if self.input_value_format == "bytes" else F.encode(F.col(VALUE_JSON), "UTF-8")
-        rows = events.keyed_rows(source, events.task(F.col("key"), self.repartition, tasks), side, value)
+        task = events.task(F.col("key"), self.repartition, tasks)
+        if self.kind == "stream-global":  # the table's records go to every task
+            task = F.explode(F.when(side == LEFT, F.array(F.col("partition")))
+                             .otherwise(F.sequence(F.lit(0), F.lit(tasks - 1))))
+        rows = events.keyed_rows(source, task, side, value)
         return run_tasks(rows, self.processor, seed)
 
     def encode(self, updates):
@@ -167,7 +187,8 @@ class Join:
     def describe(self, app_id: str) -> dict:
         stores = self.stores(app_id)
         sides = {LEFT: self.left_topic, RIGHT: self.right_topic}
-        table = {"stream-stream": (False, False), "stream-table": (False, True), "table-table": (True, True)}[self.kind]
+        table = {"stream-stream": (False, False), "stream-table": (False, True), "table-table": (True, True),
+                 "stream-global": (False, True)}[self.kind]
         nodes = []
         for side, is_table in zip((LEFT, RIGHT), table):
             nodes.append({"name": f"KSTREAM-SOURCE-000000000{side}", "type": "source", "topics": [sides[side]],
@@ -183,6 +204,8 @@ class Join:
                           if self.before is not None else "")
                        + (f" against a versioned table (history {self.table_history}ms, grace {self.grace}ms)"
                           if self.table_history is not None else "")
+                       + (f" on the stream record's {self.global_key or 'key'}, the whole table in every task"
+                          if self.kind == "stream-global" else "")
                        + ("; re-grouped by key" if self.repartition else ""))},
             {"name": "KSTREAM-SINK", "type": "sink", "topic": self.output_topic},
         ]
@@ -202,7 +225,8 @@ def _describe_window(values: dict[str, Any]) -> dict[str, Any]:
 
 
 TYPE = TopologyType(
-    "join", "Join two topics by key: stream-stream (windowed), stream-table or table-table.",
+    "join", "Join two topics by key: stream-stream (windowed), stream-table, table-table, or a stream with a "
+    "global table (stream-global).",
     (Setting("left_topic", "--left", kind=TOPIC, required=True, metavar="TOPIC"),
      Setting("right_topic", "--right", kind=TOPIC, required=True, metavar="TOPIC"),
      Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
@@ -222,6 +246,8 @@ TYPE = TopologyType(
      Setting("table_history", "--table-history", "stream-table: a versioned table keeping each key's versions "
              "this long; a stream record joins the version valid at its timestamp, not the latest.",
              kind=DURATION, metavar="DURATION"),
+     Setting("global_key", "--global-key", "stream-global: the table key a stream record joins: its key, or a "
+             "JSON field of its value (default: key).", metavar="key|field:PATH"),
      Setting("joiner", "--joiner", 'json: {"left": ..., "right": ...}; concat: left + separator + right.',
              default="json", choices=JOINERS),
      Setting("separator", "--separator", "For --joiner concat.", default=","),
@@ -242,5 +268,6 @@ TYPE = TopologyType(
               "--before 0ms --after 2d --how left --once",
               "kstool run join --left orders --right customers --output enriched --kind stream-table --how left "
               "--table-history 7d --grace 1m --once"),
-    shapes=(("--kind", "stream-stream"), ("--kind", "stream-table"), ("--kind", "table-table")),
+    shapes=(("--kind", "stream-stream"), ("--kind", "stream-table"), ("--kind", "table-table"),
+            ("--kind", "stream-global")),
 )

@@ -203,7 +203,10 @@ def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
                           ((*stream_table, "--grace", "2m", "--table-history", "1m"),
                            "--table-history must be at least --grace"),
                           (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "table-table",
-                            "--table-history", "1m"), "--table-history is for stream-table joins")):
+                            "--table-history", "1m"), "--table-history is for stream-table joins"),
+                          ((*stream_table, "--global-key", "field:id"), "--global-key is for stream-global joins"),
+                          (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-global",
+                            "--how", "outer"), "--how is inner or left for stream-global joins")):
         refused = cli(*args)
         assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
@@ -224,3 +227,35 @@ def test_topology_describe_covers_joins_and_windowed_aggregates():
     assert any(n.startswith("KTABLE-SUPPRESS") for n in names)
     assert windowed["stores"] == [{"name": "aggregate", "kind": "window", "changelog_topic": "aggregate-aggregate-changelog",
                                    "key_format": "string", "value_format": "long"}]
+
+
+def _order(customer: str) -> str:
+    return json.dumps({"customer": customer})
+
+
+def test_stream_global_join_needs_no_co_partitioning(kafka, spark, topic_name):
+    # orders over two partitions, customers in one (a GlobalKTable: every task holds it all);
+    # each batch's customer updates go in before its orders are joined. Run 2: Ada's new name
+    # reaches both tasks (o5 on partition 1, o6 on partition 0); o2's customer is unknown
+    left, right, out = topic_name + "-l", topic_name + "-r", topic_name + "-out"
+    create_topic(kafka, left, 2)
+    create_topic(kafka, right, 1)
+    produce_keyed(kafka, left, [("o1", _order("c1"), 2), ("o3", _order("c2"), 6)], 0)
+    produce_keyed(kafka, left, [("o2", _order("c9"), 3), ("o4", _order("c1"), 7)], 1)
+    produce_keyed(kafka, right, [("c1", "Ada", 1), ("c2", "Bob", 1)])
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", topic_name + "-app", "--once",
+           "--kind", "stream-global", "--global-key", "field:customer", "--how", "left", "--joiner", "concat",
+           "--separator", "|")
+    first = cli(*run)
+    assert first.exit_code == 0, first.stderr
+    produce_keyed(kafka, right, [("c1", "Ada L.", 10)])
+    produce_keyed(kafka, left, [("o5", _order("c1"), 11)], 1)
+    produce_keyed(kafka, left, [("o6", _order("c1"), 12)], 0)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    joined = {key: value.split("|")[1] for key, value, _ in _output(kafka, out)}
+    assert joined == {"o1": "Ada", "o2": "null", "o3": "Bob", "o4": "Ada", "o5": "Ada L.", "o6": "Ada L."}
+    # each task's copy of the table is logged to its own changelog partition
+    logged = read_all(kafka, topic_name + "-app-join-global-table-changelog")
+    assert sorted((m.partition(), m.key(), m.value()) for m in logged) == sorted(
+        (p, k, v) for p in (0, 1) for k, v in ((b"c1", b"Ada"), (b"c2", b"Bob"), (b"c1", b"Ada L.")))

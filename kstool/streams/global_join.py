@@ -1,0 +1,77 @@
+"""A stream joined with a GlobalKTable (Kafka Streams' KStreamGlobalKTableJoin:
+KStreamKTableJoinProcessor with the global table's value getter, apache/kafka trunk as of
+2024-10): each stream record's join key comes from a key mapper (its key, or a field of its
+value), so the two topics need not be co-partitioned: every task holds the whole table.
+
+Kafka Streams fills a global table before it processes any record and then keeps it current
+apart from stream time; here each batch's table records go into the table before the batch's
+stream records are joined. A stream record with a null value, or whose mapper gives no key, is
+skipped, except that a left join keeps a record without a key of its own; table tombstones
+delete; table updates emit nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from kstool.streams.fields import field_text
+from kstool.streams.joins import Joiner
+from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TaskState
+
+GLOBAL = "join-global-table"
+KeyMapper = Callable[[bytes | None, bytes], bytes | None]
+
+
+def key_mapper(spec: str) -> KeyMapper:
+    """--global-key key | field:PATH: the table key a stream record joins."""
+    if spec == "key":
+        return lambda key, value: key
+    path = spec[len("field:"):]
+    return lambda key, value: field_text(value, path)
+
+
+@dataclass
+class GlobalTableJoin(RecordByRecord):
+    how: str  # inner | left
+    mapper: KeyMapper
+    joiner: Joiner
+    stores: tuple[str, ...] = (GLOBAL,)
+    indexes: tuple[str, ...] = ()
+    cached_roles: frozenset[str] = frozenset()  # join results are a KStream
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        keys = {r.key for r in records if r.side != LEFT and r.key is not None}
+        keys |= {k for r in records if r.side == LEFT and r.value is not None
+                 for k in [self.mapper(r.key, r.value)] if k is not None}
+        return {GLOBAL: keys}
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        return StoreValue(value, timestamp)
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        for record in records:
+            if record.side != LEFT:
+                self._update(record, state)
+        for record in records:
+            if record.side == LEFT:
+                self.process(record, state)
+
+    def _update(self, record: Record, state: TaskState) -> None:
+        if record.key is None:
+            return
+        if record.value is None:
+            state.delete(GLOBAL, record.key, record.timestamp)
+        else:
+            state.put(GLOBAL, record.key, StoreValue(record.value, record.timestamp))
+
+    def process(self, record: Record, state: TaskState) -> None:
+        """A stream record (KStreamKTableJoinProcessor#maybeDropRecord, #doJoin)."""
+        if record.value is None:
+            return
+        mapped = self.mapper(record.key, record.value)
+        if mapped is None and not (self.how == "left" and record.key is None):
+            return
+        right = state.get(GLOBAL, mapped) if mapped is not None else None
+        if right is not None or self.how == "left":
+            state.emit(record.key, self.joiner(record.value, right.value if right else None), record.timestamp)
