@@ -1,8 +1,8 @@
 """join: stream-stream, stream-table and table-table joins of two topics by key, with Kafka
 Streams' semantics (`kstool.streams.joins`; against a versioned table `kstool.streams.versioned`),
-and stream-global joins of a stream with a GlobalKTable by a key the stream record names
-(`kstool.streams.global_join`: the table in every task), run per task with Spark's
-transformWithState.
+stream-global joins of a stream with a GlobalKTable by a key the stream record names
+(`kstool.streams.global_join`: the table in every task), and foreign-key table-table joins
+(`kstool.streams.fk_join`, one task), run per task with Spark's transformWithState.
 
 Both inputs must be co-partitioned (same partition count), as Kafka Streams requires, unless
 `--repartition` is given: then records are re-grouped by key into as many tasks as the larger
@@ -19,6 +19,8 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, SinkTarget
+from kstool.streams.fields import field_text
+from kstool.streams.fk_join import SUBSCRIPTIONS, ForeignKeyJoin
 from kstool.streams.global_join import GLOBAL, GlobalTableJoin, key_mapper
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT
@@ -29,9 +31,9 @@ from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 # the join stores' kinds (their changelog key layouts)
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
                 "join-left-table": "key-value", "join-right-table": "key-value", BUFFER: "key-value",
-                GLOBAL: "key-value"}
+                GLOBAL: "key-value", SUBSCRIPTIONS: "key-value"}
 # stores whose keys are bytes (time ‖ side or key ‖ ...)
-_BINARY_KEYS = ("join-unmatched", BUFFER)
+_BINARY_KEYS = ("join-unmatched", BUFFER, SUBSCRIPTIONS)
 
 
 INPUT_FORMATS = ("bytes", *SCHEMA_FORMATS)
@@ -54,6 +56,7 @@ class Join:
     after: int | None = None
     table_history: int | None = None  # ms; stream-table: a versioned table keeping versions this long
     global_key: str | None = None  # stream-global: key | field:PATH of the stream record (None: key)
+    foreign_key: str | None = None  # table-table: field:PATH of the left row naming the right row
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
@@ -86,6 +89,12 @@ class Join:
         if self.kind == "stream-stream" and self.within is None and not asymmetric:
             raise UsageError("a stream-stream join needs --within DURATION (how far apart the two "
                              "records' timestamps may be), or --before and --after")
+        if self.foreign_key is not None and self.kind != "table-table":
+            raise UsageError("--foreign-key is for table-table joins")
+        if self.foreign_key is not None and not (self.foreign_key.startswith("field:") and len(self.foreign_key) > 6):
+            raise UsageError("--foreign-key is field:PATH: the JSON field of the left row that names the right row")
+        if self.foreign_key is not None and self.how == "outer":
+            raise UsageError("--how is inner or left for a foreign-key join (Kafka Streams has no outer one)")
         if self.global_key is not None and self.kind != "stream-global":
             raise UsageError("--global-key is for stream-global joins")
         if self.global_key not in (None, "key") and not (self.global_key.startswith("field:") and len(self.global_key) > 6):
@@ -115,7 +124,8 @@ class Join:
                 **({"input_value_format": self.input_value_format} if self.input_value_format != "bytes" else {}),
                 **({"before": self.before, "after": self.after} if self.before is not None else {}),
                 **({"table_history": self.table_history} if self.table_history is not None else {}),
-                **({"global_key": self.global_key} if self.global_key is not None else {})}
+                **({"global_key": self.global_key} if self.global_key is not None else {}),
+                **({"foreign_key": self.foreign_key} if self.foreign_key is not None else {})}
 
     def window(self) -> tuple[int, int]:
         """A stream-stream join's (before, after) in ms."""
@@ -133,6 +143,9 @@ class Join:
             return StreamTableJoin(self.how, joiner)
         if self.kind == "stream-global":
             return GlobalTableJoin(self.how, key_mapper(self.global_key or "key"), joiner)
+        if self.foreign_key is not None:
+            path = self.foreign_key[len("field:"):]
+            return ForeignKeyJoin(self.how, lambda value: field_text(value, path), joiner)
         return TableTableJoin(self.how, joiner)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
@@ -152,7 +165,7 @@ class Join:
             raise UsageError("a join window of 0 (--within 0, or --before 0 --after 0) needs a --grace of at "
                              "least 1ms: the join stores would hold nothing (retention = before + after + grace)")
         left, right = partitions[self.left_topic], partitions[self.right_topic]
-        if left != right and not self.repartition and self.kind != "stream-global":
+        if left != right and not self.repartition and self.kind != "stream-global" and self.foreign_key is None:
             raise UsageError(
                 f"the join's inputs are not co-partitioned: {self.left_topic} has {left} partitions, "
                 f"{self.right_topic} has {right}; Kafka Streams refuses this too. Give --repartition "
@@ -178,6 +191,8 @@ class Join:
         if self.kind == "stream-global":  # the table's records go to every task
             task = F.explode(F.when(side == LEFT, F.array(F.col("partition")))
                              .otherwise(F.sequence(F.lit(0), F.lit(tasks - 1))))
+        if self.foreign_key is not None:  # both tables and the subscriptions in one task
+            task = F.lit(0)
         rows = events.keyed_rows(source, task, side, value)
         return run_tasks(rows, self.processor, seed)
 
@@ -186,6 +201,8 @@ class Join:
 
     def describe(self, app_id: str) -> dict:
         stores = self.stores(app_id)
+        if self.foreign_key is not None:
+            return _describe_fk(self, stores)
         sides = {LEFT: self.left_topic, RIGHT: self.right_topic}
         table = {"stream-stream": (False, False), "stream-table": (False, True), "table-table": (True, True),
                  "stream-global": (False, True)}[self.kind]
@@ -212,6 +229,32 @@ class Join:
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
                 "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
                             "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
+
+
+def _describe_fk(join: Join, stores: list[StoreSpec]) -> dict:
+    """Kafka Streams' foreign-key join nodes (KTableImpl#doJoinOnForeignKey), in one
+    sub-topology: kstool keeps both sides and the subscriptions in one task."""
+    registration, subscription = "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION", "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR"
+    resolver, output = "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR", "KTABLE-FK-JOIN-OUTPUT"
+    foreign = "KTABLE-FK-JOIN-FOREIGN-TABLE-PROCESSOR"
+    names = [s.name for s in stores]
+    nodes = [
+        {"name": "KTABLE-SOURCE-LEFT", "type": "source", "topics": [join.left_topic], "stores": [names[0]],
+         "successors": [registration]},
+        {"name": registration, "type": "processor", "stores": [], "successors": [subscription],
+         "spark": f"foreign key: {join.foreign_key} of the left row; one task (no subscription topics)"},
+        {"name": subscription, "type": "processor", "stores": [SUBSCRIPTIONS, names[1]], "successors": [resolver]},
+        {"name": "KTABLE-SOURCE-RIGHT", "type": "source", "topics": [join.right_topic], "stores": [names[1]],
+         "successors": [foreign]},
+        {"name": foreign, "type": "processor", "stores": [SUBSCRIPTIONS], "successors": [resolver]},
+        {"name": resolver, "type": "processor", "stores": [names[0]], "successors": [output]},
+        {"name": output, "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
+         "spark": f"transformWithState: foreign-key {join.how} join"},
+        {"name": "KSTREAM-SINK", "type": "sink", "topic": join.output_topic},
+    ]
+    return {"topology": join.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
+            "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
+                        "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
 
 
 def _describe_window(values: dict[str, Any]) -> dict[str, Any]:
@@ -246,6 +289,9 @@ TYPE = TopologyType(
      Setting("table_history", "--table-history", "stream-table: a versioned table keeping each key's versions "
              "this long; a stream record joins the version valid at its timestamp, not the latest.",
              kind=DURATION, metavar="DURATION"),
+     Setting("foreign_key", "--foreign-key", "table-table: join each left row with the right row this JSON "
+             "field of it names (a foreign-key join, KIP-213).", metavar="field:PATH",
+             describe_help="join: a foreign-key table-table join."),
      Setting("global_key", "--global-key", "stream-global: the table key a stream record joins: its key, or a "
              "JSON field of its value (default: key).", metavar="key|field:PATH"),
      Setting("joiner", "--joiner", 'json: {"left": ..., "right": ...}; concat: left + separator + right.',

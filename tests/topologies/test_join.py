@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import cli
-from tests.helpers import T0, create_topic, produce_keyed, read_all
+from tests.helpers import T0, create_topic, latest_per_key, produce_keyed, read_all
 
 
 def _run(kafka, topic_name, left, right, *options, partitions=(1, 1)):
@@ -206,7 +206,10 @@ def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
                             "--table-history", "1m"), "--table-history is for stream-table joins"),
                           ((*stream_table, "--global-key", "field:id"), "--global-key is for stream-global joins"),
                           (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "stream-global",
-                            "--how", "outer"), "--how is inner or left for stream-global joins")):
+                            "--how", "outer"), "--how is inner or left for stream-global joins"),
+                          ((*stream_table, "--foreign-key", "field:id"), "--foreign-key is for table-table joins"),
+                          (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "table-table",
+                            "--foreign-key", "customer"), "--foreign-key is field:PATH")):
         refused = cli(*args)
         assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
@@ -259,3 +262,35 @@ def test_stream_global_join_needs_no_co_partitioning(kafka, spark, topic_name):
     logged = read_all(kafka, topic_name + "-app-join-global-table-changelog")
     assert sorted((m.partition(), m.key(), m.value()) for m in logged) == sorted(
         (p, k, v) for p in (0, 1) for k, v in ((b"c1", b"Ada"), (b"c2", b"Bob"), (b"c1", b"Ada L.")))
+
+
+def test_foreign_key_join_follows_rows_and_their_foreign_rows(kafka, spark, topic_name):
+    # orders (two partitions) name their customer (three partitions): KIP-213's table-table join.
+    # Run 1: o1 -> c1 (Ada), o2 -> c2 (none yet: null). Run 2: c2 arrives (o2 joins it), c1 is
+    # renamed (o1 follows), o1 moves to c2 (leaves c1: a later c1 change no longer reaches it),
+    # o3 is deleted
+    left, right, out = topic_name + "-l", topic_name + "-r", topic_name + "-out"
+    create_topic(kafka, left, 2)
+    create_topic(kafka, right, 3)
+    produce_keyed(kafka, right, [("c1", "Ada", 1)], 0)
+    produce_keyed(kafka, left, [("o1", _order("c1"), 2), ("o3", _order("c1"), 3)], 0)
+    produce_keyed(kafka, left, [("o2", _order("c2"), 2)], 1)
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", topic_name + "-app", "--once",
+           "--kind", "table-table", "--foreign-key", "field:customer", "--how", "left", "--joiner", "concat",
+           "--separator", "|")
+    first = cli(*run)
+    assert first.exit_code == 0, first.stderr
+    assert latest_per_key(read_all(kafka, out)) == {b"o1": _order("c1").encode() + b"|Ada",
+                                                    b"o2": _order("c2").encode() + b"|null",
+                                                    b"o3": _order("c1").encode() + b"|Ada"}
+    produce_keyed(kafka, right, [("c2", "Bob", 5)], 1)
+    produce_keyed(kafka, right, [("c1", "Ada L.", 6)], 0)
+    produce_keyed(kafka, left, [("o1", _order("c2"), 7), ("o3", None, 8)], 0)
+    produce_keyed(kafka, right, [("c1", "Ada M.", 9)], 0)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert latest_per_key(read_all(kafka, out)) == {b"o1": _order("c2").encode() + b"|Bob",
+                                                    b"o2": _order("c2").encode() + b"|Bob"}
+    # the subscriptions store: each order under its customer (Kafka Streams' CombinedKey layout)
+    subscriptions = latest_per_key(read_all(kafka, topic_name + "-app-join-subscriptions-changelog"))
+    assert sorted(subscriptions) == [b"\x00\x00\x00\x02c2o1", b"\x00\x00\x00\x02c2o2"]

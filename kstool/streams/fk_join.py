@@ -1,0 +1,149 @@
+"""A foreign-key table-table join (Kafka Streams' KTable#join(other, foreignKeyExtractor, joiner),
+KIP-213; apache/kafka trunk as of 2024-10, kstream/internals/foreignkeyjoin): a left row joins
+the right row its foreign key names, and a right row's change reaches every left row that names
+it.
+
+Kafka Streams runs it as messages between two tasks: a left change sends subscription
+instructions to the foreign key's task (SubscriptionSendProcessorSupplier), which keeps the
+subscription and answers with the right value (SubscriptionJoinProcessorSupplier); a right
+change answers every subscription of its key (ForeignTableJoinProcessorSupplier); the left task
+turns answers into results (ResponseJoinProcessorSupplier, which drops answers to a left value
+that has changed since). Here both tables and the subscriptions live in one task and every
+message is handled at once, in the same order, so no answer is ever stale.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable, cast
+
+from kstool.contract import OUTPUT, changelog_role
+from kstool.streams.indexes import KeyIndex
+from kstool.streams.joins import Joiner
+from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TaskState
+
+LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS, INDEX = "join-left-table", "join-right-table", "join-subscriptions", "join-fk-index"
+# the index store: a foreign key -> its subscriptions; whether it was built (a restored store has none)
+BY_FOREIGN_KEY, BUILT = b"F", b"built"
+# SubscriptionWrapper.Instruction
+DELETE_AND_PROPAGATE, DELETE_NO_PROPAGATE, PROPAGATE_NULL, PROPAGATE_IF_FOUND = range(4)
+ForeignKey = Callable[[bytes], bytes | None]
+
+
+def subscription_key(foreign_key: bytes, key: bytes) -> bytes:
+    """CombinedKeySchema: the foreign key's length (4 bytes), the foreign key, the left key."""
+    return struct.pack(">i", len(foreign_key)) + foreign_key + key
+
+
+def split_subscription_key(data: bytes) -> tuple[bytes, bytes]:
+    size = struct.unpack(">i", data[:4])[0]
+    return data[4:4 + size], data[4 + size:]
+
+
+@dataclass
+class ForeignKeyJoin(RecordByRecord):
+    how: str  # inner | left
+    foreign_key: ForeignKey
+    joiner: Joiner
+    stores: tuple[str, ...] = (LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS)
+    indexes: tuple[str, ...] = (INDEX,)
+    # the result is a KTable: per batch each key's last result (the record cache)
+    cached_roles: frozenset[str] = frozenset({OUTPUT, *(changelog_role(s) for s in (LEFT_TABLE, RIGHT_TABLE,
+                                                                                      SUBSCRIPTIONS))})
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        left = {r.key for r in records if r.side == LEFT and r.key is not None}
+        right = {r.key for r in records if r.side != LEFT and r.key is not None}
+        return {LEFT_TABLE: left, RIGHT_TABLE: right, INDEX: {BUILT} | {BY_FOREIGN_KEY + k for k in right}}
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        return StoreValue(value, timestamp)
+
+    def process(self, record: Record, state: TaskState) -> None:
+        if record.key is None:
+            return  # KTableSource drops it
+        if record.side == LEFT:
+            self._left(state, record.key, record.value, record.timestamp)
+        else:
+            self._right(state, record.key, record.value, record.timestamp)
+
+    def _left(self, state: TaskState, key: bytes, value: bytes | None, ts: int) -> None:
+        old = state.get(LEFT_TABLE, key)
+        if old is None and value is None:
+            return  # a delete of nothing changes nothing
+        if value is None:
+            state.delete(LEFT_TABLE, key, ts)
+        else:
+            state.put(LEFT_TABLE, key, StoreValue(value, ts))
+        for foreign_key, instruction in self._instructions(old.value if old else None, value):
+            self._subscribe(state, key, ts, foreign_key, instruction)
+
+    def _instructions(self, old: bytes | None, new: bytes | None) -> list[tuple[bytes | None, int]]:
+        """SubscriptionSendProcessorSupplier's leftJoinInstructions / defaultJoinInstructions."""
+        old_fk: bytes | None = self.foreign_key(old) if old is not None else None
+        new_fk = self.foreign_key(new) if new is not None else None
+        if self.how == "left":
+            if old is not None:
+                moved = [(old_fk, DELETE_AND_PROPAGATE)] if old_fk is not None and new_fk != old_fk else []
+                return moved + [(new_fk, PROPAGATE_NULL)]
+            return [(new_fk, PROPAGATE_NULL)]
+        if old is not None:
+            if old_fk is None:
+                return []  # as Kafka Streams: a row without a foreign key before is skipped
+            if new is None:
+                return [(old_fk, DELETE_AND_PROPAGATE)]
+            if new_fk is None:
+                return []
+            unsubscribed: list[tuple[bytes | None, int]] = [(old_fk, DELETE_NO_PROPAGATE)] if new_fk != old_fk else []
+            return unsubscribed + [(new_fk, PROPAGATE_NULL)]
+        return [(new_fk, PROPAGATE_IF_FOUND)] if new_fk is not None else []
+
+    def _subscribe(self, state: TaskState, key: bytes, ts: int, foreign_key: bytes | None, instruction: int) -> None:
+        """SubscriptionReceiveProcessorSupplier (keep or drop the subscription), then
+        SubscriptionJoinProcessorSupplier (answer with the right value)."""
+        right = state.get(RIGHT_TABLE, foreign_key) if foreign_key is not None else None
+        if foreign_key is not None:
+            subscription, by_foreign_key = subscription_key(foreign_key, key), self._index(state)
+            if instruction in (DELETE_AND_PROPAGATE, DELETE_NO_PROPAGATE):
+                state.delete(SUBSCRIPTIONS, subscription, ts)
+                by_foreign_key.discard(foreign_key, subscription)
+            else:
+                state.put(SUBSCRIPTIONS, subscription, StoreValue(b"", ts))
+                by_foreign_key.add(foreign_key, subscription)
+        if instruction == DELETE_NO_PROPAGATE or (instruction == PROPAGATE_IF_FOUND and right is None):
+            return
+        answer = right.value if right is not None and instruction != DELETE_AND_PROPAGATE else None
+        self._respond(state, key, answer, max(ts, right.timestamp) if right is not None else ts)
+
+    def _right(self, state: TaskState, foreign_key: bytes, value: bytes | None, ts: int) -> None:
+        """ForeignTableJoinProcessorSupplier: every subscription of the key gets the new value
+        (a delete too), in the subscription store's order."""
+        if value is None:
+            state.delete(RIGHT_TABLE, foreign_key, ts)
+        else:
+            state.put(RIGHT_TABLE, foreign_key, StoreValue(value, ts))
+        subscriptions = sorted(self._index(state).get(foreign_key))
+        if subscriptions:
+            state.prefetch(LEFT_TABLE, (split_subscription_key(s)[1] for s in subscriptions))
+        for subscription in subscriptions:
+            self._respond(state, split_subscription_key(subscription)[1], value, ts)
+
+    def _respond(self, state: TaskState, key: bytes, foreign: bytes | None, ts: int) -> None:
+        """ResponseJoinProcessorSupplier: the join of the left row as it is now."""
+        current = state.get(LEFT_TABLE, key)
+        if foreign is None and (self.how != "left" or current is None):
+            state.emit(key, None, ts)
+        else:
+            state.emit(key, self.joiner(current.value if current is not None else None, foreign), ts)
+
+    def _index(self, state: TaskState) -> KeyIndex:
+        found = state.index.get("fk")
+        if found is None:
+            found = KeyIndex(state, INDEX, BY_FOREIGN_KEY)
+            if state.get(INDEX, BUILT) is None:  # restored: the subscriptions without their index
+                for subscription in list(state.stores[SUBSCRIPTIONS]):
+                    found.add(split_subscription_key(subscription)[0], subscription)
+                state.put(INDEX, BUILT, StoreValue(b"", 0), log=False)
+            state.index["fk"] = found
+        return cast(KeyIndex, found)
