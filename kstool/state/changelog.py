@@ -24,10 +24,11 @@ class ChangelogBackend:
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
-            rows = (_latest_versions(dump(self.clients, DumpOptions(self.topic, self.formats), DecodeStats()),
-                                     self.history_ms)
-                    if self.history_ms is not None else dump(self.clients, DumpOptions(self.topic, self.formats, compact=True),
-                                                DecodeStats()))
+            if self.history_ms is not None:
+                every = dump(self.clients, DumpOptions(self.topic, self.formats), DecodeStats())
+                rows = _latest_versions(every, self.history_ms)
+            else:
+                rows = list(dump(self.clients, DumpOptions(self.topic, self.formats, compact=True), DecodeStats()))
             self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r),
                                           r["partition"]) for r in rows),
                                    key=lambda e: (str(type(e.key)), str(e.key), e.window_start or 0))

@@ -198,6 +198,43 @@ def test_a_versioned_stream_table_join_restored_keeps_the_table_history_and_the_
     assert _output(kafka, out) == [("a", "S2+T1", 12), ("a", "S1+T2", 30)]
 
 
+def _customer(customer: str) -> str:
+    return json.dumps({"customer": customer})
+
+
+# (run options, first run's left / right records, second run's, the last value per key expected)
+KEYED_RESTORES = {
+    # a right change reaches o1 only through its restored subscription and row
+    "foreign-key": (("--kind", "table-table", "--foreign-key", "field:customer", "--how", "left"),
+                    [("o1", _customer("c1"), 2)], [("c1", "Ada", 1)], [], [("c1", "Ada L.", 5)],
+                    {b"o1": _customer("c1").encode() + b"|Ada L."}),
+    # o2 finds c1 only in the restored global table (its topic's offsets are past c1)
+    "stream-global": (("--kind", "stream-global", "--global-key", "field:customer", "--how", "left"),
+                      [("o1", _customer("c1"), 2)], [("c1", "Ada", 1)], [("o2", _customer("c1"), 5)], [],
+                      {b"o1": _customer("c1").encode() + b"|Ada", b"o2": _customer("c1").encode() + b"|Ada"}),
+}
+
+
+@pytest.mark.parametrize("kind", KEYED_RESTORES)
+def test_keyed_joins_restored_from_their_changelogs_go_on_exactly(kafka, spark, topic_name, kind):
+    options, left_1, right_1, left_2, right_2, expected = KEYED_RESTORES[kind]
+    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, left, 1)
+    create_topic(kafka, right, 1)
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
+           "--joiner", "concat", "--separator", "|", *options)
+    produce_keyed(kafka, right, right_1)
+    produce_keyed(kafka, left, left_1)
+    assert cli(*run).exit_code == 0
+    _lose_checkpoint_then_restore(app)
+    _restore(app)
+    produce_keyed(kafka, right, right_2)
+    produce_keyed(kafka, left, left_2)
+    second = cli(*run)
+    assert second.exit_code == 0, second.stderr
+    assert latest_per_key(read_all(kafka, out)) == expected
+
+
 def test_a_stream_stream_join_restored_from_its_changelogs_goes_on_exactly(kafka, spark, topic_name):
     """The stream-stream script split in two runs (processing order is the same: each run's
     inputs are ordered by time across sides as in the one run). Across the restore: R1 stays
