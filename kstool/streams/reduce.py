@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kstool.contract import OUTPUT, changelog_role
-from kstool.streams.aggregation import STORE
+from kstool.streams.aggregation import STORE, TextAccumulator
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 
 
@@ -31,10 +31,8 @@ class TextReduce(RecordByRecord):
         if record.key is None or record.value is None:
             return
         old = state.get(STORE, record.key)
-        if old is None or old.value is None:
-            value, timestamp = record.value, record.timestamp
-        else:
-            value = record.value if self.agg == "latest" else old.value + self.separator + record.value
-            timestamp = max(record.timestamp, old.timestamp)
-        state.put(STORE, record.key, StoreValue(value, timestamp))
-        state.emit(record.key, value, timestamp)
+        acc = TextAccumulator(None if self.agg == "latest" else self.separator, old.value if old else None)
+        acc.add(record.value)
+        timestamp = max(record.timestamp, old.timestamp) if old else record.timestamp
+        state.put(STORE, record.key, StoreValue(acc.text, timestamp))
+        state.emit(record.key, acc.text, timestamp)
