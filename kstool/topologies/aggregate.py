@@ -147,8 +147,8 @@ TYPE = TopologyType(
      Setting("agg", "--agg", "Numbers: count, sum, min, max, avg; texts: concat (joined by --separator, in "
              "processing order), latest.", default="count", choices=AGGREGATIONS + TEXT_AGGREGATIONS),
      Setting("separator", "--separator", "For --agg concat.", default=","),
-     Setting("value_field", "--value-field", "The number is this JSON field (dot path) of the value.",
-             metavar="PATH"),
+     Setting("value_field", "--value-field", "The number (concat, latest: the text) is this JSON field (dot path) "
+             "of the value.", metavar="PATH"),
      Setting("group_by", "--group-by", "Group by the record key, or re-key by a JSON field of the value.",
              default="key", metavar="key|field:PATH"),
      Setting("input_value_format", "--input-value-format", "How input values hold their number.",
