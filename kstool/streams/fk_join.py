@@ -21,7 +21,7 @@ from typing import Callable, cast
 from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.indexes import KeyIndex
 from kstool.streams.joins import Joiner
-from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TableStores, TaskState
 
 LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS, INDEX = "join-left-table", "join-right-table", "join-subscriptions", "join-fk-index"
 # the index store: a foreign key -> its subscriptions; whether it was built (a restored store has none)
@@ -42,7 +42,7 @@ def split_subscription_key(data: bytes) -> tuple[bytes, bytes]:
 
 
 @dataclass
-class ForeignKeyJoin(RecordByRecord):
+class ForeignKeyJoin(TableStores, RecordByRecord):
     how: str  # inner | left
     foreign_key: ForeignKey
     joiner: Joiner
@@ -56,9 +56,6 @@ class ForeignKeyJoin(RecordByRecord):
         left = {r.key for r in records if r.side == LEFT and r.key is not None}
         right = {r.key for r in records if r.side != LEFT and r.key is not None}
         return {LEFT_TABLE: left, RIGHT_TABLE: right, INDEX: {BUILT} | {BY_FOREIGN_KEY + k for k in right}}
-
-    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp)
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:

@@ -13,11 +13,11 @@ delete; table updates emit nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 from kstool.streams.fields import field_text
 from kstool.streams.joins import Joiner
-from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import LEFT, Record, StoreValue, TableStores, TaskState
 
 GLOBAL = "join-global-table"
 KeyMapper = Callable[[bytes | None, bytes], bytes | None]
@@ -32,7 +32,7 @@ def key_mapper(spec: str) -> KeyMapper:
 
 
 @dataclass
-class GlobalTableJoin(RecordByRecord):
+class GlobalTableJoin(TableStores):
     how: str  # inner | left
     mapper: KeyMapper
     joiner: Joiner
@@ -41,21 +41,17 @@ class GlobalTableJoin(RecordByRecord):
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        keys = {r.key for r in records if r.side != LEFT and r.key is not None}
-        keys |= {k for r in records if r.side == LEFT and r.value is not None
-                 for k in [self.mapper(r.key, r.value)] if k is not None}
-        return {GLOBAL: keys}
-
-    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp)
+        return {GLOBAL: {r.key for r in records if r.side != LEFT and r.key is not None}}
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         for record in records:
             if record.side != LEFT:
                 self._update(record, state)
-        for record in records:
-            if record.side == LEFT:
-                self.process(record, state)
+        # the rows the stream records name are known once mapped: asked for here, at once
+        stream = [(r, self.mapper(r.key, r.value)) for r in records if r.side == LEFT and r.value is not None]
+        state.prefetch(GLOBAL, {mapped for _, mapped in stream if mapped is not None})
+        for record, mapped in stream:
+            self._join(record, mapped, state)
 
     def _update(self, record: Record, state: TaskState) -> None:
         if record.key is None:
@@ -65,13 +61,11 @@ class GlobalTableJoin(RecordByRecord):
         else:
             state.put(GLOBAL, record.key, StoreValue(record.value, record.timestamp))
 
-    def process(self, record: Record, state: TaskState) -> None:
-        """A stream record (KStreamKTableJoinProcessor#maybeDropRecord, #doJoin)."""
-        if record.value is None:
-            return
-        mapped = self.mapper(record.key, record.value)
+    def _join(self, record: Record, mapped: bytes | None, state: TaskState) -> None:
+        """A stream record with a value (KStreamKTableJoinProcessor#maybeDropRecord, #doJoin)."""
         if mapped is None and not (self.how == "left" and record.key is None):
             return
         right = state.get(GLOBAL, mapped) if mapped is not None else None
         if right is not None or self.how == "left":
-            state.emit(record.key, self.joiner(record.value, right.value if right else None), record.timestamp)
+            state.emit(record.key, self.joiner(cast(bytes, record.value), right.value if right else None),
+                       record.timestamp)

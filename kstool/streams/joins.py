@@ -22,7 +22,7 @@ from typing import Any, Callable, cast
 from kstool.base.store_keys import split_window_store_key, window_store_key
 from kstool.contract import LATE
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
-from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TableStores, TaskState
 
 KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
 HOWS = ("inner", "left", "outer")
@@ -245,15 +245,8 @@ def _split_unmatched_key(data: bytes) -> tuple[int, int, bytes]:
     return ts, LEFT if is_left else RIGHT, data[9:-4]
 
 
-class TableStores(RecordByRecord):
-    """Joins whose stores are tables: a restore puts every key back."""
-
-    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp)
-
-
 @dataclass
-class StreamTableJoin(TableStores):
+class StreamTableJoin(TableStores, RecordByRecord):
     how: str  # inner | left
     joiner: Joiner
     stores: tuple[str, ...] = ("join-right-table",)
@@ -281,7 +274,7 @@ class StreamTableJoin(TableStores):
 
 
 @dataclass
-class TableTableJoin(TableStores):
+class TableTableJoin(TableStores, RecordByRecord):
     how: str
     joiner: Joiner
     stores: tuple[str, ...] = ("join-left-table", "join-right-table")

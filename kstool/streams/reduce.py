@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.aggregation import STORE, TextAccumulator
-from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import Record, RecordByRecord, StoreValue, TableStores, TaskState
 
 
 @dataclass
-class TextReduce(RecordByRecord):
+class TextReduce(TableStores, RecordByRecord):
     agg: str  # concat | latest
     separator: bytes = b","
     stores: tuple[str, ...] = (STORE,)
@@ -23,9 +23,6 @@ class TextReduce(RecordByRecord):
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {STORE: {r.key for r in records if r.key is not None}}
-
-    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp)
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None or record.value is None:

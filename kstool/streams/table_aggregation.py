@@ -22,7 +22,7 @@ from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.aggregation import output_value, store_value
 from kstool.streams.fields import field_text, json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
-from kstool.streams.task import Record, StoreValue, TaskState
+from kstool.streams.task import Record, StoreValue, TableStores, TaskState
 
 TABLE, STORE, BUFFER, INDEX = "table", "aggregate", "suppress-buffer", "suppress-index"
 AGGREGATIONS = ("count", "sum")  # what a subtractor can take back
@@ -34,7 +34,7 @@ NO_LIMIT = 2**62
 
 
 @dataclass
-class TableAggregate:
+class TableAggregate(TableStores):
     agg: str  # count | sum
     group_by: str  # key | value | field:PATH
     value_field: str | None = None  # sum: a JSON field of the row; None: the row as a number
@@ -56,9 +56,6 @@ class TableAggregate:
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {TABLE: {r.key for r in records if r.key is not None}}
-
-    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp)
 
     def group_of(self, key: bytes, value: bytes) -> tuple[bytes, float] | None:
         """KTableRepartitionMap's mapper: the row's group and its number (count: 1), or None

@@ -172,6 +172,14 @@ class Replayable(Protocol):
     def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None: ...
 
 
+class TableStores:
+    """A processor whose stores keep every key until it is deleted (tables, buffers waiting for
+    their time): a restore puts each entry of the compacted changelog back as it is."""
+
+    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
+        return StoreValue(value, timestamp)
+
+
 class RecordByRecord:
     """A processor whose semantics need each record on its own (sessions merge per record, joins
     probe stores the previous record changed)."""

@@ -25,7 +25,7 @@ from typing import Iterable, cast
 from kstool.contract import changelog_role
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.joins import Joiner
-from kstool.streams.task import LEFT, NO_TIME, Record, RecordByRecord, StoreValue, TaskState, task_stores
+from kstool.streams.task import LEFT, NO_TIME, Record, RecordByRecord, StoreValue, TableStores, TaskState, task_stores
 
 TABLE, BUFFER, INDEX = "join-right-table", "join-stream-buffer", "join-index"
 # the index store's entries: the table's observed time, and the buffer's records by time
@@ -73,7 +73,7 @@ class _Clocks:
 
 
 @dataclass
-class VersionedStreamTableJoin(RecordByRecord):
+class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's compacted view: what still waits
     how: str  # inner | left
     history: int  # ms the table keeps versions (also its grace, as in RocksDBVersionedStore)
     grace: int  # ms stream records wait for the table (0: they join at once)
@@ -160,9 +160,6 @@ class VersionedStreamTableJoin(RecordByRecord):
     def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
         """A restore: one changelog record of a history store, in changelog order."""
         self.put(state, self._clocks(state), key, value, timestamp)
-
-    def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
-        return StoreValue(value, timestamp)  # the buffer's compacted view is what still waits
 
     def _clocks(self, state: TaskState) -> _Clocks:
         found = state.index.get("versioned")
