@@ -26,7 +26,7 @@ from kstool.streams.task import Record, StoreValue, TableStores, TaskState
 
 TABLE, STORE, BUFFER, INDEX = "table", "aggregate", "suppress-buffer", "suppress-index"
 AGGREGATIONS = ("count", "sum")  # what a subtractor can take back
-BUFFERED, WAITING = b"B", b"N"  # the index store: buffered groups by time; how many wait
+BUFFERED = b"B"  # the index store: buffered groups by the time they entered
 TIME = struct.Struct(">q")
 # a buffered update: the time its group entered the buffer, then 1 and its value, or 0 (a tombstone)
 PRESENT, ABSENT = b"\x01", b"\x00"
@@ -125,15 +125,15 @@ class TableAggregate(TableStores):
         """KTableSuppressProcessor#process: buffer the update (a group already waiting keeps
         its place), then evict what waited long enough and, beyond the record limit, the
         oldest."""
-        buffered, waiting = self._buffer(state)
+        buffered = self._buffer(state)
         stream_time = state.advance(ts)
         held = state.get(BUFFER, group)
         since = TIME.unpack(cast(bytes, held.value)[:TIME.size])[0] if held is not None else ts
         if held is None:
             buffered.add(since, group)
-            waiting += 1
         state.put(BUFFER, group, StoreValue(TIME.pack(since) + (ABSENT if value is None else PRESENT + value), ts))
         due = buffered.take(stream_time - self.suppress_ms + 1) if self.suppress_ms is not None else []
+        waiting = len(state.stores[BUFFER])  # the store counts its entries (a shard directory's count)
         over = waiting - len(due) - (self.suppress_records if self.suppress_records is not None else NO_LIMIT)
         if over > 0:  # emitEarlyWhenFull: the oldest of the rest too
             rest = buffered.take(NO_LIMIT)
@@ -145,16 +145,13 @@ class TableAggregate(TableStores):
             data = cast(bytes, entry.value)[TIME.size:]
             state.emit(due_group, data[1:] if data[:1] == PRESENT else None, entry.timestamp, OUTPUT)
             state.delete(BUFFER, due_group, entry.timestamp)
-        state.put(INDEX, WAITING, StoreValue(TIME.pack(waiting - len(due)), 0), log=False)
 
-    def _buffer(self, state: TaskState) -> tuple[TimeIndex, int]:
+    def _buffer(self, state: TaskState) -> TimeIndex:
         found = state.index.get("suppress")
         if found is None:
             found = TimeIndex(state, INDEX, BUFFERED, self.index_bucket_ms)
             if not found.exists:  # restored: the buffer without its index
                 for group, entry in state.stores[BUFFER].items():
                     found.add(TIME.unpack(cast(bytes, entry.value)[:TIME.size])[0], group)
-                state.put(INDEX, WAITING, StoreValue(TIME.pack(len(state.stores[BUFFER])), 0), log=False)
             state.index["suppress"] = found
-        count = state.get(INDEX, WAITING)
-        return cast(TimeIndex, found), TIME.unpack(cast(bytes, count.value))[0] if count else 0
+        return cast(TimeIndex, found)
