@@ -16,7 +16,6 @@ newest window start it was given (its retention: older ones are invisible, then 
 from __future__ import annotations
 
 import copy
-import struct
 from dataclasses import dataclass
 from typing import cast
 
@@ -24,12 +23,11 @@ from kstool.base.store_keys import output_key, split_window_store_key, window_st
 from kstool.contract import LATE
 from kstool.streams.aggregation import INDEX, STORE, Acc, WindowAggregation
 from kstool.streams.indexes import KeyIndex, TimeIndex
-from kstool.streams.task import NO_TIME, Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 
-# the index store: each key's windows, windows by start (expiry) and by end (--emit final), and
-# the newest window start the store was given (its observed time)
-BY_KEY, STARTS, ENDS, NEWEST_START = b"K", b"S", b"E", b"O"
-TIME = struct.Struct(">q")
+# the index store: each key's windows, windows by start (expiry; its newest start is the store's
+# observed time) and by end (--emit final)
+BY_KEY, STARTS, ENDS = b"K", b"S", b"E"
 Window = tuple[int, StoreValue]  # (start, its entry)
 
 
@@ -39,13 +37,16 @@ class _Indexes:
     by_key: KeyIndex
     starts: TimeIndex
     ends: TimeIndex
-    newest_start: int
+
+    @property
+    def newest_start(self) -> int:
+        """The newest window start the store was given: a window store's observed time."""
+        return int(self.starts.newest)
 
     def save(self) -> None:
         self.by_key.save()
         self.starts.save()
         self.ends.save()
-        self.state.put(INDEX, NEWEST_START, StoreValue(TIME.pack(self.newest_start), 0), log=False)
 
 
 @dataclass
@@ -58,7 +59,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         return StoreValue(value, timestamp, self.restored_acc(value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        return {INDEX: {STARTS, ENDS, NEWEST_START} | {BY_KEY + cast(bytes, r.key) for r in records}}
+        return {INDEX: {STARTS, ENDS} | {BY_KEY + cast(bytes, r.key) for r in records}}
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:
@@ -158,7 +159,6 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
             if self.emit == "final":
                 indexes.ends.add(start + self.window.size, store_key)
         state.put(STORE, store_key, StoreValue(self.stored(acc), entry.timestamp, acc))
-        indexes.newest_start = max(indexes.newest_start, start)
         if self.emit == "update":
             self._emit(state, key, start, acc, entry.timestamp)
 
@@ -197,11 +197,9 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
     def _indexes(self, state: TaskState) -> _Indexes:
         found = state.index.get("sliding")
         if found is None:
-            saved = state.get(INDEX, NEWEST_START)
             bucket = max(self.window.size, self.index_bucket_ms)
             found = _Indexes(state, KeyIndex(state, INDEX, BY_KEY), TimeIndex(state, INDEX, STARTS, bucket),
-                             TimeIndex(state, INDEX, ENDS, bucket),
-                             TIME.unpack(cast(bytes, saved.value))[0] if saved else NO_TIME)
+                             TimeIndex(state, INDEX, ENDS, bucket))
             if not found.starts.exists:  # a store without its indexes (restored)
                 for store_key in list(state.stores[STORE]):
                     key, start, _ = split_window_store_key(store_key)
@@ -209,6 +207,5 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
                     found.starts.add(start, store_key)
                     if self.emit == "final" and start + self.window.size >= state.stream_time - self.grace:
                         found.ends.add(start + self.window.size, store_key)  # not closed before the restore
-                    found.newest_start = max(found.newest_start, start)
             state.index["sliding"] = found
         return cast(_Indexes, found)
