@@ -20,7 +20,7 @@ from kstool.config import ClientConfig
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
-from kstool.engine.sink import BatchReport, KafkaSink, records_of
+from kstool.engine.sink import BatchReport, KafkaSink, target_rows
 from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
@@ -39,10 +39,9 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     late = 0
     for batch in batches:
         table = pa.Table.from_batches([batch])
-        records, counts = records_of(table, targets)
-        for topic, key, value, ts, partition in records:
-            writer.send(topic, key, value, ts, partition=partition)
-        written.update(counts)
+        for target in target_rows(table, targets):
+            writer.send_rows(target.topic, target.keys, target.values, target.timestamps, target.partitions)
+            written[target.topic] += len(target.keys)
         if "role" in table.column_names:
             late += table.column("role").to_pylist().count(LATE)
     try:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import batch_end_offsets
@@ -31,20 +32,29 @@ class BatchReport:
     restored: bool = False  # a restore's first batch: the stores put back, nothing written
 
 
-def records_of(table: pa.Table, targets: list[SinkTarget]) -> tuple[Iterator[tuple], dict[str, int]]:
-    """(topic, key, value, timestamp ms, partition or None) for every target and row, and the
-    count per topic."""
-    keys = table.column("key").to_pylist()
-    stamps = [None if ts is None else ts // 1000  # us -> ms; None: stamped when sent
-              for ts in table.column("timestamp").cast(pa.int64()).to_pylist()]
-    roles = table.column("role").to_pylist() if "role" in table.column_names else []
-    chosen = {target.topic: range(len(keys)) if target.role is None
-              else [i for i, role in enumerate(roles) if role == target.role] for target in targets}
-    tasks = table.column("task").to_pylist() if "task" in table.column_names else []
-    records = ((target.topic, keys[i], values[i], stamps[i], tasks[i] if target.by_task else None)
-               for target in targets
-               for values in [table.column(target.value_column).to_pylist()] for i in chosen[target.topic])
-    return records, {topic: len(rows) for topic, rows in chosen.items()}
+class TargetRows(NamedTuple):
+    """The records a batch writes to one target's topic, as columns."""
+
+    topic: str
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    timestamps: list[int | None]  # ms; None: stamped when sent
+    partitions: list[int] | None  # None: Kafka's partitioner
+
+
+def target_rows(table: pa.Table, targets: list[SinkTarget]) -> Iterator[TargetRows]:
+    """Each target's rows of the batch (its role's, or all), target by target."""
+    for target in targets:
+        if target.role is None:
+            rows = table
+        elif "role" in table.column_names:
+            rows = table.filter(pc.equal(table.column("role"), target.role))
+        else:
+            rows = table.slice(0, 0)
+        stamps = [None if ts is None else ts // 1000  # us -> ms
+                  for ts in rows.column("timestamp").cast(pa.int64()).to_pylist()]
+        yield TargetRows(target.topic, rows.column("key").to_pylist(), rows.column(target.value_column).to_pylist(),
+                         stamps, rows.column("task").to_pylist() if target.by_task else None)
 
 
 class KafkaSink:
@@ -98,10 +108,11 @@ class TransactionalSink(KafkaSink):
         committed = committed_offsets(self.clients, self.app_id)
         if end and all(committed.get(tp) == offset for tp, offset in end.items()):
             return {}  # this batch's transaction committed before a crash
-        records, written = records_of(table, self.targets)
+        rows = list(target_rows(table, self.targets))
+        records = [OutRecord(r.topic, key, value, ts, [], None if r.partitions is None else r.partitions[i])
+                   for r in rows for i, (key, value, ts) in enumerate(zip(r.keys, r.values, r.timestamps))]
         try:
-            self.transactions.commit([OutRecord(topic, key, value, ts, [], partition)
-                                      for topic, key, value, ts, partition in records], end)
+            self.transactions.commit(records, end)
         except KafkaOperationError as exc:
             raise QueryFailedError(f"batch {batch_id} not written ({exc})") from None
-        return written
+        return {r.topic: len(r.keys) for r in rows}

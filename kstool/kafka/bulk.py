@@ -23,13 +23,13 @@ import logging
 import random
 from collections import Counter
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.partitioner import partition_for
+from kstool.kafka.partitioner import partition_for, partitions_for
 from kstool.kafka.records import position_of
 from kstool.kafka.wire_protocol import RecordWriter, speaks_to
 
@@ -56,18 +56,25 @@ class BulkWriter:
     """Sends records in batches; flush() reports exactly how many were written per partition
     and which were not, each named by the `ref` it was sent with (e.g. "line 7")."""
 
-    def __init__(self, clients: KafkaClients, partition_counts: dict[str, int], **extra: Any):
+    def __init__(self, clients: KafkaClients, partition_counts: dict[str, int], errors_only: bool = False,
+                 **extra: Any):
+        """errors_only: librdkafka reports failed deliveries only (no Python call per record
+        written; a sink's counts come from its rows): per_partition then stays empty."""
         self.clients = clients
         self.tail = clients.config.single_record_tail
         self.partition_counts = partition_counts
         # the tail profile's single-record batches are for the last record only
         conf = {**(BULK_SETTINGS if self.tail else {}), **extra}
+        self.errors_only = errors_only
+        if errors_only:
+            conf["delivery.report.only.error"] = True
         self.producer = clients.producer(**conf)
         self._broker_losses = clients.broker_losses
         self._size_limit = clients.config.producer_conf(**conf).get("message.max.bytes", "1000000")
         self.failures: list[tuple[Any, str]] = []
         self.per_partition: Counter[tuple[str, int]] = Counter()  # all delivered so far
-        self.delivered = 0  # since the last flush
+        # since the last flush (errors_only: each record librdkafka took, less those reported failed)
+        self.delivered = 0
         self._held: dict[tuple[str, int], _Pending] = {}
         self._round_robin = itertools.count()
         self._zero_writer: RecordWriter | None = None
@@ -81,6 +88,7 @@ class BulkWriter:
         if err is not None:
             size = len(msg.value() or b"") + len(msg.key() or b"")
             self.failures.append((ref, delivery_error(err, size, self._size_limit)))
+            self.delivered -= self.errors_only
         else:
             self.delivered += 1
             topic, partition, _ = position_of(msg)
@@ -102,6 +110,63 @@ class BulkWriter:
         if previous is not None:
             self._produce(*previous)
 
+    def send_rows(self, topic: str, keys: list[bytes | None], values: list[bytes | None],
+                  timestamps: list[int | None], partitions: list[int] | None = None) -> None:
+        """Many records to one topic, as send() one by one would write them (partitions None:
+        Kafka's partitioner), with no Python call per record but the producer's."""
+        if not keys:
+            return
+        last: dict[int, int] = {}  # partition -> its last record here, held back for the tail
+        if self.tail:
+            if partitions is None:
+                partitions = self._partitions(topic, keys)
+            for partition, index in self._last_of_each(partitions).items():
+                previous = self._held.pop((topic, partition), None)
+                if previous is not None:  # it comes before this call's records in its partition
+                    self._produce(*previous)
+                last[partition] = index
+        held = set(last.values())
+        produce_one, report, taken = self.producer.produce, self._report_rows, 0
+        for i, (key, value, timestamp) in enumerate(zip(keys, values, timestamps)):
+            if i in held:
+                continue
+            partition = -1 if partitions is None else partitions[i]  # -1: librdkafka's partitioner
+            if timestamp == 0:  # see _produce
+                self._produce(topic, key, value, 0, None, None if partition < 0 else partition, None)
+                continue
+            while True:
+                try:
+                    produce_one(topic, value, key, partition, report, timestamp=timestamp or 0)
+                    taken += 1
+                    break
+                except BufferError:  # the local queue is full: serve delivery reports, try again
+                    self.producer.poll(0.05)
+                except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
+                    size = len(value or b"") + len(key or b"")
+                    self.failures.append((None, delivery_error(exc.args[0], size, self._size_limit)))
+                    break
+        self._taken(taken)
+        for partition, i in last.items():
+            self._held[(topic, partition)] = (topic, keys[i], values[i], timestamps[i], None, partition, None)
+
+    @functools.cached_property
+    def _report_rows(self) -> Any:
+        return functools.partial(self._on_delivery, None)
+
+    def _partitions(self, topic: str, keys: list[bytes | None]) -> list[int]:
+        """Where send() would put each record: Kafka's partitioner, null keys in turn."""
+        count = self.partition_counts[topic]
+        if None not in keys:
+            return cast(list[int], partitions_for(cast(list[bytes], keys), count).tolist())
+        return [partition_for(key, count) if key is not None else next(self._round_robin) % count for key in keys]
+
+    @staticmethod
+    def _last_of_each(partitions: list[int]) -> dict[int, int]:
+        last: dict[int, int] = {}
+        for index in range(len(partitions) - 1, -1, -1):
+            last.setdefault(partitions[index], index)
+        return last
+
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None,
                  headers: Headers | None, partition: int | None, ref: Any) -> None:
         if timestamp == 0 and speaks_to(self.clients.config):
@@ -121,6 +186,13 @@ class BulkWriter:
         except KafkaException as exc:  # refused before sending (e.g. over message.max.bytes)
             size = len(value or b"") + len(key or b"")
             self.failures.append((ref, delivery_error(exc.args[0], size, self._size_limit)))
+            return
+        self._taken(1)
+
+    def _taken(self, count: int) -> None:
+        """Records librdkafka took: an errors_only writer counts them delivered until reported failed."""
+        if self.errors_only:
+            self.delivered += count
 
     def _produce_at_zero(self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None,
                          partition: int | None, ref: Any) -> None:
@@ -152,6 +224,8 @@ class BulkWriter:
             self._held.clear()
         if self._zero_writer is not None:  # its connections are not needed until the next batch
             self._zero_writer.close()
+        if self.errors_only:
+            self.delivered -= remaining
         delivered, self.delivered = self.delivered, 0
         if remaining or self.failures:
             ref, reason = self.failures[0] if self.failures else (None, "flush timed out")
@@ -191,7 +265,7 @@ def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> Bu
         if kept.stale:
             kept = None
     if kept is None:
-        kept = _SHARED[key] = BulkWriter(clients, partition_counts, **{"enable.idempotence": True})
+        kept = _SHARED[key] = BulkWriter(clients, partition_counts, errors_only=True, **{"enable.idempotence": True})
     return kept
 
 
