@@ -4,9 +4,11 @@ A broker's ListOffsets(LATEST) answer is where reading stops for `consume -e`, l
 changelog and state reads, reset plans, replay and the stream source. Some brokers answer too
 low: the embedded one reports the base offset of the last batch + 1, so a reader that trusts it
 misses the rest of a batch written by any normally batching producer. Fetch responses carry the
-right high watermark, so a consumer placed at the reported end reads on until the broker says
-"end of partition" (librdkafka's EOF event) and that offset is the end. On a correct broker the
-first fetch answers EOF at once: one short round trip for all partitions together.
+right high watermark, so a consumer placed at the reported end takes the end from its first
+fetch: the broker says "end of partition" (librdkafka's EOF event) when nothing lies beyond,
+else the records it returns come with the partition's high watermark. On a correct broker the
+first fetch answers EOF at once: one short round trip for all partitions together. Reading on
+to an EOF instead could take seconds on a partition that is written without a pause.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kstool.kafka.records import position_of
 
@@ -33,11 +35,11 @@ _END_READER: dict[str, Any] = {
 }
 
 
-def read_until_answered(clients: "KafkaClients", positions: dict[TP, int], answered: Callable[[TP, Any], bool],
-                        settings: dict[str, Any] | None = None) -> set[TP]:
+def read_until_answered(clients: "KafkaClients", positions: dict[TP, int],
+                        answered: Callable[[TP, Any, Consumer], bool], settings: dict[str, Any] | None = None) -> set[TP]:
     """Read each partition from its position, handing every record and end-of-partition event
-    to `answered`, until it says the partition has answered or the client timeout runs out.
-    Returns the partitions that never answered."""
+    (and the consumer, for what its fetches learnt) to `answered`, until it says the partition
+    has answered or the client timeout runs out. Returns the partitions that never answered."""
     pending = set(positions)
     if not pending:
         return pending
@@ -56,7 +58,7 @@ def read_until_answered(clients: "KafkaClients", positions: dict[TP, int], answe
                     if not err.retriable():
                         raise KafkaException(err)
                     continue
-                if tp in pending and answered(tp, msg):
+                if tp in pending and answered(tp, msg, consumer):
                     pending.discard(tp)
                     consumer.incremental_unassign([TopicPartition(*tp)])
     except KafkaException as exc:
@@ -71,12 +73,13 @@ def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]
     by reading from it. A partition that gives no answer in time keeps the furthest known end."""
     ends = dict(reported)
 
-    def answered(tp: TP, msg: Any) -> bool:
+    def answered(tp: TP, msg: Any, consumer: Consumer) -> bool:
         offset = position_of(msg)[2]
-        if msg.error() is None:
-            ends[tp] = max(ends[tp], offset + 1)
-            return False
-        ends[tp] = max(ends[tp], offset)  # the end-of-partition event's offset is the end
+        if msg.error() is None:  # the fetch that brought it knew the partition's high watermark
+            high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+            ends[tp] = max(ends[tp], offset + 1, high)
+        else:
+            ends[tp] = max(ends[tp], offset)  # the end-of-partition event's offset is the end
         return True
 
     pending = read_until_answered(clients, reported, answered)

@@ -21,7 +21,7 @@ def first_timestamps(clients: "KafkaClients", positions: dict[TP, int]) -> dict[
     partitions with none (at their end, or no answer in time) are left out."""
     found: dict[TP, int] = {}
 
-    def answered(tp: TP, msg: Any) -> bool:
+    def answered(tp: TP, msg: Any, consumer: Any) -> bool:
         if msg.error() is None:
             found[tp] = msg.timestamp()[1]
         return True  # a record, or the partition's end

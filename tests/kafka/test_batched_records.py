@@ -76,3 +76,39 @@ def test_run_once_counts_every_record_of_a_batching_producer(kafka, spark, topic
     for msg in read_all(kafka, sink):
         counts[msg.key().decode()] = int.from_bytes(msg.value(), "big")
     assert counts["shared"] == 3000 and counts["w0"] == 60
+
+
+def test_the_end_of_a_partition_written_without_a_pause_is_a_true_end(kafka, topic_name):
+    """While a batching producer keeps writing, the end found (kstool.kafka.ends: the first
+    fetch's high watermark, not an end-of-partition event the reader would chase) covers every
+    record written before the call, and every offset below it holds a record."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from kstool.config import build_client_config
+    from kstool.kafka.client import KafkaClients
+
+    create_topic(kafka, topic_name, 1)
+    producer = Producer({**kafka.producer_conf(), "linger.ms": 5})
+    written, stop = [0], threading.Event()
+
+    def write():
+        while not stop.is_set():
+            for _ in range(200):
+                producer.produce(topic_name, value=b"v")
+            producer.flush(10)
+            written[0] += 200
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        while written[0] < 2000:
+            stop.wait(0.01)
+        before = written[0]
+        end = KafkaClients(build_client_config()).watermarks([(topic_name, 0)])[(topic_name, 0)][1]
+    finally:
+        stop.set()
+        writer.join(30)
+    assert end >= before
+    assert len(read_all(kafka, topic_name)) >= end  # no offset below the end is missing
