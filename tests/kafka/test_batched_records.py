@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
+from confluent_kafka import Producer
 
+from kstool.config import build_client_config
+from kstool.kafka.client import KafkaClients
 from tests.conftest import cli
 from tests.helpers import create_topic, nonempty_lines, produce_batched, read_all
 
@@ -82,13 +86,6 @@ def test_the_end_of_a_partition_written_without_a_pause_is_a_true_end(kafka, top
     """While a batching producer keeps writing, the end found (kstool.kafka.ends: the first
     fetch's high watermark, not an end-of-partition event the reader would chase) covers every
     record written before the call, and every offset below it holds a record."""
-    import threading
-
-    from confluent_kafka import Producer
-
-    from kstool.config import build_client_config
-    from kstool.kafka.client import KafkaClients
-
     create_topic(kafka, topic_name, 1)
     producer = Producer({**kafka.producer_conf(), "linger.ms": 5})
     written, stop = [0], threading.Event()
