@@ -134,13 +134,13 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
                     if err.code() == KafkaError._PARTITION_EOF or err.retriable():
                         continue
                     raise KafkaException(err)
-                topic, partition, offset = position_of(msg)
+                position = topic, partition, offset = position_of(msg)
                 tp = (topic, partition)
                 end = plan.stop.get(tp)
                 if end is not None and offset >= end:
                     _finish(consumer, pending, tp)
                     continue
-                yield Record.from_message(msg)
+                yield Record.from_message(msg, position)
                 seen += 1
                 if options.group:
                     progress[tp] = offset + 1

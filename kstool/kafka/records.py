@@ -37,17 +37,20 @@ class Record:
     timestamp_type: str = "CreateTime"
 
     @classmethod
-    def from_message(cls, msg: Message) -> "Record":
+    def from_message(cls, msg: Message, position: tuple[str, int, int] | None = None) -> "Record":
+        """position: the message's, when the caller has it already."""
         ts_type, ts = msg.timestamp()
-        topic, partition, offset = position_of(msg)
+        topic, partition, offset = position or position_of(msg)
         headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
         return cls(topic, partition, offset, ts if ts_type else None, msg.key(), msg.value(), list(headers),
                    TIMESTAMP_TYPES.get(ts_type, "NoTimestampType"))
 
 
+_decode_header = decoder("string")
+
+
 def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
                 decode_value: Callable[[bytes | None], Any]) -> RecordEnvelope:
-    decode_header = decoder("string")
     key, value = decode_key(record.key), decode_value(record.value)
     envelope: RecordEnvelope = {
         "topic": record.topic,
@@ -57,7 +60,7 @@ def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
         "timestamp_type": record.timestamp_type,
         "key": key.value if isinstance(key, WithSchemaId) else key,
         "value": value.value if isinstance(value, WithSchemaId) else value,
-        "headers": [[name, decode_header(data)] for name, data in record.headers],
+        "headers": [[name, _decode_header(data)] for name, data in record.headers],
     }
     if isinstance(key, WithSchemaId):
         envelope["key_schema_id"] = key.schema_id
