@@ -101,9 +101,7 @@ class BulkWriter:
             self._produce(topic, key, value, timestamp, headers, partition, ref)
             return
         if partition is None:
-            count = self.partition_counts[topic]
-            partition = (partition_for(key, count) if key is not None
-                         else next(self._round_robin) % count)
+            partition = self._partition_of(topic, key)
         slot = (topic, partition)
         previous = self._held.get(slot)
         self._held[slot] = (topic, key, value, timestamp, headers, partition, ref)
@@ -153,12 +151,16 @@ class BulkWriter:
     def _report_rows(self) -> Any:
         return functools.partial(self._on_delivery, None)
 
-    def _partitions(self, topic: str, keys: list[bytes | None]) -> list[int]:
-        """Where send() would put each record: Kafka's partitioner, null keys in turn."""
+    def _partition_of(self, topic: str, key: bytes | None) -> int:
+        """Where a record goes when no partition is given: Kafka's partitioner, null keys in turn."""
         count = self.partition_counts[topic]
+        return partition_for(key, count) if key is not None else next(self._round_robin) % count
+
+    def _partitions(self, topic: str, keys: list[bytes | None]) -> list[int]:
+        """_partition_of of many records, all at once when every one has a key."""
         if None not in keys:
-            return cast(list[int], partitions_for(cast(list[bytes], keys), count).tolist())
-        return [partition_for(key, count) if key is not None else next(self._round_robin) % count for key in keys]
+            return cast(list[int], partitions_for(cast(list[bytes], keys), self.partition_counts[topic]).tolist())
+        return [self._partition_of(topic, key) for key in keys]
 
     @staticmethod
     def _last_of_each(partitions: list[int]) -> dict[int, int]:
