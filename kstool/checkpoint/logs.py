@@ -22,6 +22,12 @@ def last_committed_batch(checkpoint: CheckpointFiles) -> int | None:
     return batches[-1] if batches else None
 
 
+def last_planned_batch(checkpoint: CheckpointFiles) -> int | None:
+    """The last batch Spark wrote offsets for: it is done when it is also committed."""
+    batches = [int(name) for name in checkpoint.names("offsets") if name.isdigit()]
+    return max(batches) if batches else None
+
+
 def batch_end_offsets(checkpoint: CheckpointFiles, batch_id: int) -> dict[tuple[str, int], int]:
     """The end offsets of one batch: offsets/<id> is 'v1', the batch metadata, then one JSON
     line per source."""

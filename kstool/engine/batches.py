@@ -6,19 +6,22 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from kstool.checkpoint.logs import last_committed_batch, last_planned_batch
 from kstool.engine import errors_policy
 from kstool.engine.failures import translate
 from kstool.engine.progress import BatchStatus, Progress
 from kstool.engine.stopping import stop_request
 
 if TYPE_CHECKING:  # the sink's module loads pyarrow, which reset, for one, does not need
+    from kstool.checkpoint.location import CheckpointFiles
     from kstool.engine.options import RunSummary
     from kstool.engine.sink import BatchReport
 
 INPUT_METRICS = "kstool_input"  # the input records a batch read, where partial rows stand for several
 
 
-def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress) -> None:
+def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress,
+          checkpoint: CheckpointFiles) -> None:
     """Until the query ends: caught up (--once), stopped after the current batch on
     SIGINT/SIGTERM, or failed (raised in one line)."""
     seen: set[int] = set()
@@ -37,8 +40,19 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
         for batch_progress in query.recentProgress:
             account(batch_progress, reports, seen, summary, progress)
     failure = query.exception()
-    if failure is not None:
+    if failure is not None and summary.stopped_by_signal:
+        # A trigger can begin between the check that none runs and the stop; Spark then reports
+        # the interruption as a failure unless it came from a call it knows (a Python source's
+        # or sink's is not). Nothing is lost: a batch left half done is not committed.
+        _say_if_interrupted(checkpoint, progress)
+    elif failure is not None:
         raise translate(str(failure), summary.app_id)
+
+
+def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None:
+    planned, committed = last_planned_batch(checkpoint), last_committed_batch(checkpoint)
+    if planned is not None and planned != committed:
+        progress.message(f"batch {planned} was interrupted by the stop: the next run does it again")
 
 
 def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,

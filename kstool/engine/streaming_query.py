@@ -148,7 +148,7 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
             parked.query = query
             parking.drive(parked, plan.parked_queries, opened_ms, paths, checkpoint, summary, progress)
         else:
-            watch(query, reports, summary, progress)
+            watch(query, reports, summary, progress, checkpoint)
     finally:
         summary.processing_seconds = round(time.monotonic() - processing_started, 3)
         paths.client_config.unlink(missing_ok=True)

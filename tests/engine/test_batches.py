@@ -1,0 +1,83 @@
+"""kstool.engine.batches.watch when a stop request meets a trigger that began after the check
+that none was running: Spark may then report the interrupted trigger as a failure (seen once in
+a full run: test_engine's Ctrl-C test). The race cannot be forced on a real query, so a
+stand-in plays Spark's part; the checkpoint is a real folder in Spark's layout."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kstool.checkpoint.location import LocalCheckpoint
+from kstool.engine.batches import watch
+from kstool.engine.exceptions import QueryFailedError
+from kstool.engine.options import RunSummary
+from kstool.engine.stopping import hosted
+
+
+class _QueryFailingOnStop:
+    """A query between triggers whose stop() interrupts one that just began."""
+
+    def __init__(self, failed_before_stop: bool = False):
+        self.isActive = not failed_before_stop
+        self.failure = "[STREAM_FAILED] Query terminated with exception: null" if failed_before_stop else None
+        self.recentProgress: list = []
+        self.status = {"isTriggerActive": False}
+
+    def awaitTermination(self, timeout: float) -> bool:
+        return not self.isActive
+
+    def stop(self) -> None:
+        self.isActive = False
+        self.failure = "[STREAM_FAILED] Query terminated with exception: null"
+
+    def exception(self):
+        return self.failure
+
+
+class _Messages:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+    def batch(self, status) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _checkpoint(tmp_path, planned: int, committed: int) -> LocalCheckpoint:
+    for folder, last in (("offsets", planned), ("commits", committed)):
+        (tmp_path / folder).mkdir()
+        for batch in range(last + 1):
+            (tmp_path / folder / str(batch)).write_text("v1\n{}\n")
+    return LocalCheckpoint(tmp_path.as_uri(), tmp_path)
+
+
+def _watch_with_stop_requested(query, checkpoint) -> tuple[RunSummary, _Messages]:
+    summary, messages, stop = RunSummary("app"), _Messages(), threading.Event()
+    stop.set()
+    with hosted(stop):
+        watch(query, {}, summary, messages, checkpoint)
+    return summary, messages
+
+
+def test_a_trigger_interrupted_between_batches_is_a_clean_stop(tmp_path):
+    summary, messages = _watch_with_stop_requested(_QueryFailingOnStop(), _checkpoint(tmp_path, 4, 4))
+    assert summary.stopped_by_signal
+    assert messages.lines == ["stopping after the current batch"]
+
+
+def test_a_batch_interrupted_by_the_stop_is_named_for_the_next_run(tmp_path):
+    summary, messages = _watch_with_stop_requested(_QueryFailingOnStop(), _checkpoint(tmp_path, 5, 4))
+    assert summary.stopped_by_signal
+    assert messages.lines[-1] == "batch 5 was interrupted by the stop: the next run does it again"
+
+
+def test_a_query_that_failed_before_the_stop_still_fails(tmp_path):
+    with pytest.raises(QueryFailedError):
+        _watch_with_stop_requested(_QueryFailingOnStop(failed_before_stop=True), _checkpoint(tmp_path, 4, 4))
