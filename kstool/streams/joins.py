@@ -15,6 +15,7 @@ updates emit nothing. table-table: every change on either side emits the new joi
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, cast
@@ -35,6 +36,12 @@ BY_KEY, EXPIRIES, UNMATCHED = (b"K", b"k"), (b"L", b"R"), b"U"
 Joiner = Callable[[bytes | None, bytes | None], bytes]
 
 
+# what JSON text can begin with after its whitespace (json.loads also takes NaN and Infinity):
+# other text is taken as it is without a failed parse, which costs more than the join itself
+_JSON_START = re.compile(r"[ \t\n\r]*[{\[\"\-0-9tfnNI]")
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def make_joiner(kind: str, separator: str = ",") -> Joiner:
     """json: {"left": ..., "right": ...}, each side parsed as JSON when it is JSON, else text;
     concat: left + separator + right, a missing side as `null` (as Java's string concat)."""
@@ -46,13 +53,14 @@ def make_joiner(kind: str, separator: str = ",") -> Joiner:
         if data is None:
             return None
         text = data.decode("utf-8", "replace")
+        if not _JSON_START.match(text):
+            return text
         try:
             return json.loads(text)
         except ValueError:
             return text
 
-    return lambda left, right: json.dumps({"left": as_json(left), "right": as_json(right)},
-                                          separators=(",", ":"), ensure_ascii=False).encode()
+    return lambda left, right: _COMPACT.encode({"left": as_json(left), "right": as_json(right)}).encode()
 
 
 def _joined(joiner: Joiner, side: int, this: bytes | None, other: bytes | None) -> bytes:
