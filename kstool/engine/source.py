@@ -82,15 +82,17 @@ SCHEMA = StructType([
                                      StructField("min", DoubleType()), StructField("max", DoubleType()),
                                      StructField("whole", BooleanType()), StructField("window", LongType()),
                                      StructField("latest", LongType()), StructField("range", LongType()),
-                                     StructField("records", LongType())])),
+                                     StructField("records", LongType()), StructField("pack", BinaryType())])),
 ])
 # read() must return exactly the Arrow form Spark derives from SCHEMA
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 # a combiner's partial (kstool.contract.PARTIAL), and `records`: the input records the range's
-# partial rows stand for, all on its first row (a line's words are in several rows)
+# partial rows stand for, all on its first row (a line's words are in several rows); `pack`: records
+# packed whole (kstool.topologies.combiners.packs)
 PARTIAL_TYPE = pa.struct([("count", pa.int64()), ("sum", pa.float64()), ("min", pa.float64()),
                           ("max", pa.float64()), ("whole", pa.bool_()), ("window", pa.int64()),
-                          ("latest", pa.int64()), ("range", pa.int64()), ("records", pa.int64())])
+                          ("latest", pa.int64()), ("range", pa.int64()), ("records", pa.int64()),
+                          ("pack", pa.binary())])
 ARROW_SCHEMA = pa.schema([
     pa.field("key", pa.binary()), pa.field("value", pa.binary()),
     pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
-from kstool.contract import OUTPUT, SinkTarget, changelog_role
+from kstool.contract import OUTPUT, PARTIAL, SinkTarget, changelog_role
 
 
 def check_time(spec: str) -> str:
@@ -49,7 +49,7 @@ def keyed_rows(source, task, side, value):
 
     return source.select(task.alias("task"), side.alias("side"), "key", value.alias("value"),
                          F.lit(None).cast("double").alias("number"), event_time("record").alias("event_time"),
-                         "partition", "offset")
+                         "partition", "offset", F.col(PARTIAL)["pack"].alias("pack"))
 
 
 def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:

@@ -18,7 +18,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
-from kstool.contract import VALUE_JSON, SinkTarget
+from kstool.contract import VALUE_JSON, CombinerSpec, SinkTarget
 from kstool.streams.fields import field_text
 from kstool.streams.fk_join import SUBSCRIPTIONS, ForeignKeyJoin
 from kstool.streams.global_join import GLOBAL, GlobalTableJoin, key_mapper
@@ -26,6 +26,7 @@ from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamT
 from kstool.streams.task import LEFT, RIGHT
 from kstool.streams.versioned import BUFFER, TABLE, VersionedStreamTableJoin
 from kstool.topologies import events
+from kstool.topologies.combiners import pack_spec
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
@@ -170,6 +171,14 @@ class Join:
                 f"the join's inputs are not co-partitioned: {self.left_topic} has {left} partitions, "
                 f"{self.right_topic} has {right}; Kafka Streams refuses this too. Give --repartition "
                 "to re-group both sides by key")
+
+    @property
+    def combiner(self) -> CombinerSpec | None:
+        """Records packed where they are read, when the task is the input partition and Spark
+        decodes nothing (a value with a schema is decoded to JSON text by Spark)."""
+        packs = (self.input_value_format == "bytes" and not self.repartition and self.foreign_key is None
+                 and self.kind != "stream-global")
+        return pack_spec(keyed_values=False) if packs else None
 
     def valid_record(self):
         from pyspark.sql import functions as F

@@ -21,9 +21,11 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.streams.task import NO_TIME, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
+from kstool.topologies.combiners.packs import unpack
 from kstool.topologies.shards import Directory, ShardedStore
 
-INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset")
+# pack: a row that stands for the records packed in it (kstool.topologies.combiners.packs), else null
+INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset", "pack")
 # a topology whose source combines (kstool.streams.task.Record.partial) adds these
 PARTIAL_COLUMNS = ("window", "count", "latest", "range")
 OUTPUT_SCHEMA = StructType([
@@ -52,14 +54,16 @@ class TaskProcessor(StatefulProcessor):
         self.meta = handle.getValueState(META, META_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
-        records = []
+        records: list[Record] = []
         for frame in rows:  # Arrow batches as pandas: whole columns to Python lists at once
             columns = [frame[c].tolist() for c in ("key", "value", "event_time", "side", "number",
                                                     "partition", "offset")]
-            records += [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
-                        for k, v, t, s, n, p, o in zip(*columns)]
+            batch = [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
+                     for k, v, t, s, n, p, o in zip(*columns)]
             if "count" in frame.columns:
-                _add_partials(records[len(records) - len(frame):], frame)
+                _add_partials(batch, frame)
+            packs = frame["pack"].tolist()
+            records += _unpacked(batch, packs) if any(pack is not None for pack in packs) else batch
         read_all = len(records) >= BULK_READ_RECORDS
         stream_time, sequence, directories = self._meta()
         stores = {name: ShardedStore(state, directories[name], read_all) for name, state in self.maps.items()}
@@ -124,6 +128,18 @@ def _add_partials(records: list[Record], frame: pd.DataFrame) -> None:
     for record, window, count, last, range_start in zip(records, windows, counts, latest, ranges):
         if count == count:
             record.partial = (None if window != window else int(window), int(count), int(last), int(range_start))
+
+
+def _unpacked(batch: list[Record], packs: list[bytes | None]) -> list[Record]:
+    """The rows' records, each pack's in its place (a pack holds one partition's, in offset order)."""
+    records: list[Record] = []
+    for row, pack in zip(batch, packs):
+        if pack is None:
+            records.append(row)
+            continue
+        side, partition = row.side, row.partition
+        records += [Record(k, v, t, side, None, partition, o) for k, v, t, o in zip(*unpack(pack))]
+    return records
 
 
 def run_tasks(rows, make_processor: Callable[[], Processor], seed=None):

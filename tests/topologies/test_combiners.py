@@ -106,16 +106,16 @@ def test_a_range_of_ordered_times_crosses_as_few_rows():
     assert sum(p["count"] for p in rows.column("partial").to_pylist()) == 20_000
 
 
-@pytest.mark.parametrize("args, combines", [
-    (("tumbling:1s", 0, "count", "key", "record", "text"), True),
-    (("hopping:5s,1s", 100, "count", "key", "record", "long"), True),
-    (("session:1s", 0, "count", "key", "record", "text"), False),  # a record merges sessions: one by one
-    (("tumbling:1s", 0, "sum", "key", "record", "text"), False),  # doubles add up in record order
-    (("tumbling:1s", 0, "count", "field:user", "record", "json"), False),  # re-keyed: tasks are not partitions
-    (("tumbling:1s", 0, "count", "key", "field:ts", "json"), False),  # event time Spark reads from the value
+@pytest.mark.parametrize("args, combiner", [
+    (("tumbling:1s", 0, "count", "key", "record", "text"), "WindowCombiner"),
+    (("hopping:5s,1s", 100, "count", "key", "record", "long"), "WindowCombiner"),
+    (("session:1s", 0, "count", "key", "record", "text"), "RecordPacker"),  # a record merges sessions: one by one
+    (("tumbling:1s", 0, "sum", "key", "record", "text"), None),  # doubles add up in record order
+    (("tumbling:1s", 0, "count", "field:user", "record", "json"), None),  # re-keyed: tasks are not partitions
+    (("tumbling:1s", 0, "count", "key", "field:ts", "json"), None),  # event time Spark reads from the value
 ])
-def test_which_windowed_aggregations_combine(args, combines):
+def test_which_windowed_aggregations_combine(args, combiner):
     window, *rest = args
     spec = window_spec(WindowSpec.parse(window), *rest)
-    assert (spec is not None) == combines
-    assert spec is None or spec.counts_late
+    assert (spec and spec.target.rpartition(":")[2]) == combiner
+    assert spec is None or spec.counts_late == (combiner == "WindowCombiner")  # packs hold the records

@@ -147,6 +147,49 @@ def test_table_table(kafka, spark, topic_name, how):
     assert [(m.key(), m.value()) for m in left_log] == [(k.encode(), v and v.encode()) for k, v, _ in TABLE_LEFT]
 
 
+@pytest.mark.parametrize("kind", [("--kind", "stream-stream", "--within", "1s", "--grace", "1s", "--how", "outer"),
+                                  ("--kind", "stream-table", "--how", "left"), ("--kind", "table-table", "--how", "outer")])
+def test_packed_and_record_by_record_runs_write_the_same(kafka, spark, topic_name, kind):
+    """The source's record packer against every record on its own (KSTOOL_COMBINE=off): two
+    partitions a side written by a normally batching producer, times out of order, tombstones and
+    records without a key, several batches. Each key's results in the output (the tasks' rows
+    reach the sink interleaved), each task's changelog record for record, and the counts."""
+    import random
+
+    from confluent_kafka import Producer
+
+    rng = random.Random(7)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20})
+    for side in ("l", "r"):
+        create_topic(kafka, f"{topic_name}-{side}", 2)
+        for i in range(1500):
+            key = rng.randrange(40)
+            value = None if side == "r" and rng.random() < 0.1 else f"{side}{i}".encode()
+            producer.produce(f"{topic_name}-{side}", key=None if rng.random() < 0.02 else f"k{key}".encode(),
+                             value=value, partition=key % 2, timestamp=T0 + 40 * i - rng.randrange(3_000))
+    assert producer.flush(30) == 0
+    outcomes = {}
+    for mode in ("on", "off"):
+        app = f"{topic_name}-{mode}"
+        result = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--output", app + "-out",
+                     "--app-id", app, "--once", *kind, "--max-records-per-batch", "700", "--report", "json",
+                     env={"KSTOOL_COMBINE": mode})
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        per_key: dict[bytes | None, list] = {}
+        for m in read_all(kafka, app + "-out"):
+            per_key.setdefault(m.key(), []).append((m.partition(), m.value(), m.timestamp()[1]))
+        # results without a key: in any partition (the producer's choice), the tasks' interleaved
+        per_key[None] = sorted((value, ts) for _, value, ts in per_key.get(None, []))
+        changelogs = {topic[len(app):]: [(m.partition(), m.key(), m.value(), m.timestamp()[1])
+                                         for m in read_all(kafka, topic)]
+                      for topic in sorted(report["written"]) if topic.endswith("-changelog")}
+        outcomes[mode] = per_key, changelogs, report["input_records"], report["batches"]
+    assert outcomes["on"] == outcomes["off"]
+    output, changelogs, records, batches = outcomes["on"]
+    assert output and changelogs and records == 3000 and batches >= 3
+
+
 def test_inputs_must_be_co_partitioned_unless_repartition(kafka, spark, topic_name):
     refused = _run(kafka, topic_name, TABLE_LEFT, TABLE_RIGHT, "--kind", "table-table", partitions=(1, 2))
     assert refused.exit_code == 2 and "not co-partitioned" in refused.stderr and "--repartition" in refused.stderr

@@ -6,9 +6,11 @@ NumberCombiner (the keyed aggregation) takes a record when its number reads the 
 Spark SQL: a key, a value, and for sum/min/max a plain decimal text (no spaces, no special
 words) or an 8-byte long or double, finite. WordCombiner (wordcount) takes the lines that are
 ASCII, where Arrow's lower-casing and word split are Spark's. WindowCombiner (counts in time
-windows) takes a record with a key, a value and a timestamp that has an open window. Every
-other record stays a row of its own and takes the Spark path as before (--on-error included),
-so the results do not depend on which records were combined.
+windows) takes a record with a key, a value and a timestamp that has an open window.
+RecordPacker (session counts, joins: processors that need every record) packs the records
+Spark would pass on as they are, a row per Arrow batch. Every other record stays a row of its
+own and takes the Spark path as before (--on-error included), so the results do not depend on
+which records were combined.
 
 Which topologies combine is decided here (the specs, read wherever a topology is named: no
 Arrow imported); the Arrow work lives in the modules, imported by the source's readers."""
@@ -32,12 +34,20 @@ def number_spec(agg: str, group_by: str, input_value_format: str) -> CombinerSpe
     return CombinerSpec(f"{__name__}.numbers:NumberCombiner", {"agg": agg, "input_value_format": input_value_format})
 
 
+def pack_spec(keyed_values: bool) -> CombinerSpec:
+    """Every record packed, for a processor that needs each (RecordPacker: which it takes)."""
+    return CombinerSpec(f"{__name__}.packs:RecordPacker", {"keyed_values": keyed_values})
+
+
 def window_spec(window: WindowSpec, grace: int, agg: str, group_by: str, time: str,
                 input_value_format: str) -> CombinerSpec | None:
     """Counts in time windows of the record's timestamp, per record key (the task is the input
-    partition, whose records the source reads in order)."""
-    if (window.kind in ("session", "sliding") or agg != "count" or group_by != "key" or time != "record"
+    partition, whose records the source reads in order); session counts packed (merging follows
+    the records one by one)."""
+    if (window.kind == "sliding" or agg != "count" or group_by != "key" or time != "record"
             or input_value_format not in COMBINED_FORMATS):
         return None
+    if window.kind == "session":
+        return pack_spec(keyed_values=True)
     return CombinerSpec(f"{__name__}.window_counts:WindowCombiner",
                         {"size": window.size, "advance": window.advance, "grace": grace}, counts_late=True)
