@@ -174,8 +174,8 @@ class Join:
 
     @property
     def combiner(self) -> CombinerSpec | None:
-        """Records packed where they are read, when the task is the input partition and Spark
-        decodes nothing (a value with a schema is decoded to JSON text by Spark)."""
+        """Records packed where they are read, when the task is the input partition and values
+        join as they are (a value with a schema joins as its decoded JSON text, a column of its own)."""
         packs = (self.input_value_format == "bytes" and not self.repartition and self.foreign_key is None
                  and self.kind != "stream-global")
         return pack_spec(keyed_values=False) if packs else None
