@@ -111,7 +111,7 @@ class WindowedAggregation:
         from kstool.topologies.tasks import PARTIAL_COLUMNS, run_tasks
 
         group_key = self.numbers.group_key()
-        # the source's partial rows (self.combiner) carry a key, or none (a range's newest time), and no value
+        # the source's partial rows (self.combiner) carry a key, or none (a range's newest time; a pack), and no value
         partial = F.col(PARTIAL)
         value = (F.encode(F.get_json_object(self.numbers.json_text(), "$." + self.value_field), "UTF-8")
                  if self.text and self.value_field else F.col("value"))  # a text aggregate's input
