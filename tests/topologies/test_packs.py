@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kstool.engine.source import OffsetRange, combined
 from kstool.streams.task import Record
-from kstool.topologies.combiners.packs import RecordPacker
+from kstool.topologies.combiners.packs import PACK_BYTES, RecordPacker
 from kstool.topologies.join import Join
 from kstool.topologies.tasks import _unpacked
 from tests.helpers import source_rows
@@ -28,12 +28,12 @@ def _rows(rows, arrow_size: int):
 
 
 @settings(max_examples=200, deadline=None)
-@given(inputs, st.booleans(), st.integers(1, 20))
-def test_a_task_gets_the_records_it_would_get_row_by_row(rows, keyed_values, arrow_size):
+@given(inputs, st.booleans(), st.integers(1, 20), st.sampled_from([1, 3, 10**6]))
+def test_a_task_gets_the_records_it_would_get_row_by_row(rows, keyed_values, arrow_size, pack_bytes):
     def passed_on(key, value, ts) -> bool:  # what Spark's filters leave of a row of its own
         return ts is not None and ts >= 0 and (not keyed_values or (key is not None and value is not None))
 
-    out = list(combined(RecordPacker(keyed_values), OffsetRange("t", 0, 0, len(rows)), iter(_rows(rows, arrow_size))))
+    out = list(combined(RecordPacker(keyed_values, pack_bytes), OffsetRange("t", 0, 0, len(rows)), iter(_rows(rows, arrow_size))))
     crossing = [row for batch in out for row in batch.to_pylist()]
     task_rows = [(Record(r["key"], r["value"], None if r["timestamp"] is None else int(r["timestamp"].timestamp() * 1000),
                          offset=r["offset"]), (r["partial"] or {}).get("pack")) for r in crossing]
@@ -47,10 +47,14 @@ def test_a_task_gets_the_records_it_would_get_row_by_row(rows, keyed_values, arr
     assert sum(1 if n is None else n for n in counted) == len(rows)
 
 
-def test_a_batch_crosses_as_one_row():
+def test_a_batch_crosses_as_one_row_unless_its_records_are_large():
     keys = [b"k%d" % (i % 7) for i in range(5000)]
     out = list(combined(RecordPacker(False), OffsetRange("t", 0, 0, 5000), iter([source_rows(keys, keys)])))
     assert sum(batch.num_rows for batch in out) == 1
+    large = [b"v" * 100_000] * 200  # 20 MB: several packs, each under 2 x PACK_BYTES
+    out = list(combined(RecordPacker(False), OffsetRange("t", 0, 0, 200), iter([source_rows(keys[:200], large)])))
+    packs = [row["partial"]["pack"] for batch in out for row in batch.to_pylist()]
+    assert 5 <= len(packs) <= 6 and all(len(pack) < 2 * PACK_BYTES for pack in packs)
 
 
 @pytest.mark.parametrize("options, packs", [

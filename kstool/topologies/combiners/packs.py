@@ -1,17 +1,22 @@
 """A per-task topology's records packed where the source reads them: each Arrow batch's records
 cross into Spark as one row (an Arrow IPC stream of key, value, timestamp and offset) that the
-task unpacks (kstool.topologies.tasks), instead of a row per record. PySpark hands a
+task unpacks (kstool.topologies.tasks), instead of a row per record (large records: a row per
+few MB of them). PySpark hands a
 transformWithState task its rows one at a time (~3 µs a row whatever the processor does); a
 pack is one row. For processors that need every record (sessions, joins), where nothing can be
 combined."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kstool.contract import PARTIAL
 
+# about a pack's keys and values (Spark moves a pack as one row): a pack ends where their running
+# total passes a multiple of it, so it holds less than this plus its first record
+PACK_BYTES = 4 << 20
 PACK_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
                          ("offset", pa.int64())])
 
@@ -21,8 +26,8 @@ class RecordPacker:
     `keyed_values` a key and a value too (an aggregation drops the others); every other record
     stays a row of its own, for --on-error and the topology's filters."""
 
-    def __init__(self, keyed_values: bool):
-        self.keyed_values = keyed_values
+    def __init__(self, keyed_values: bool, pack_bytes: int = PACK_BYTES):
+        self.keyed_values, self.pack_bytes = keyed_values, pack_bytes
 
     def combine(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Table]:
         micros = batch.column("timestamp").cast(pa.int64())
@@ -34,18 +39,17 @@ class RecordPacker:
         taken = pa.record_batch([batch.column("key").filter(takes), batch.column("value").filter(takes),
                                  stamps.filter(takes), batch.column("offset").filter(takes)], schema=PACK_SCHEMA)
         kept = batch.filter(pc.invert(takes))
-        if not taken.num_rows:
-            return kept, _packs([], [], [])
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, PACK_SCHEMA) as writer:
-            writer.write_batch(taken)
-        # the row's own time and offset: its newest record's time (a valid one), its last offset
-        newest, last = pc.max(taken.column("timestamp")).as_py(), taken.column("offset")[-1].as_py()
-        return kept, _packs([newest], [last], [sink.getvalue().to_pybytes()])
+        sizes = sum(np.asarray(pc.fill_null(pc.binary_length(taken.column(c)), 0), np.int64) for c in ("key", "value"))
+        ends = np.flatnonzero(np.diff(np.cumsum(sizes) // self.pack_bytes, prepend=0)).tolist()
+        bounds = [0, *(end for end in ends if end), taken.num_rows]
+        pieces = [taken.slice(start, end - start) for start, end in zip(bounds, bounds[1:]) if end > start]
+        # each row's own time and offset: its newest record's time (a valid one), its last offset
+        return kept, _packs([pc.max(piece.column("timestamp")).as_py() for piece in pieces],
+                            [piece.column("offset")[-1].as_py() for piece in pieces], [_ipc(piece) for piece in pieces])
 
     @staticmethod
     def merge(tables: list[pa.Table]) -> pa.Table:
-        return pa.concat_tables(tables)  # a pack per Arrow batch: nothing to merge
+        return pa.concat_tables(tables)  # packs are whole: nothing to merge
 
 
 def _packs(stamps_ms: list[int], offsets: list[int], packs: list[bytes]) -> pa.Table:
@@ -53,6 +57,13 @@ def _packs(stamps_ms: list[int], offsets: list[int], packs: list[bytes]) -> pa.T
     return pa.table({"key": pa.nulls(len(packs), pa.binary()),
                      "timestamp": pa.array([t * 1000 for t in stamps_ms], pa.timestamp("us", tz="UTC")),
                      "offset": pa.array(offsets, pa.int64()), PARTIAL: partial})
+
+
+def _ipc(records: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, PACK_SCHEMA) as writer:
+        writer.write_batch(records)
+    return sink.getvalue().to_pybytes()
 
 
 def unpack(pack: bytes) -> tuple[list, list, list, list]:
