@@ -8,9 +8,9 @@ words) or an 8-byte long or double, finite. WordCombiner (wordcount) takes the l
 ASCII, where Arrow's lower-casing and word split are Spark's. WindowCombiner (counts in time
 windows) takes a record with a key, a value and a timestamp that has an open window.
 RecordPacker (session counts, joins: processors that need every record) packs the records
-Spark would pass on as they are, a row per Arrow batch. Every other record stays a row of its
-own and takes the Spark path as before (--on-error included), so the results do not depend on
-which records were combined.
+Spark would pass on as they are, a row per Arrow batch (or per ~4 MiB). Every other record
+stays a row of its own and takes the Spark path as before (--on-error included), so the
+results do not depend on which records were combined.
 
 Which topologies combine is decided here (the specs, read wherever a topology is named: no
 Arrow imported); the Arrow work lives in the modules, imported by the source's readers."""
