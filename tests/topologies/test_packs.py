@@ -21,10 +21,14 @@ inputs = st.lists(st.tuples(st.sampled_from([b"a", b"b", None]), st.sampled_from
                             st.one_of(st.integers(0, 10**13), st.just(None), st.just(-5))), max_size=80)
 
 
-def _rows(rows, arrow_size: int):
-    return [source_rows(*zip(*[(k, v) for k, v, _ in rows[a:a + arrow_size]]), offsets=list(range(a, a + arrow_size))[
-        :len(rows[a:a + arrow_size])], stamps_ms=[t for _, _, t in rows[a:a + arrow_size]])
-            for a in range(0, len(rows), arrow_size)]
+def _arrow_batches(rows, size: int):
+    """The source's Arrow batches of `rows` (offset = index), `size` rows each."""
+    batches = []
+    for first in range(0, len(rows), size):
+        piece = rows[first:first + size]
+        batches.append(source_rows([k for k, _, _ in piece], [v for _, v, _ in piece],
+                                   offsets=list(range(first, first + len(piece))), stamps_ms=[t for _, _, t in piece]))
+    return batches
 
 
 @settings(max_examples=200, deadline=None)
@@ -33,7 +37,8 @@ def test_a_task_gets_the_records_it_would_get_row_by_row(rows, keyed_values, arr
     def passed_on(key, value, ts) -> bool:  # what Spark's filters leave of a row of its own
         return ts is not None and ts >= 0 and (not keyed_values or (key is not None and value is not None))
 
-    out = list(combined(RecordPacker(keyed_values, pack_bytes), OffsetRange("t", 0, 0, len(rows)), iter(_rows(rows, arrow_size))))
+    out = list(combined(RecordPacker(keyed_values, pack_bytes), OffsetRange("t", 0, 0, len(rows)),
+                        iter(_arrow_batches(rows, arrow_size))))
     crossing = [row for batch in out for row in batch.to_pylist()]
     task_rows = [(Record(r["key"], r["value"], None if r["timestamp"] is None else int(r["timestamp"].timestamp() * 1000),
                          offset=r["offset"]), (r["partial"] or {}).get("pack")) for r in crossing]
