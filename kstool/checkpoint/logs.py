@@ -13,8 +13,13 @@ from kstool.checkpoint.location import CheckpointFiles
 FIRST_BATCH_MARKER = ("__kstool_first_batch", 0)
 
 
+def _batch_ids(checkpoint: CheckpointFiles, log: str) -> list[int]:
+    """The batches a log folder ("offsets": planned, "commits": done) has a file for, in order."""
+    return sorted(int(name) for name in checkpoint.names(log) if name.isdigit())
+
+
 def committed_batches(checkpoint: CheckpointFiles) -> list[int]:
-    return sorted(int(name) for name in checkpoint.names("commits") if name.isdigit())
+    return _batch_ids(checkpoint, "commits")
 
 
 def last_committed_batch(checkpoint: CheckpointFiles) -> int | None:
@@ -24,8 +29,8 @@ def last_committed_batch(checkpoint: CheckpointFiles) -> int | None:
 
 def last_planned_batch(checkpoint: CheckpointFiles) -> int | None:
     """The last batch Spark wrote offsets for: it is done when it is also committed."""
-    batches = [int(name) for name in checkpoint.names("offsets") if name.isdigit()]
-    return max(batches) if batches else None
+    batches = _batch_ids(checkpoint, "offsets")
+    return batches[-1] if batches else None
 
 
 def batch_end_offsets(checkpoint: CheckpointFiles, batch_id: int) -> dict[tuple[str, int], int]:
