@@ -256,8 +256,8 @@ def test_tumbling_emit_update_combined_in_the_source(kafka, spark, topic_name):
 @pytest.mark.parametrize("window, emit", [("hopping:10s,5s", "update"), ("tumbling:10s", "final"),
                                           ("session:1s", "update")])
 def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_name, window, emit):
-    """The source's window combiner (sessions: its record packer) against every record on its own (KSTOOL_COMBINE=off): two
-    partitions written by a normally batching producer, times out of order (late records),
+    """The source's window combiner (sessions: its record packer) against every record on its own
+    (KSTOOL_COMBINE=off): two partitions written by a normally batching producer, times out of order (late records),
     several batches. Each window's updates in the output, each task's changelog record for record
     (the output interleaves the tasks as their rows reach the sink), and the counts."""
     import random

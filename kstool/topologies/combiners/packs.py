@@ -1,10 +1,9 @@
 """A per-task topology's records packed where the source reads them: each Arrow batch's records
 cross into Spark as one row (an Arrow IPC stream of key, value, timestamp and offset) that the
 task unpacks (kstool.topologies.tasks), instead of a row per record (large records: a row per
-few MB of them). PySpark hands a
-transformWithState task its rows one at a time (~3 µs a row whatever the processor does); a
-pack is one row. For processors that need every record (sessions, joins), where nothing can be
-combined."""
+few MB of them). PySpark hands a transformWithState task its rows one at a time (~3 µs a row
+whatever the processor does); a pack is one row. For processors that need every record
+(sessions, joins), where nothing can be combined."""
 
 from __future__ import annotations
 
