@@ -42,15 +42,17 @@ def in_batches(records, ranges) -> list:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from /proc."""
+    """Every process below `pid`, from /proc. Each thread lists the children it started (the
+    JVM starts Python processes from many threads), so every thread's list is read."""
     found, stack = [], [pid]
     while stack:
         current = stack.pop()
-        try:
-            with open(f"/proc/{current}/task/{current}/children") as f:
-                children = [int(c) for c in f.read().split()]
-        except OSError:
-            children = []
+        children = []
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                children += [int(c) for c in task.read_text().split()]
+            except OSError:
+                pass  # the thread ended
         found += children
         stack += children
     return found

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from kstool.checkpoint.logs import last_committed_batch, last_planned_batch
 from kstool.engine import errors_policy
-from kstool.engine.failures import translate
+from kstool.engine.failures import query_failure
 from kstool.engine.progress import BatchStatus, Progress
 from kstool.engine.stopping import stop_request
 
@@ -46,7 +46,7 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
         # or sink's is not). Nothing is lost: a batch left half done is not committed.
         _say_if_interrupted(checkpoint, progress)
     elif failure is not None:
-        raise translate(str(failure), summary.app_id)
+        raise query_failure(failure, summary.app_id)
 
 
 def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None:

@@ -5,6 +5,11 @@ class QueryFailedError(KstoolError):
     pass
 
 
+class SourceProcessDiedError(QueryFailedError):
+    """The Python process that plans the query's batches (Spark's streaming source runner)
+    ended without a word: a crash of the process, not an error of the run."""
+
+
 class DataLossError(KstoolError):
     pass
 

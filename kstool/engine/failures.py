@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from kstool.application.exceptions import StateMissingError
-from kstool.engine.exceptions import DataLossError, QueryFailedError
+from kstool.engine.exceptions import DataLossError, QueryFailedError, SourceProcessDiedError
 
 DATA_LOSS = "kstool-data-loss:"  # input offsets lost to retention or a recreated topic
 BAD_RECORD = "kstool-bad-record:"  # --on-error fail met a record it cannot process
@@ -25,6 +25,23 @@ def state_missing_remedy(app_id: str) -> str:
             "every executor shares (see --checkpoint-location). To go on, restore the state from the "
             f"changelogs: `kstool state restore --app-id {app_id}`, or reprocess: "
             f"`kstool reset --app-id {app_id} --to-earliest`; then run again")
+
+
+def query_failure(failure, app_id: str) -> Exception:
+    """A failed query's exception (pyspark's StreamingQueryException) as a kstool error."""
+    if _source_process_died(failure):
+        return SourceProcessDiedError("the query's Python source process died (the engine's or Spark's log "
+                                      "may say why)")
+    return translate(str(failure), app_id)
+
+
+def _source_process_died(failure) -> bool:
+    """Spark read end-of-file from the source runner's socket: the process is gone. Its
+    EOFException has no message, so only the cause's JVM trace says so (pyspark keeps the cause
+    and its trace in private fields, for pyspark 4.3)."""
+    cause = getattr(failure, "_cause", None)
+    trace = str(getattr(cause, "_stackTrace", "") or "")
+    return trace.startswith("java.io.EOFException") and "PythonStreamingSourceRunner" in trace
 
 
 def translate(text: str, app_id: str) -> Exception:

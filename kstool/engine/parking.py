@@ -29,7 +29,7 @@ from kstool.base.home import write_private_text
 from kstool.checkpoint.logs import last_committed_batch
 from kstool.engine.batches import account
 from kstool.engine.exceptions import QueryFailedError
-from kstool.engine.failures import translate
+from kstool.engine.failures import query_failure
 from kstool.engine.stopping import stop_request
 
 if TYPE_CHECKING:  # the lock's hook loads this module wherever an app is taken: it stays light
@@ -169,7 +169,10 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
     try:
         with stop_request() as stop:
             while query.isActive and not done:
-                query.awaitTermination(0.05)
+                try:
+                    query.awaitTermination(0.05)
+                except Exception:
+                    pass  # failed (query.exception() below says why): its last batches are still accounted
                 if stop.is_set() and not summary.stopped_by_signal:
                     parked.shut_gate()  # the next trigger finds nothing to do
                     summary.stopped_by_signal = True
@@ -186,7 +189,7 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
     failure = query.exception()
     if failure is not None or not query.isActive:
         parked.stop()
-        raise translate(str(failure), summary.app_id) if failure is not None else \
+        raise query_failure(failure, summary.app_id) if failure is not None else \
             QueryFailedError("the query stopped") from None
     parked.last_batch = last_committed_batch(checkpoint)
     parked.reports.clear()  # every batch asked for is accounted

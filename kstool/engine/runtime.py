@@ -2,9 +2,10 @@
 
 One run, in order: take the app's lock (which frees the engine's parked query unless this run
 uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.run_plan: checks, topics,
-manifest, a restore's seed, parked or not); run its query (kstool.engine.streaming_query), again from
-its checkpoint after a Kafka outage (kstool.engine.outage); then commit the processed offsets
-to the app's group, also when the query failed, so the group shows what did complete.
+manifest, a restore's seed, parked or not); run its query (kstool.engine.streaming_query), again
+from its checkpoint after a Kafka outage (kstool.engine.outage) or a crash of its source process;
+then commit the processed offsets to the app's group, also when the query failed, so the group
+shows what did complete.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kstool.application.model import RUN, RUN_PARKED, AppLock, AppPaths, save_ma
 from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import committed_offsets, last_committed_batch
 from kstool.contract import Topology, value_schema_format
+from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.progress import Progress, Recorded, Silent
@@ -59,13 +61,22 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
 def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPlan, summary: RunSummary,
                          progress: Progress) -> None:
     """The query until it ends; when it fails because Kafka is unreachable, again from the
-    checkpoint once Kafka is back, for up to --broker-timeout."""
+    checkpoint once Kafka is back, for up to --broker-timeout. When its source process died,
+    again at once, unless it died before at the same committed batch (a crash that recurs)."""
     outage = Outage(plan.options.broker_timeout_s)
+    died_at: list[int | None] = []  # the last committed batch at each death of the source process
     while True:
         sink = make_sink(clients, topology, plan)
         try:
             run_query(clients, topology, plan, sink, summary, progress)
             return
+        except SourceProcessDiedError as died:
+            last_batch = last_committed_batch(plan.checkpoint)
+            if last_batch in died_at:
+                raise
+            died_at.append(last_batch)
+            committed = f"batch {last_batch}" if last_batch is not None else "none"
+            progress.message(f"{died}; starting the query again from its checkpoint (last committed: {committed})")
         except Exception as failure:
             reason = outage.caused(clients, failure)
             if reason is None:

@@ -8,6 +8,7 @@ committed to that group, so `kstool groups describe <app-id>` and every lag tool
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import json
 import time
@@ -157,6 +158,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side: plans offset ranges. read() runs on executors from a pickled copy."""
 
     def __init__(self, options):
+        if not faulthandler.is_enabled():  # a crash of Spark's source process then leaves its Python stack in the log
+            faulthandler.enable()
         self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
         self.topics = [t for t in options["topics"].split(",") if t]
         self.group = options["group"]

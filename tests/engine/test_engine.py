@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import KSTOOL, cli, cli_subprocess
+from tests.faults import descendants
 from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all, wait_until
 from tests.oracles import word_counts as oracle
 from tests.topologies.test_join import STREAM_LEFT, STREAM_RIGHT, STREAM_STREAM
@@ -194,6 +195,45 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     assert _parked(app)
     rerun = cli(*args)
     assert rerun.exit_code == 0, rerun.stderr
+    counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
+    assert counts == dict(oracle(WORDS))
+
+
+def _source_processes(engine_pid: int) -> set[int]:
+    """Spark's streaming source processes under the engine: one per query, parked ones too."""
+    def runs_the_source(pid: int) -> bool:
+        try:
+            return b"python_streaming_source_runner" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+    return {pid for pid in descendants(engine_pid) if runs_the_source(pid)}
+
+
+def test_a_run_whose_source_process_dies_starts_its_query_again(kafka, engine, topic_name):
+    # seen in a full test run: the source process of a parked query died of a segfault mid-run
+    create_topic(kafka, topic_name, 2)
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS])
+    app = topic_name + "-app"
+    before = _source_processes(engine["pid"])
+    client = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic_name, "--output", app + "-out",
+                               "--app-id", app, "--max-records-per-batch", "10", "--once"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(client.stderr), daemon=True)
+    reader.start()
+    wait_until(lambda: any(": batch 1 |" in line for line in lines) or client.poll() is not None,
+               lambda: f"the run's second batch; it printed {lines[-3:]}")
+    new = _source_processes(engine["pid"]) - before
+    assert client.poll() is None and len(new) == 1, (new, lines[-3:])
+    os.kill(new.pop(), signal.SIGKILL)
+    client.wait(300)
+    reader.join(30)
+    stderr = "".join(lines)
+    assert client.returncode == 0, stderr
+    assert "the query's Python source process died" in stderr and "starting the query again" in stderr
+    # every batch is counted once: the batch in flight at the death ran again under its id
+    summary = stderr.strip().splitlines()[-1]
+    assert f" {len(WORDS)} records in" in summary, summary
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
     assert counts == dict(oracle(WORDS))
 
