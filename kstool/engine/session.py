@@ -35,6 +35,8 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str
         # the change feed and snapshot reads of `kstool state` need changelog checkpointing
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # a Python worker that crashes leaves its Python stack in the query's error, not only "crashed"
+        "spark.python.worker.faulthandler.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         # Hadoop applies its own umask (022) to the checkpoint files it writes
         "spark.hadoop.fs.permissions.umask-mode": "077",
