@@ -23,13 +23,16 @@ def committed_batches(checkpoint: CheckpointFiles) -> list[int]:
 
 
 def last_committed_batch(checkpoint: CheckpointFiles) -> int | None:
-    batches = committed_batches(checkpoint)
-    return batches[-1] if batches else None
+    return _last_batch(checkpoint, "commits")
 
 
 def last_planned_batch(checkpoint: CheckpointFiles) -> int | None:
     """The last batch Spark wrote offsets for: it is done when it is also committed."""
-    batches = _batch_ids(checkpoint, "offsets")
+    return _last_batch(checkpoint, "offsets")
+
+
+def _last_batch(checkpoint: CheckpointFiles, log: str) -> int | None:
+    batches = _batch_ids(checkpoint, log)
     return batches[-1] if batches else None
 
 
