@@ -89,6 +89,12 @@ class Topology(Protocol):
     def per_task(self) -> bool:
         """Runs kstool.streams processors per task (transformWithState)."""
 
+    @property
+    def tasks_are_partitions(self) -> bool:
+        """Task t reads partition t of each input topic and no other record (no re-key, no
+        table in every task, not one task for all): a task's output goes with its own input
+        offsets, so exactly_once_v2 commits them in a transaction per task, in the executors."""
+
     def input_topics(self) -> list[str]: ...
 
     def output_topics(self) -> list[str]: ...

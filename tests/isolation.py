@@ -42,6 +42,7 @@ class LogScan:
     aborts: int = 0  # ABORT markers seen
     aborted_records: int = 0  # data records of aborted transactions
     open_records: int = 0  # data records of transactions without a marker yet
+    producers: set[int] = field(default_factory=set)  # ids of the producers of its transactional records
 
 
 def read_committed(bootstrap: str, topic: str) -> tuple[list[Visible], list[LogScan]]:
@@ -105,6 +106,7 @@ def _scan(address: tuple[str, int], topic: str, partition: int) -> LogScan:
             records = [Visible(partition, r.offset, r.key, r.value, r.timestamp) for r in batch]
             if batch.is_transactional:
                 pending.setdefault(batch.producer_id, []).extend(records)
+                scan.producers.add(batch.producer_id)
             else:
                 scan.records += records
     scan.open_records = sum(len(held) for held in pending.values())

@@ -19,7 +19,6 @@ from kstool.engine.exceptions import QueryFailedError
 from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.groups import committed_offsets
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
 
 
@@ -105,14 +104,21 @@ class TransactionalSink(KafkaSink):
 
     def write_batch(self, table: pa.Table, batch_id: int) -> dict[str, int]:
         end = batch_end_offsets(self.checkpoint, batch_id)
-        committed = committed_offsets(self.clients, self.app_id)
-        if end and all(committed.get(tp) == offset for tp, offset in end.items()):
-            return {}  # this batch's transaction committed before a crash
-        rows = list(target_rows(table, self.targets))
-        records = [OutRecord(r.topic, key, value, ts, [], None if r.partitions is None else r.partitions[i])
-                   for r in rows for i, (key, value, ts) in enumerate(zip(r.keys, r.values, r.timestamps))]
         try:
-            self.transactions.commit(records, end)
+            return commit_once(self.transactions, table, self.targets, end)
         except KafkaOperationError as exc:
             raise QueryFailedError(f"batch {batch_id} not written ({exc})") from None
-        return {r.topic: len(r.keys) for r in rows}
+
+
+def commit_once(transactions: TransactionalWriter, table: pa.Table, targets: list[SinkTarget],
+                offsets: dict[tuple[str, int], int]) -> dict[str, int]:
+    """Write the rows and commit `offsets` in one transaction, unless the group already holds
+    them: then a crash came after that transaction committed, and Spark runs its batch again.
+    Returns the records written per topic."""
+    if transactions.holds(offsets):
+        return {}
+    rows = list(target_rows(table, targets))
+    records = [OutRecord(r.topic, key, value, ts, [], None if r.partitions is None else r.partitions[i])
+               for r in rows for i, (key, value, ts) in enumerate(zip(r.keys, r.values, r.timestamps))]
+    transactions.commit(records, offsets)
+    return {r.topic: len(r.keys) for r in rows}

@@ -33,6 +33,10 @@ def make_sink(clients: KafkaClients, topology: Topology, plan: RunPlan) -> Kafka
         targets = [dataclasses.replace(t, by_task=False) for t in targets]
     if options.late_topic:  # the late record itself: its key, value and event time
         targets.append(SinkTarget(options.late_topic, "value", LATE))
+    if options.processing_guarantee == "exactly_once_v2" and topology.tasks_are_partitions:
+        from kstool.engine.task_transactions import TaskTransactionalSink
+
+        return TaskTransactionalSink(clients, targets, options.app_id, plan.checkpoint)
     if options.processing_guarantee == "exactly_once_v2":
         return TransactionalSink(clients, targets, options.app_id, plan.checkpoint)
     from kstool.engine.executor_sink import ExecutorSink

@@ -50,6 +50,17 @@ class TransactionalWriter:
             self._producer.init_transactions(self.timeout)
         return self._producer
 
+    def holds(self, offsets: dict[tuple[str, int], int]) -> bool:
+        """The group already stands at `offsets`: the transaction that commits them committed
+        (asked after init_transactions, which ended any open one of this transactional id)."""
+        if not offsets:
+            return False
+        try:
+            committed = self.group_member.committed([TopicPartition(t, p) for t, p in offsets], self.timeout)
+        except KafkaException as exc:
+            raise self.clients.translate(exc) from None
+        return all(offsets[(tp.topic, tp.partition)] == tp.offset for tp in committed)
+
     def commit(self, records: list[OutRecord], offsets: dict[tuple[str, int], int]) -> None:
         """Write `records` and commit `offsets` to the group in one transaction; on failure the
         transaction is aborted and KafkaOperationError raised."""

@@ -37,6 +37,7 @@ class KeyedAggregation:
     name: str = "aggregate"
     invalid_reason: str = aggregate_inputs.INVALID_REASON
     per_task: bool = False
+    tasks_are_partitions: bool = False
     numbers: NumberInput = field(init=False)
 
     def __post_init__(self) -> None:

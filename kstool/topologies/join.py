@@ -173,11 +173,14 @@ class Join:
                 "to re-group both sides by key")
 
     @property
+    def tasks_are_partitions(self) -> bool:
+        return not self.repartition and self.foreign_key is None and self.kind != "stream-global"
+
+    @property
     def combiner(self) -> CombinerSpec | None:
         """Records packed where they are read, when the task is the input partition and values
         join as they are (a value with a schema joins as its decoded JSON text, a column of its own)."""
-        packs = (self.input_value_format == "bytes" and not self.repartition and self.foreign_key is None
-                 and self.kind != "stream-global")
+        packs = self.input_value_format == "bytes" and self.tasks_are_partitions
         return pack_spec(keyed_values=False) if packs else None
 
     def valid_record(self):

@@ -38,6 +38,7 @@ class TableAggregation:
     name: str = "table-aggregate"
     invalid_reason: str = "not JSON where a field is read, or no number to sum"
     per_task: bool = True
+    tasks_are_partitions: bool = False
 
     def __post_init__(self) -> None:
         if self.agg not in AGGREGATIONS:

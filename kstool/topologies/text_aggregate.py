@@ -35,6 +35,10 @@ class TextAggregation:
         self.fields = NumberInput("count", self.value_field, self.group_by, self.input_value_format)
         self.input_value_format = self.fields.input_value_format  # --value-field implies json
 
+    @property
+    def tasks_are_partitions(self) -> bool:
+        return self.group_by == "key"
+
     def input_topics(self) -> list[str]:
         return [self.input_topic]
 

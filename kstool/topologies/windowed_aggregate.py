@@ -96,6 +96,10 @@ class WindowedAggregation:
         return self.numbers.valid() & events.valid_time(self.time, self.numbers.json_text())
 
     @property
+    def tasks_are_partitions(self) -> bool:
+        return self.group_by == "key"
+
+    @property
     def combiner(self) -> CombinerSpec | None:
         return combiners.window_spec(self.spec, self.grace, self.agg, self.group_by, self.time,
                                      self.input_value_format)

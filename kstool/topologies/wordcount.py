@@ -30,6 +30,7 @@ class WordCount:
     name: str = "wordcount"
     invalid_reason: str = "not valid UTF-8"
     per_task: bool = False
+    tasks_are_partitions: bool = False
     combiner = WORD_SPEC  # the source counts the words of ASCII lines as it reads them
 
     def input_topics(self) -> list[str]:

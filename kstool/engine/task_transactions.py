@@ -1,0 +1,95 @@
+"""exactly_once_v2 output written by the executors, a Kafka transaction per task, for the
+topologies whose task t reads partition t of each input and nothing else (Topology.
+tasks_are_partitions): a task's output and changelog records commit with its own input
+offsets, as a Kafka Streams task's do, so no row of the batch travels through the driver.
+
+Each task's transactional id is stable (kstool-<app>:task-<t>; ':' is in no app id), so the
+attempt Spark runs again after an executor died fences the dead one and aborts its open
+transaction; one that finds the group already at its end offsets knows the dead attempt's
+transaction committed, and writes nothing. The driver then commits the offsets of the tasks
+that had no rows to write (nothing to keep them atomic with)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import defaultdict
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kstool.checkpoint.logs import batch_end_offsets
+from kstool.config import ClientConfig
+from kstool.contract import LATE, SinkTarget
+from kstool.engine.exceptions import QueryFailedError
+from kstool.engine.failures import SINK, marked
+from kstool.engine.sink import BatchReport, TransactionalSink, commit_once
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.transactions import TransactionalWriter
+
+# what each task tells the driver: records written per topic ("written"), rows dropped as late
+# ("late"), and each task whose transaction holds its offsets ("committed", count = the task)
+RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("count", pa.int64())])
+
+
+def task_transactional_id(app_id: str, task: int) -> str:
+    return f"kstool-{app_id}:task-{task}"
+
+
+def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_counts: dict[str, int], app_id: str,
+                 end: dict[tuple[str, int], int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on an executor, once per partition of the batch's output: one task's rows (or, in
+    a checkpoint made with fewer shuffle partitions, several tasks')."""
+    by_task: dict[int, list[pa.Table]] = defaultdict(list)
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        tasks = table.column("task")
+        for task in pc.unique(tasks).to_pylist():
+            by_task[task].append(table.filter(pc.equal(tasks, task)))
+    clients = KafkaClients(config)
+    rows: list[dict] = []
+    for task, tables in sorted(by_task.items()):
+        table = pa.concat_tables(tables)
+        offsets = {tp: offset for tp, offset in end.items() if tp[1] == task}
+        writer = TransactionalWriter(clients, task_transactional_id(app_id, task), app_id, partition_counts)
+        try:
+            written = commit_once(writer, table, targets, offsets)
+        except KafkaOperationError as exc:
+            raise marked(SINK, f"task {task}'s output not written: {exc}") from None
+        finally:
+            writer.close()
+        rows += [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
+        if "role" in table.column_names:
+            rows.append({"kind": "late", "count": pc.sum(pc.equal(table.column("role"), LATE)).as_py() or 0})
+        rows.append({"kind": "committed", "count": task})
+    yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+class TaskTransactionalSink(TransactionalSink):
+    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        result_type = from_arrow_schema(RESULT_SCHEMA)
+
+        def write(batch_df, batch_id: int) -> None:
+            end = batch_end_offsets(self.checkpoint, batch_id)
+            task = functools.partial(commit_tasks, self.clients.config, self.targets, self.partition_counts,
+                                     self.app_id, end)
+            result = encode(batch_df).mapInArrow(task, result_type).toArrow().to_pylist()
+            started = time.monotonic()
+            committed = {row["count"] for row in result if row["kind"] == "committed"}
+            rest = {tp: offset for tp, offset in end.items() if tp[1] not in committed}
+            try:  # the tasks that wrote nothing: their offsets alone
+                if rest:
+                    commit_once(self.transactions, pa.table({}), [], rest)
+            except KafkaOperationError as exc:
+                raise QueryFailedError(f"batch {batch_id}'s offsets not committed ({exc})") from None
+            written: dict[str, int] = {t.topic: 0 for t in self.targets}
+            for row in result:
+                if row["kind"] == "written":
+                    written[row["topic"]] += row["count"]
+            late = sum(row["count"] for row in result if row["kind"] == "late")
+            on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
+        return write
