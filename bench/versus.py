@@ -25,6 +25,7 @@ from bench.measure import cold_env
 TOPICS = {"bench-keys-5m": (5_000_000, 10_000, 2), "bench-keys-1m": (1_000_000, 10_000, 3),
           "bench-keys-1m-right": (1_000_000, 10_000, 4), "bench-join": (1_000_000, 1_000_000, 5),
           "bench-join-right": (1_000_000, 1_000_000, 6)}
+EOS = ("--processing-guarantee", "exactly_once_v2")
 STEPS = {
     "windowed_count_5m": ("bench-keys-5m", "aggregate", ("--window", "tumbling:1s")),
     "windowed_count_final_1m": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", "--emit", "final")),
@@ -34,6 +35,8 @@ STEPS = {
     "stream_stream_join_1m_keys": ("bench-join", "join", ("--kind", "stream-stream", "--within", "1m")),
     "stream_table_join_1m_keys": ("bench-join", "join", ("--kind", "stream-table", "--how", "left")),
     "table_table_join_1m_keys": ("bench-join", "join", ("--kind", "table-table", "--how", "outer")),
+    "windowed_count_1m_eos": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", *EOS)),
+    "stream_table_join_1m_keys_eos": ("bench-join", "join", ("--kind", "stream-table", "--how", "left", *EOS)),
 }
 
 

@@ -16,10 +16,18 @@ import urllib.request
 from pathlib import Path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: their sockets are all open while the OS picks them (one at a
+    time, a port just closed can come back before a JVM binds it: the master's UI port was
+    once a worker's, and the master's status came back as the worker's page)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def unshare_problem() -> str | None:
@@ -43,7 +51,7 @@ class SparkCluster:
         self.work, self.hidden, self.cores = work, hidden, cores
         self.env = {**os.environ, "SPARK_HOME": str(self.spark_home), "PYSPARK_PYTHON": sys.executable,
                     "SPARK_LOG_DIR": str(work), "SPARK_NO_DAEMONIZE": "1"}
-        self.port, self.ui_port = free_port(), free_port()
+        self.port, self.ui_port, *self.worker_ui_ports = free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.master = self._spawn("master", [
             "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
@@ -66,7 +74,7 @@ class SparkCluster:
                 self.workers[index] = self._spawn(f"worker{index}", [
                     "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                     "--cores", str(self.cores), "--memory", "2g", "--work-dir", str(self.worker_dir(index)),
-                    "--webui-port", str(free_port())], hide=self.hidden is not None)
+                    "--webui-port", str(self.worker_ui_ports[index])], hide=self.hidden is not None)
         deadline = time.monotonic() + timeout
         while self.alive_workers() < len(self.workers):
             for index, worker in enumerate(self.workers):

@@ -19,16 +19,19 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import batch_end_offsets
 from kstool.config import ClientConfig
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
 from kstool.engine.sink import BatchReport, TransactionalSink, commit_once
+from kstool.kafka.bulk import writer_key
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.transactions import TransactionalWriter
 
+KAFKA_ERRORS = (KafkaOperationError, BrokerUnreachableError)  # what a transaction or the offsets' read raise
 # what each task tells the driver: records written per topic ("written"), rows dropped as late
 # ("late"), and each task whose transaction holds its offsets ("committed", count = the task)
 RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("count", pa.int64())])
@@ -53,18 +56,43 @@ def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_coun
     for task, tables in sorted(by_task.items()):
         table = pa.concat_tables(tables)
         offsets = {tp: offset for tp, offset in end.items() if tp[1] == task}
-        writer = TransactionalWriter(clients, task_transactional_id(app_id, task), app_id, partition_counts)
         try:
-            written = commit_once(writer, table, targets, offsets)
-        except KafkaOperationError as exc:
+            written = _commit_task(clients, task_transactional_id(app_id, task), app_id, partition_counts,
+                                   table, targets, offsets)
+        except KAFKA_ERRORS as exc:
             raise marked(SINK, f"task {task}'s output not written: {exc}") from None
-        finally:
-            writer.close()
         rows += [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
         if "role" in table.column_names:
             rows.append({"kind": "late", "count": pc.sum(pc.equal(table.column("role"), LATE)).as_py() or 0})
         rows.append({"kind": "committed", "count": task})
     yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+# A new transactional producer waits 0.05-0.5 s for its id (init_transactions): a Python worker
+# keeps a task's writer for the task's next batch. Another worker that took the task since has
+# fenced it; its first transaction then fails, and a new writer (fencing in turn) tries again.
+_WRITERS: dict[tuple[str, str], TransactionalWriter] = {}
+
+
+def _commit_task(clients: KafkaClients, transactional_id: str, app_id: str, partition_counts: dict[str, int],
+                 table: pa.Table, targets: list[SinkTarget], offsets: dict[tuple[str, int], int]) -> dict[str, int]:
+    key = (writer_key(clients, partition_counts), transactional_id)
+    kept = _WRITERS.pop(key, None)
+    if kept is not None:
+        try:
+            written = commit_once(kept, table, targets, offsets)
+            _WRITERS[key] = kept
+            return written
+        except KAFKA_ERRORS:
+            kept.close()  # fenced, or the broker lost it: nothing of that transaction commits
+    writer = TransactionalWriter(clients, transactional_id, app_id, partition_counts)
+    try:
+        written = commit_once(writer, table, targets, offsets)
+    except KAFKA_ERRORS:
+        writer.close()
+        raise
+    _WRITERS[key] = writer
+    return written
 
 
 class TaskTransactionalSink(TransactionalSink):
