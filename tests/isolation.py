@@ -43,6 +43,7 @@ class LogScan:
     aborted_records: int = 0  # data records of aborted transactions
     open_records: int = 0  # data records of transactions without a marker yet
     producers: set[int] = field(default_factory=set)  # ids of the producers of its transactional records
+    data_batches: int = 0  # record batches other than control batches
 
 
 def read_committed(bootstrap: str, topic: str) -> tuple[list[Visible], list[LogScan]]:
@@ -104,6 +105,7 @@ def _scan(address: tuple[str, int], topic: str, partition: int) -> LogScan:
                         scan.aborted_records += len(held)
                 continue
             records = [Visible(partition, r.offset, r.key, r.value, r.timestamp) for r in batch]
+            scan.data_batches += 1
             if batch.is_transactional:
                 pending.setdefault(batch.producer_id, []).extend(records)
                 scan.producers.add(batch.producer_id)

@@ -1,6 +1,7 @@
 """The Kafka sinks: foreachBatch writers. at_least_once: the executors write
-(kstool.engine.executor_sink); exactly_once_v2: the batch's rows come to the driver as Arrow
-and are written in one Kafka transaction with the batch's input offsets."""
+(kstool.engine.executor_sink); exactly_once_v2: the tasks write a transaction each where a task
+is an input partition (kstool.engine.task_transactions), else the batch's rows come to the
+driver as Arrow and are written in one Kafka transaction with the batch's input offsets."""
 
 from __future__ import annotations
 
@@ -82,11 +83,12 @@ class KafkaSink:
 
 
 class TransactionalSink(KafkaSink):
-    """exactly_once_v2, Kafka Streams' way: each batch's output and changelog records and the
-    batch's end input offsets (committed to the app's group with sendOffsetsToTransaction)
-    commit in one Kafka transaction. The transactional id is stable per app, so a restarted run
-    fences a zombie. A batch that Spark runs again after a crash is skipped when the group
-    already holds its end offsets: its transaction committed before the crash."""
+    """exactly_once_v2 in the driver, for the topologies whose tasks mix input partitions, in
+    Kafka Streams' way: each batch's output and changelog records and the batch's end input
+    offsets (committed to the app's group with sendOffsetsToTransaction) commit in one Kafka
+    transaction. The transactional id is stable per app, so a restarted run fences a zombie. A
+    batch that Spark runs again after a crash is skipped when the group already holds its end
+    offsets: its transaction committed before the crash."""
 
     def __init__(self, clients: KafkaClients, targets: list[SinkTarget], app_id: str, checkpoint: CheckpointFiles):
         super().__init__(clients, targets)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
+from kstool.kafka.bulk import BULK_SETTINGS
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for
@@ -45,14 +46,21 @@ class TransactionalWriter:
     def producer(self) -> Producer:
         """librdkafka's transactional producer; a new one after the wire client fenced it."""
         if self._producer is None:
-            self._producer = self.clients.producer(**{"transactional.id": self.transactional_id,
+            # a transaction ends with its marker, a batch of its own, which is the partition's
+            # end: the tail profile's single-record batches (~6k records/s) are not needed
+            # (what the user set with -X still goes)
+            config = self.clients.config
+            batching = {k: v for k, v in BULK_SETTINGS.items() if config.single_record_tail and k not in config.common}
+            self._producer = self.clients.producer(**{**batching, "transactional.id": self.transactional_id,
                                                       "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
             self._producer.init_transactions(self.timeout)
         return self._producer
 
     def holds(self, offsets: dict[tuple[str, int], int]) -> bool:
-        """The group already stands at `offsets`: the transaction that commits them committed
-        (asked after init_transactions, which ended any open one of this transactional id)."""
+        """The group already stands at `offsets`: the transaction that commits them committed.
+        Asked of a writer just made, the answer is final (init_transactions ended any open
+        transaction of its id); a writer fenced since it was made may miss a newer writer's
+        commit, but its own transaction then fails."""
         if not offsets:
             return False
         try:

@@ -113,6 +113,8 @@ def _chaos(kafka, topic_name, guarantee: str, kills: int, when_writing: bool = F
     feeder = _Feeder(kafka, source, rng)
     args = [*KSTOOL, "run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
             "--processing-guarantee", guarantee]
+    if when_writing:  # single-record batches: a batch writes long enough to be killed inside (batched: ms)
+        args += ["-X", "batch.num.messages=1"]
     checkpoint = Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "checkpoint"
     watch = (lambda: LogWatch(kafka.bootstrap, sink)) if when_writing else None
     try:

@@ -17,7 +17,8 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.partitioner import partition_for
 from tests.conftest import cli
-from tests.helpers import create_topic, pipe, read_all
+from tests.helpers import create_topic, end_offsets, pipe, produce_values, read_all
+from tests.isolation import read_committed
 
 
 def batch(rows: list[tuple[bytes, bytes, int]]) -> pa.Table:
@@ -67,6 +68,23 @@ def test_transactional_replay_keeps_timestamp_zero(kafka, topic_name):
     assert copied == records
     again = cli("replay", "--from-topic", source, "--to-topic", target, "--transactional", "-o", "json")
     assert again.exit_code == 0 and json.loads(again.stdout)["records"] == 0  # resumed at the end
+
+
+def test_a_transaction_writes_batches_and_its_marker_ends_the_partition(kafka, topic_name):
+    """Records of a transaction go in multi-record batches whatever the broker's profile (the
+    embedded one's single-record batches write ~6k records/s): its COMMIT marker, a batch of
+    its own, is the partition's last, so even a broker whose high watermark covers only a last
+    batch's first record reports the true end."""
+    source, target = topic_name, topic_name + "-copy"
+    create_topic(kafka, source, 1)
+    create_topic(kafka, target, 1)
+    produce_values(kafka, source, [b"v%d" % i for i in range(3000)])
+    result = cli("replay", "--from-topic", source, "--to-topic", target, "--transactional", "-o", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["records"] == 3000, result.stderr
+    committed, [scan] = read_committed(kafka.bootstrap, target)
+    assert [r.value for r in committed] == [b"v%d" % i for i in range(3000)]
+    assert scan.data_batches < 300  # batched (3 transactions of 1000)
+    assert end_offsets(kafka, target) == {0: 3000 + scan.commits}  # the records and each marker
 
 
 def test_the_broker_keeps_transaction_markers_for_the_test_side_isolation(kafka, topic_name):

@@ -122,8 +122,9 @@ def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka
     create_topic(kafka, target, 2)
     values = [str(i).encode() for i in range(20_000)]
     produce_values(kafka, source, values)
+    # single-record batches: a transaction writes long enough to be killed inside (batched: ms)
     args = [*KSTOOL, "replay", "--from-topic", source, "--to-topic", target, "--transactional",
-            "--rate", "2000/s"]
+            "--rate", "2000/s", "-X", "batch.num.messages=1"]
     kills = 0
     while kills < 10:
         before = sum(end_offsets(kafka, target).values())
