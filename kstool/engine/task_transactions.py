@@ -26,7 +26,6 @@ from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
 from kstool.engine.sink import BatchReport, TransactionalSink, commit_once
-from kstool.kafka.bulk import writer_key
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.transactions import TransactionalWriter
@@ -57,8 +56,7 @@ def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_coun
         table = pa.concat_tables(tables)
         offsets = {tp: offset for tp, offset in end.items() if tp[1] == task}
         try:
-            written = _commit_task(clients, task_transactional_id(app_id, task), app_id, partition_counts,
-                                   table, targets, offsets)
+            written = commit_task(clients, app_id, task, partition_counts, table, targets, offsets)
         except KAFKA_ERRORS as exc:
             raise marked(SINK, f"task {task}'s output not written: {exc}") from None
         rows += [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
@@ -68,31 +66,18 @@ def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_coun
     yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
-# A new transactional producer waits 0.05-0.5 s for its id (init_transactions): a Python worker
-# keeps a task's writer for the task's next batch. Another worker that took the task since has
-# fenced it; its first transaction then fails, and a new writer (fencing in turn) tries again.
-_WRITERS: dict[tuple[str, str], TransactionalWriter] = {}
-
-
-def _commit_task(clients: KafkaClients, transactional_id: str, app_id: str, partition_counts: dict[str, int],
-                 table: pa.Table, targets: list[SinkTarget], offsets: dict[tuple[str, int], int]) -> dict[str, int]:
-    key = (writer_key(clients, partition_counts), transactional_id)
-    kept = _WRITERS.pop(key, None)
-    if kept is not None:
-        try:
-            written = commit_once(kept, table, targets, offsets)
-            _WRITERS[key] = kept
-            return written
-        except KAFKA_ERRORS:
-            kept.close()  # fenced, or the broker lost it: nothing of that transaction commits
-    writer = TransactionalWriter(clients, transactional_id, app_id, partition_counts)
+def commit_task(clients: KafkaClients, app_id: str, task: int, partition_counts: dict[str, int], table: pa.Table,
+                targets: list[SinkTarget], offsets: dict[tuple[str, int], int]) -> dict[str, int]:
+    """One task's transaction, by a writer made for it: its init_transactions fences an attempt
+    of the same task that died (aborting its open transaction). Not kept for the next batch: a
+    task moves between Python workers, so a kept writer is often fenced by then, and the
+    embedded broker answers a fenced producer only after the client's timeout (30 s, measured);
+    a new one costs 0.05-0.5 s."""
+    writer = TransactionalWriter(clients, task_transactional_id(app_id, task), app_id, partition_counts)
     try:
-        written = commit_once(writer, table, targets, offsets)
-    except KAFKA_ERRORS:
+        return commit_once(writer, table, targets, offsets)
+    finally:
         writer.close()
-        raise
-    _WRITERS[key] = writer
-    return written
 
 
 class TaskTransactionalSink(TransactionalSink):

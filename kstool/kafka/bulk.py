@@ -252,7 +252,7 @@ class BulkWriter:
 _SHARED: dict[str, BulkWriter] = {}
 
 
-def writer_key(clients: KafkaClients, partition_counts: dict[str, int]) -> str:
+def _shared_key(clients: KafkaClients, partition_counts: dict[str, int]) -> str:
     return json.dumps([asdict(clients.config), partition_counts], sort_keys=True, default=str)
 
 
@@ -260,7 +260,7 @@ def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> Bu
     """This process's idempotent writer for these settings and topics; a new one when every
     broker went away since the last batch (a broker that lost its state, as the embedded one
     does on a restart, would leave the old producer's sends to time out)."""
-    key = writer_key(clients, partition_counts)
+    key = _shared_key(clients, partition_counts)
     kept = _SHARED.get(key)
     if kept is not None:
         kept.producer.poll(0)  # serves the error callbacks queued while it was idle
@@ -274,4 +274,4 @@ def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> Bu
 def drop_shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> None:
     """Forget a writer whose flush failed: after an outage its producer may be fenced or unknown
     to the broker, and it still holds what it did not deliver."""
-    _SHARED.pop(writer_key(clients, partition_counts), None)
+    _SHARED.pop(_shared_key(clients, partition_counts), None)

@@ -117,3 +117,4 @@ class TransactionalWriter:
 
     def close(self) -> None:
         self.group_member.close()
+        self._producer = None  # destroyed with its last reference (nothing is in flight after a commit)

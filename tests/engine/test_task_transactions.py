@@ -13,8 +13,10 @@ import struct
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from kstool.kafka.groups import committed_offsets
 from tests.conftest import cli
 from tests.faults import batches
 from tests.helpers import T0, create_topic, produce_batched
@@ -83,3 +85,41 @@ def test_exactly_once_output_commits_once_with_its_offsets_and_a_batch_run_again
     again = cli(*run)
     assert again.exit_code == 0, again.stderr
     assert read_committed(kafka.bootstrap, sink)[0] == committed
+
+
+def test_a_tasks_attempt_fences_the_attempt_that_died_and_commits_once(kafka, topic_name):
+    """Spark runs a task again after its executor died inside the task's transaction: the new
+    attempt's writer fences the dead one's and aborts its open transaction, then commits the
+    task's records with its offsets. A read_committed reader sees the new attempt's records
+    once; the dead attempt's are aborted and it cannot commit any more."""
+    from confluent_kafka import KafkaException
+
+    from kstool.config import build_client_config
+    from kstool.contract import SinkTarget
+    from kstool.engine.task_transactions import commit_task, task_transactional_id
+    from kstool.kafka.client import KafkaClients
+    from kstool.kafka.transactions import TransactionalWriter
+
+    source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    create_topic(kafka, output, 1)
+    clients = KafkaClients(build_client_config(kafka.bootstrap))
+    counts = {output: 1}
+    values = [b"%d" % i for i in range(10)]
+    dead = TransactionalWriter(clients, task_transactional_id(app, 0), app, counts).producer()
+    dead.begin_transaction()
+    for value in values:
+        dead.produce(output, key=b"k", value=value, timestamp=T0)
+    assert dead.flush(10) == 0  # in the log, its transaction open
+
+    rows = pa.table({"key": pa.array([b"k"] * 10, pa.binary()), "value": pa.array(values, pa.binary()),
+                     "timestamp": pa.array([T0 * 1000] * 10, pa.timestamp("us")),
+                     "task": pa.array([0] * 10, pa.int32())})
+    assert commit_task(clients, app, 0, counts, rows, [SinkTarget(output, "value")],
+                       {(source, 0): 10}) == {output: 10}
+    with pytest.raises(KafkaException):
+        dead.commit_transaction(10)
+    committed, [scan] = read_committed(kafka.bootstrap, output)
+    assert [r.value for r in committed] == values
+    assert (scan.aborted_records, scan.open_records) == (10, 0)
+    assert committed_offsets(clients, app) == {(source, 0): 10}
