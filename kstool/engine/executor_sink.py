@@ -17,10 +17,10 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from kstool.config import ClientConfig
-from kstool.contract import LATE, SinkTarget
+from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
-from kstool.engine.sink import BatchReport, KafkaSink, target_rows
+from kstool.engine.sink import BatchReport, KafkaSink, late_rows, tally, target_rows
 from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
@@ -42,8 +42,7 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
         for target in target_rows(table, targets):
             writer.send_rows(target.topic, target.keys, target.values, target.timestamps, target.partitions)
             written[target.topic] += len(target.keys)
-        if "role" in table.column_names:
-            late += table.column("role").to_pylist().count(LATE)
+        late += late_rows(table)
     try:
         writer.flush(send_held=False)
     except KafkaOperationError as exc:
@@ -76,11 +75,6 @@ class ExecutorSink(KafkaSink):
             except KafkaOperationError as exc:
                 self.drop_writer()
                 raise QueryFailedError(f"output not written: {exc}") from None
-            written: Counter[str] = Counter()
-            for row in result:
-                if row["kind"] == "written":
-                    written[row["topic"]] += row["count"]
-            late = sum(row["count"] for row in result if row["kind"] == "late")
-            on_batch(BatchReport(batch_id, {t.topic: written[t.topic] for t in self.targets},
-                                 time.monotonic() - started, late))
+            written, late = tally(result, self.targets)
+            on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
         return write

@@ -57,6 +57,23 @@ def target_rows(table: pa.Table, targets: list[SinkTarget]) -> Iterator[TargetRo
                          stamps, rows.column("task").to_pylist() if target.by_task else None)
 
 
+def late_rows(table: pa.Table) -> int:
+    """The batch's rows dropped as late (role LATE): what a run reports as late records."""
+    if "role" not in table.column_names:
+        return 0
+    return pc.sum(pc.equal(table.column("role"), LATE)).as_py() or 0
+
+
+def tally(results: list[dict], targets: list[SinkTarget]) -> tuple[dict[str, int], int]:
+    """What the tasks told the driver (rows of kind "written" per topic, "late"): the records
+    written per target topic, and the late rows."""
+    written = {t.topic: 0 for t in targets}
+    for row in results:
+        if row["kind"] == "written":
+            written[row["topic"]] += row["count"]
+    return written, sum(row["count"] for row in results if row["kind"] == "late")
+
+
 class KafkaSink:
     """What every sink shares: its targets, their partition counts and an idempotent bulk
     writer in the driver. `batch_writer` gives the foreachBatch function."""
@@ -100,7 +117,7 @@ class TransactionalSink(KafkaSink):
             table = encode(batch_df).toArrow()  # runs the batch's Spark job
             started = time.monotonic()
             written = self.write_batch(table, batch_id)
-            late = table.column("role").to_pylist().count(LATE) if "role" in table.column_names else 0
+            late = late_rows(table)
             on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
         return write
 

@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import batch_end_offsets
 from kstool.config import ClientConfig
-from kstool.contract import LATE, SinkTarget
+from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
-from kstool.engine.sink import BatchReport, TransactionalSink, commit_once
+from kstool.engine.sink import BatchReport, TransactionalSink, commit_once, late_rows, tally
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.transactions import TransactionalWriter
@@ -60,8 +60,7 @@ def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_coun
         except KAFKA_ERRORS as exc:
             raise marked(SINK, f"task {task}'s output not written: {exc}") from None
         rows += [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
-        if "role" in table.column_names:
-            rows.append({"kind": "late", "count": pc.sum(pc.equal(table.column("role"), LATE)).as_py() or 0})
+        rows.append({"kind": "late", "count": late_rows(table)})
         rows.append({"kind": "committed", "count": task})
     yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
@@ -95,14 +94,10 @@ class TaskTransactionalSink(TransactionalSink):
             committed = {row["count"] for row in result if row["kind"] == "committed"}
             rest = {tp: offset for tp, offset in end.items() if tp[1] not in committed}
             try:  # the tasks that wrote nothing: their offsets alone
-                if rest:
-                    commit_once(self.transactions, pa.table({}), [], rest)
+                if rest and not self.transactions.holds(rest):
+                    self.transactions.commit([], rest)
             except KafkaOperationError as exc:
                 raise QueryFailedError(f"batch {batch_id}'s offsets not committed ({exc})") from None
-            written: dict[str, int] = {t.topic: 0 for t in self.targets}
-            for row in result:
-                if row["kind"] == "written":
-                    written[row["topic"]] += row["count"]
-            late = sum(row["count"] for row in result if row["kind"] == "late")
+            written, late = tally(result, self.targets)
             on_batch(BatchReport(batch_id, written, time.monotonic() - started, late))
         return write
