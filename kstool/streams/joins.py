@@ -23,6 +23,7 @@ from typing import Any, Callable, cast
 from kstool.base.store_keys import split_window_store_key, window_store_key
 from kstool.contract import LATE
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
+from kstool.streams.join_batches import inner_join_batch
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TableStores, TaskState
 
 KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
@@ -117,6 +118,13 @@ class StreamStreamJoin(RecordByRecord):
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         keys = {r.key for r in records if r.key is not None}
         return {self.indexes[0]: {*EXPIRIES, UNMATCHED} | {prefix + key for key in keys for prefix in BY_KEY}}
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        if self.how != "inner" or not inner_join_batch(self, records, state):
+            super().process_batch(records, state)
+
+    def result(self, side: int, this: bytes | None, other: bytes | None) -> bytes:
+        return _joined(self.joiner, side, this, other)
 
     def process(self, record: Record, state: TaskState) -> None:
         ts, side = record.timestamp, record.side
