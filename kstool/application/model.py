@@ -21,9 +21,10 @@ MANIFEST = "app.json"
 # batches of history a checkpoint keeps (Spark's minBatchesToRetain: offsets, commits and state
 # versions), so that `reprocess` can roll an app back and `state --batch-id` can look back
 DEFAULT_HISTORY_BATCHES = 1000
-# how per-task stores sit in Spark's state: an entry per store key (checkpoints begun before the shards), or shards
-# of a few thousand entries (kstool.topologies.shards); a checkpoint keeps the layout it began with
-STATE_LAYOUT_ENTRIES, STATE_LAYOUT_SHARDS = 1, 2
+# how per-task stores sit in Spark's state: an entry per store key (checkpoints begun before the shards), shards
+# of a few thousand entries (kstool.topologies.shards), or shards where a stream-stream join's window stores keep
+# each record key's entries together; a checkpoint keeps the layout it began with
+STATE_LAYOUT_ENTRIES, STATE_LAYOUT_SHARDS, STATE_LAYOUT_OWNER_SHARDS = 1, 2, 3
 
 
 def default_state_dir() -> Path:

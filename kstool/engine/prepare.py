@@ -7,7 +7,7 @@ from typing import cast
 
 from kstool.application.exceptions import IncompatibleRunError
 from kstool.application.model import (
-    STATE_LAYOUT_SHARDS,
+    STATE_LAYOUT_OWNER_SHARDS,
     AppPaths,
     Manifest,
     check_compatible,
@@ -49,7 +49,7 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
     if existing is not None:
         check_compatible(existing, wanted)
     wanted.changelog_by_task = True  # apps created before kstool 0.2 keep partitioning by key
-    wanted.state_layout = STATE_LAYOUT_SHARDS
+    wanted.state_layout = STATE_LAYOUT_OWNER_SHARDS
     if existing is not None:  # what the app's history decided, kept
         wanted.changelog_by_task, wanted.restore_pending = existing.changelog_by_task, existing.restore_pending
         wanted.state_layout = existing.state_layout

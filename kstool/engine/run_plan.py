@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kstool.application.exceptions import StateLayoutError, StateMissingError
 from kstool.application.model import (
+    STATE_LAYOUT_OWNER_SHARDS,
     STATE_LAYOUT_SHARDS,
     AppPaths,
     Manifest,
@@ -76,15 +77,21 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
         progress.message("restoring the stores from " + ", ".join(seed.changelogs))
     if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
         manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
-        manifest.state_layout = STATE_LAYOUT_SHARDS
+        manifest.state_layout = STATE_LAYOUT_OWNER_SHARDS
         save_manifest(paths, manifest)
-    elif topology.per_task and manifest.state_layout != STATE_LAYOUT_SHARDS:
+    elif topology.per_task and manifest.state_layout < _layout_needed(topology):
         raise StateLayoutError(
-            f"app {options.app_id!r} keeps its state in an older layout (an entry per key) that this kstool "
-            f"no longer runs; rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
+            f"app {options.app_id!r} keeps its state in an older layout that this kstool no longer runs; "
+            f"rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
     # a restore's first batch is special: not parked (nor is one parked for the app: a restore frees them)
     parked_queries = parking.parked_queries() if seed is None and may_park(options) else None
     return RunPlan(options, paths, checkpoint, manifest, partitions, seed, parked_queries)
+
+
+def _layout_needed(topology: Topology) -> int:
+    """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those."""
+    owned = getattr(topology.processor(), "suffixed_stores", ())  # type: ignore[attr-defined]
+    return STATE_LAYOUT_OWNER_SHARDS if owned else STATE_LAYOUT_SHARDS
 
 
 def may_park(options: RunOptions) -> bool:

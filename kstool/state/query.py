@@ -94,7 +94,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
                                 store.history_ms), store
     checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
-                                source.batch_id, sharded=manifest.state_layout == STATE_LAYOUT_SHARDS)
+                                source.batch_id, sharded=manifest.state_layout >= STATE_LAYOUT_SHARDS)
     if engine_wanted(source.use_engine):
         return HostedBackend(clients, source, backend.description), store
     return backend, store

@@ -10,8 +10,9 @@ the entries that expire, plus at most one partly passed bucket. Entries whose st
 already gone (a merged session, a matched join record) stay until their time passes; callers
 skip them.
 
-KeyIndex: record key -> the store keys it owns (a key's sessions, its join records), one
-entry per record key, read when the key is first touched in a batch.
+KeyIndex: record key -> the store keys it owns (a key's sessions), one entry per record key,
+read when the key is first touched in a batch. OwnedKeys: the same for a window store whose
+shards keep each record key's entries together (a join's records), found in the store itself.
 
 Both write to the index store without logging: indexes are derived data, never changelogged
 (a restore rebuilds them with `rebuild`). Index entries live under a one-byte prefix per
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import heapq
 import struct
+from collections.abc import MutableMapping
 from typing import Iterable, Iterator
 
+from kstool.base.store_keys import WINDOW_SUFFIX
 from kstool.streams.task import NO_TIME, StoreValue, TaskState
 
 META = struct.Struct(">qqq")  # next bucket to visit, live buckets, newest time added
@@ -183,3 +186,40 @@ class KeyIndex:
             else:
                 self.state.delete(self.store, index_key, 0, log=False)
         self.changed = set()
+
+
+class OwnedKeys:
+    """Record key -> the keys of its entries in a window store (key ‖ time ‖ seqnum) whose shards
+    keep each record key's entries together (kstool.topologies.shards: a `suffix`). A shard's
+    entries are grouped by record key when one of its keys is first asked for in a batch;
+    nothing is saved, the store is the index. A plain dict store (tests, the oracle) is one
+    shard."""
+
+    def __init__(self, store: MutableMapping[bytes, StoreValue]):
+        self.store = store
+        self.owners: dict[int, dict[bytes, set[bytes]]] = {}  # per shard grouped
+        self.keys: dict[bytes, set[bytes]] = {}  # the keys asked for
+
+    def get(self, key: bytes) -> set[bytes]:
+        """The store keys `key` owns (do not change the set: use add and discard)."""
+        found = self.keys.get(key)
+        if found is not None:
+            return found
+        owner_entries = getattr(self.store, "owner_entries", None)
+        shard, entries = owner_entries(key) if owner_entries is not None else (0, self.store)
+        owners = self.owners.get(shard)
+        if owners is None:
+            owners = self.owners[shard] = {}
+            for store_key in entries:
+                owners.setdefault(store_key[:-WINDOW_SUFFIX], set()).add(store_key)
+        found = self.keys[key] = owners.setdefault(key, set())
+        return found
+
+    def add(self, key: bytes, store_key: bytes) -> None:
+        self.get(key).add(store_key)
+
+    def discard(self, key: bytes, store_key: bytes) -> None:
+        self.get(key).discard(store_key)
+
+    def save(self) -> None:
+        pass  # the store holds it

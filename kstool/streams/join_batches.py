@@ -27,7 +27,7 @@ from kstool.contract import LATE
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState
 
 if TYPE_CHECKING:
-    from kstool.streams.indexes import KeyIndex
+    from kstool.streams.indexes import OwnedKeys
     from kstool.streams.joins import StreamStreamJoin, _JoinIndexes
 
 SEQUENCES = 2**31  # seqnums wrap as the record path's do
@@ -117,7 +117,7 @@ class _Batch:
         return store_keys
 
     def matches(self, side: int, probe: tuple[int, int], other_horizon: np.ndarray,
-                other_by_key: "KeyIndex") -> Matches | None:
+                other_by_key: "OwnedKeys") -> Matches | None:
         """(position, partner's position or -1, partner's store key or None) for each record of
         `side` and each entry of the other side it joins, in the record path's order; None
         when the keys and times do not fit one sort key."""

@@ -20,9 +20,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, cast
 
-from kstool.base.store_keys import split_window_store_key, window_store_key
+from kstool.base.store_keys import WINDOW_SUFFIX, split_window_store_key, window_store_key
 from kstool.contract import LATE
-from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
+from kstool.streams.indexes import MIN_BUCKET_MS, OwnedKeys, TimeIndex
 from kstool.streams.join_batches import inner_join_batch
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TableStores, TaskState
 
@@ -30,9 +30,9 @@ KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
 HOWS = ("inner", "left", "outer")
 JOINERS = ("json", "concat")
 SIDES = {LEFT: "left", RIGHT: "right"}
-# the stream-stream join's index store: per side, keys' records (BY_KEY) and expiry times
-# (EXPIRIES); the unmatched records by time
-BY_KEY, EXPIRIES, UNMATCHED = (b"K", b"k"), (b"L", b"R"), b"U"
+# the stream-stream join's index store: per side, expiry times (EXPIRIES); the unmatched records
+# by time. A key's records are found in its side's window store, sharded by record key.
+EXPIRIES, UNMATCHED = (b"L", b"R"), b"U"
 
 Joiner = Callable[[bytes | None, bytes | None], bytes]
 
@@ -96,6 +96,8 @@ class StreamStreamJoin(RecordByRecord):
     stores: tuple[str, ...] = ("join-left", "join-right", "join-unmatched")
     indexes: tuple[str, ...] = ("join-index",)
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream: every one is written
+    # window stores whose shards keep each record key's entries together (kstool.topologies.shards)
+    suffixed_stores: tuple[tuple[str, int], ...] = (("join-left", WINDOW_SUFFIX), ("join-right", WINDOW_SUFFIX))
 
     @property
     def retention(self) -> int:
@@ -116,8 +118,9 @@ class StreamStreamJoin(RecordByRecord):
         return ts + self._lookback(side) - min(self.before, self.after)
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        keys = {r.key for r in records if r.key is not None}
-        return {self.indexes[0]: {*EXPIRIES, UNMATCHED} | {prefix + key for key in keys for prefix in BY_KEY}}
+        # a key of each record key's entries: its shard holds them all
+        owners = {window_store_key(r.key, 0) for r in records if r.key is not None}
+        return {self.indexes[0]: {*EXPIRIES, UNMATCHED}, self.stores[LEFT]: owners, self.stores[RIGHT]: owners}
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         if self.how != "inner" or not inner_join_batch(self, records, state):
@@ -159,7 +162,7 @@ class StreamStreamJoin(RecordByRecord):
                 state.put("join-unmatched", waiting, StoreValue(record.value, ts))
                 unmatched.add(self._waiting_time(ts, side), waiting)
 
-    def _store(self, record: Record, state: TaskState, by_key: tuple[KeyIndex, KeyIndex],
+    def _store(self, record: Record, state: TaskState, by_key: tuple[OwnedKeys, OwnedKeys],
                expiries: tuple[TimeIndex, TimeIndex]) -> bytes | None:
         """Put the record in its side's window store, unless it is already past the store's
         retention (then it is late); expire what the store no longer holds. The side's newest
@@ -205,16 +208,15 @@ class StreamStreamJoin(RecordByRecord):
         found = state.index.get("join")
         if found is None:
             index = self.indexes[0]
-            found = _JoinIndexes((KeyIndex(state, index, BY_KEY[LEFT]), KeyIndex(state, index, BY_KEY[RIGHT])),
+            found = _JoinIndexes((OwnedKeys(state.stores[self.stores[LEFT]]),
+                                  OwnedKeys(state.stores[self.stores[RIGHT]])),
                                  (TimeIndex(state, index, EXPIRIES[LEFT], self.index_bucket_ms),
                                   TimeIndex(state, index, EXPIRIES[RIGHT], self.index_bucket_ms)),
                                  TimeIndex(state, index, UNMATCHED, self.index_bucket_ms))
             if not found.unmatched.exists:  # stores without their index (restored, or written before kstool kept indexes)
                 for side in (LEFT, RIGHT):
                     for store_key in state.stores[self.stores[side]]:
-                        key, ts, _ = split_window_store_key(store_key)
-                        found.by_key[side].add(key, store_key)
-                        found.expiries[side].add(ts, store_key)
+                        found.expiries[side].add(split_window_store_key(store_key)[1], store_key)
                 for store_key in state.stores["join-unmatched"]:
                     ts, side, _ = _split_unmatched_key(store_key)
                     found.unmatched.add(self._waiting_time(ts, side), store_key)
@@ -241,7 +243,7 @@ class _JoinIndexes:
     """Per side: key -> its window store keys, and (ts, store key) for expiry; and the
     unmatched store's keys by time."""
 
-    by_key: tuple[KeyIndex, KeyIndex]
+    by_key: tuple[OwnedKeys, OwnedKeys]
     expiries: tuple[TimeIndex, TimeIndex]
     unmatched: TimeIndex
 

@@ -13,7 +13,12 @@ them, except that shards below `split` have already been split by the next bit. 
 store holds more than SHARD_ENTRIES per shard on average, the shard at `split` splits in two
 (its entries that the next bit moves go to shard `split + 2^level`): the store grows a shard
 at a time, and no key ever has to be looked for in two places. The directory (level, split,
-entries) is kept with the task's metadata, not in the store.
+entries, suffix) is kept with the task's metadata, not in the store.
+
+A store may hash its keys without their last `suffix` bytes: a stream-stream join's window
+stores (key ‖ time ‖ seqnum) hash the record key only, so that a record key's entries share
+a shard, and the join finds them by reading that shard (`owner_entries`) instead of keeping an
+index entry per record key.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Directory:
     level: int = 0
     split: int = 0
     entries: int = 0
+    suffix: int = 0  # bytes at the end of a store key that its hash leaves out
 
     @property
     def shards(self) -> int:
@@ -48,12 +54,16 @@ class Directory:
 
     def shard_of(self, key: bytes) -> int:
         low = (1 << self.level) - 1
-        hashed = zlib.crc32(key)
+        hashed = zlib.crc32(key[:-self.suffix] if self.suffix else key)
         shard = hashed & low
         return hashed & (2 * low + 1) if shard < self.split else shard
 
+    def owner_shard(self, owner: bytes) -> int:
+        """The shard of the store keys that are `owner` and then `suffix` bytes."""
+        return self.shard_of(owner + bytes(self.suffix))
+
     def to_list(self) -> list[int]:
-        return [self.level, self.split, self.entries]
+        return [self.level, self.split, self.entries] + ([self.suffix] if self.suffix else [])
 
 
 def encode_shard(entries: dict[bytes, StoreValue]) -> bytes:
@@ -92,6 +102,15 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
 
     def prefetch(self, keys: Iterable[bytes]) -> None:
         self._load({self.directory.shard_of(key) for key in keys})
+
+    def owner_entries(self, owner: bytes) -> tuple[int, dict[bytes, StoreValue]]:
+        """The shard (number, entries) that holds every entry whose key begins with `owner`
+        (a store with a `suffix`; do not change the entries: use the store)."""
+        if not self.directory.suffix:
+            raise RuntimeError("a store kept in an older layout: its keys are not sharded by owner")
+        shard = self.directory.owner_shard(owner)
+        self._load({shard})
+        return shard, self.shards[shard]
 
     def write_back(self) -> None:
         """Persist the shards this batch changed, split first while the store has outgrown them."""

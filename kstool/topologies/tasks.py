@@ -38,7 +38,7 @@ SHARD_VALUE_SCHEMA = StructType([StructField("entries", BinaryType(), False)])
 # a batch this large reads its stores whole: one scan instead of a lookup per key it touches
 BULK_READ_RECORDS = 10_000
 META = "task_meta"
-# stream time, join sequence, and each store's shard directory as JSON ({store: [level, split, entries]})
+# stream time, join sequence, and each store's shard directory as JSON ({store: [level, split, entries(, suffix)]})
 META_SCHEMA = StructType([StructField("stream_time", LongType()), StructField("sequence", IntegerType()),
                           StructField("directories", StringType())])
 
@@ -86,7 +86,7 @@ class TaskProcessor(StatefulProcessor):
         processor = cast(Restorable, self.processor)
         stream_time = int(initialState["timestamp"].max())
         observed = initialState.groupby("store")["timestamp"].max().to_dict()
-        directories = {name: Directory() for name in self.maps}
+        directories = {name: self._new_directory(name) for name in self.maps}
         stores = {name: ShardedStore(state, directories[name], False) for name, state in self.maps.items()}
         history = initialState["store"].isin(getattr(processor, "history_stores", ()))
         entries = zip(*(initialState[~history][c].tolist() for c in ("store", "key", "value", "timestamp")))
@@ -110,7 +110,12 @@ class TaskProcessor(StatefulProcessor):
         meta = self.meta.get() if self.meta.exists() else None
         stream_time, sequence, saved = meta if meta is not None else (NO_TIME, 0, None)
         found = json.loads(saved) if saved else {}
-        return stream_time, sequence, {name: Directory(*found.get(name, ())) for name in self.maps}
+        return stream_time, sequence, {name: Directory(*found[name]) if name in found else self._new_directory(name)
+                                       for name in self.maps}
+
+    def _new_directory(self, store: str) -> Directory:
+        """A new store's: hashed without the suffix the processor asks for (its keys' owners)."""
+        return Directory(suffix=dict(getattr(self.processor, "suffixed_stores", ())).get(store, 0))
 
     def _save_meta(self, stream_time: int, sequence: int, directories: dict[str, Directory]) -> None:
         self.meta.update((stream_time, sequence, json.dumps({n: d.to_list() for n, d in directories.items()})))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kstool.application.model import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS
 from tests.conftest import cli
 from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_values, read_all
 from tests.oracles import word_counts
@@ -149,7 +150,37 @@ def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, sp
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
     assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
-    assert json.loads(manifest_path.read_text())["state_layout"] == 2
+    assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_OWNER_SHARDS
+
+
+def test_a_stream_stream_join_kept_before_its_stores_sharded_by_key_is_refused_until_restored(
+        kafka, spark, topic_name):
+    """A stream-stream join whose checkpoint hashed its window stores by the whole store key
+    (state_layout 2) cannot find a key's records by its shard: refused, restored, then exact."""
+    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, left, 1)
+    create_topic(kafka, right, 1)
+    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
+           *STREAM_STREAM)
+    produce_keyed(kafka, left, STREAM_LEFT[:2])
+    produce_keyed(kafka, right, STREAM_RIGHT[:2])
+    assert cli(*run).exit_code == 0
+    manifest_path = _checkpoint(app).parent / "app.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["state_layout"] = STATE_LAYOUT_SHARDS
+    manifest_path.write_text(json.dumps(manifest))
+    produce_keyed(kafka, left, STREAM_LEFT[2:])
+    produce_keyed(kafka, right, STREAM_RIGHT[2:])
+    outputs = len(read_all(kafka, out))
+
+    refused = cli(*run)
+    assert refused.exit_code == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "older layout" in refused.stderr and f"kstool state restore --app-id {app}" in refused.stderr
+    assert len(read_all(kafka, out)) == outputs  # nothing ran
+
+    _restore(app)
+    assert cli(*run).exit_code == 0
+    assert _output(kafka, out) == STREAM_STREAM_OUTPUT["inner"]
 
 
 def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, spark, topic_name):

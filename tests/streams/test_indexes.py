@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kstool.base.store_keys import window_store_key
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
-from kstool.streams.indexes import KeyIndex, TimeIndex
+from kstool.streams.indexes import KeyIndex, OwnedKeys, TimeIndex
 from kstool.streams.joins import StreamStreamJoin, make_joiner
-from kstool.streams.task import NO_TIME, Record, TaskState, run_task, task_stores
+from kstool.streams.task import NO_TIME, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
 
 operations = st.lists(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(-5, 50)),
@@ -74,6 +75,22 @@ def test_key_index_keeps_each_keys_store_keys_across_batches():
     index.save()
     assert KeyIndex(state, "index", b"K").get(b"x") == {b"x@2"}
     assert state.stores["index"] == {b"K" + b"x": state.stores["index"][b"Kx"]}  # y's entry is gone
+
+
+def test_owned_keys_are_found_in_the_store_itself():
+    """A join's window store keys (key ‖ time ‖ seqnum) grouped by record key; add and discard
+    follow the batch's own puts and deletes; nothing is written anywhere."""
+    store = {window_store_key(b"x", 1, 1): StoreValue(b"1", 1), window_store_key(b"x", 2, 2): StoreValue(b"2", 2),
+             window_store_key(b"xy", 1, 3): StoreValue(b"3", 1)}
+    before = dict(store)
+    owned = OwnedKeys(store)
+    assert owned.get(b"x") == {window_store_key(b"x", 1, 1), window_store_key(b"x", 2, 2)}
+    assert owned.get(b"xy") == {window_store_key(b"xy", 1, 3)} and owned.get(b"z") == set()
+    owned.add(b"z", window_store_key(b"z", 5, 4))
+    owned.discard(b"x", window_store_key(b"x", 1, 1))
+    assert owned.get(b"z") == {window_store_key(b"z", 5, 4)} and owned.get(b"x") == {window_store_key(b"x", 2, 2)}
+    owned.save()
+    assert store == before
 
 
 @pytest.mark.parametrize("make", [

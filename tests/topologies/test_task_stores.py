@@ -11,6 +11,7 @@ from typing import cast
 
 import pytest
 
+from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
@@ -42,9 +43,9 @@ class CountingMapState:
                 self.data[key] = value
 
 
-def sharded(entries: dict[bytes, StoreValue]) -> tuple[CountingMapState, Directory]:
+def sharded(entries: dict[bytes, StoreValue], suffix: int = 0) -> tuple[CountingMapState, Directory]:
     """A store as Spark's state would hold it after a batch wrote these entries."""
-    state, directory = CountingMapState(), Directory()
+    state, directory = CountingMapState(), Directory(suffix=suffix)
     store = ShardedStore(state, directory, False, state)
     store.update(entries)
     store.write_back()
@@ -117,7 +118,8 @@ def test_a_small_batch_does_not_read_the_windows_or_join_records_it_does_not_tou
     open windows (join records) cost a 5-record batch a few lookups per record, not a read."""
     big = _windowed_state_of(processor, [Record(b"k%d" % i, b"1", 1_000, LEFT, 1.0, 0, i) for i in range(10_000)])
     batch = [Record(b"k%d" % i, b"1", 2_000 + i, side, 1.0, 0, 10_000 + i) for i in range(5)]
-    maps = {name: sharded(entries) for name, entries in big.items()}
+    suffixes = dict(getattr(processor, "suffixed_stores", ()))
+    maps = {name: sharded(entries, suffixes.get(name, 0)) for name, entries in big.items()}
     held = TaskState({name: {k: StoreValue(v.value, v.timestamp, v.aux) for k, v in entries.items()}
                       for name, entries in big.items()})
     lazy = TaskState({name: store_of(*maps[name]) for name in task_stores(processor)})
@@ -137,6 +139,24 @@ def test_a_growing_store_splits_into_shards_of_a_few_thousand_entries_each_one_s
     assert max(len(decode_shard(blob)) for (blob,) in state.data.values()) <= 3 * SHARD_ENTRIES
     read_back = store_of(state, directory, read_all=True)
     assert {k: read_back[k] for k in read_back} == entries
+
+
+def test_a_store_hashed_without_a_suffix_keeps_each_owners_entries_in_one_shard():
+    """A join's window store (key ‖ time ‖ seqnum) hashed by record key: after the splits of
+    50,000 entries, each record key's entries sit in the shard owner_entries reads, and
+    nowhere else; a store hashed by the whole key refuses the question."""
+    entries = {window_store_key(b"key-%d" % (i % 5_000), i, i): StoreValue(b"v", i) for i in range(50_000)}
+    state, directory = sharded(entries, WINDOW_SUFFIX)
+    assert directory.shards >= 50_000 / SHARD_ENTRIES
+    for owner in (b"key-0", b"key-4999", b"key-1234"):
+        store = store_of(state, directory)
+        shard, found = store.owner_entries(owner)
+        owned = {k for k in entries if k[:-WINDOW_SUFFIX] == owner}
+        assert len(owned) == 10 and owned <= set(found)
+        assert state.lookups == 1  # one shard read
+        state.lookups = 0
+    with pytest.raises(RuntimeError):
+        store_of(*sharded(entries)).owner_entries(b"key-0")
 
 
 def test_a_batch_that_changes_ten_keys_of_a_large_store_rewrites_at_most_ten_shards():
