@@ -17,6 +17,7 @@ sort key, returns False and goes record by record.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -46,7 +47,7 @@ def inner_join_batch(join: "StreamStreamJoin", records: list[Record], state: Tas
     indexes = join._indexes(state)
     keep = join.retention - 1
     newest, horizon = batch.store_or_drop(indexes, keep)
-    store_keys = batch.store_keys(indexes, state.sequence)
+    store_keys = batch.store_keys([state.stores[name] for name in join.stores[:2]], state.sequence)
     left, right = (batch.matches(side, join._probe(side), horizon[1 - side], indexes.by_key[1 - side])
                    for side in (LEFT, RIGHT))
     if store_keys is None or left is None or right is None:
@@ -101,7 +102,7 @@ class _Batch:
         self.late, self.positions = late, np.flatnonzero(stored)
         return newest, horizon
 
-    def store_keys(self, indexes: "_JoinIndexes", sequence: int) -> dict[int, bytes] | None:
+    def store_keys(self, stores: list[MutableMapping[bytes, StoreValue]], sequence: int) -> dict[int, bytes] | None:
         """Each stored record's window store key (position -> key), or None when a seqnum meets
         a stored entry's (the record path takes the next free one)."""
         positions = self.positions
@@ -111,7 +112,7 @@ class _Batch:
             record = self.records[position]
             key = cast(bytes, record.key)
             store_key = window_store_key(key, record.timestamp, seqnum)
-            if store_key in indexes.by_key[record.side].get(key):
+            if store_key in stores[record.side]:
                 return None
             store_keys[position] = store_key
         return store_keys
@@ -186,7 +187,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
         record = records[position]
         store_key = store_keys.get(position)
         if store_key is not None:
-            state.put(stores[record.side], store_key, StoreValue(record.value, record.timestamp))
+            state.put_new(stores[record.side], store_key, StoreValue(record.value, record.timestamp))
         elif late[position]:
             state.emit(record.key, record.value, record.timestamp, LATE)
         while next_match < len(matches) and matches[next_match][0] == position:
@@ -203,12 +204,12 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
 
 def _expire(join: "StreamStreamJoin", records: list[Record], state: TaskState, indexes: "_JoinIndexes",
             store_keys: dict[int, bytes], newest: dict[int, np.ndarray], keep: int) -> None:
-    """The batch's stored records into the indexes, then what each side no longer holds out of
-    its store (not logged: a window store's expiry writes no tombstone)."""
+    """The batch's stored records into the expiry indexes, then what each side no longer holds
+    out of its store (not logged: a window store's expiry writes no tombstone). The batch is
+    done: nothing asks `indexes.by_key` again."""
     touched = set()
     for position, store_key in store_keys.items():
         record = records[position]
-        indexes.by_key[record.side].add(cast(bytes, record.key), store_key)
         indexes.expiries[record.side].add(record.timestamp, store_key)
         touched.add(record.side)
     for side in touched:
@@ -217,4 +218,3 @@ def _expire(join: "StreamStreamJoin", records: list[Record], state: TaskState, i
             state.prefetch(join.stores[side], (store_key for _, store_key in expired))
         for _, store_key in expired:
             state.delete(join.stores[side], store_key, 0, log=False)
-            indexes.by_key[side].discard(split_window_store_key(store_key)[0], store_key)

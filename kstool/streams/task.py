@@ -99,6 +99,12 @@ class TaskState:
         if log:
             self._record(Emitted(changelog_role(store), key, value.value, value.timestamp, store, key))
 
+    def put_new(self, store: str, key: bytes, value: StoreValue) -> None:
+        """put() of an entry the caller knows the store does not hold (no lookup first)."""
+        self.changed.setdefault(store, {}).setdefault(key, False)
+        self.stores[store][key] = value
+        self._record(Emitted(changelog_role(store), key, value.value, value.timestamp, store, key))
+
     def delete(self, store: str, key: bytes, timestamp: int, log: bool = True) -> None:
         if key not in self.stores[store]:
             return

@@ -53,14 +53,16 @@ class Directory:
         return (1 << self.level) + self.split
 
     def shard_of(self, key: bytes) -> int:
-        low = (1 << self.level) - 1
-        hashed = zlib.crc32(key[:-self.suffix] if self.suffix else key)
-        shard = hashed & low
-        return hashed & (2 * low + 1) if shard < self.split else shard
+        return self._shard(zlib.crc32(key[:-self.suffix] if self.suffix else key))
 
     def owner_shard(self, owner: bytes) -> int:
         """The shard of the store keys that are `owner` and then `suffix` bytes."""
-        return self.shard_of(owner + bytes(self.suffix))
+        return self._shard(zlib.crc32(owner))
+
+    def _shard(self, hashed: int) -> int:
+        low = (1 << self.level) - 1
+        shard = hashed & low
+        return hashed & (2 * low + 1) if shard < self.split else shard
 
     def to_list(self) -> list[int]:
         return [self.level, self.split, self.entries] + ([self.suffix] if self.suffix else [])
