@@ -2,8 +2,8 @@
 are late, which stored records each record finds, and what expires, worked out in columns;
 then the store writes and results in processing order, as `process()` per record makes them.
 
-Per record, `process()` costs ~40 µs, mostly its key index, expiry index and window store
-lookups; here those are made once per batch. Equal to `process()` record by record (the test's
+Per record, `process()` costs ~40 µs, mostly lookups in its stores and indexes; here each
+record key's stored records are asked for once per batch. Equal to `process()` record by record (the test's
 oracle), because in an inner join:
 - a side's newest timestamp is the running maximum of its records (a late record is older);
 - a record is late when it is older than its side's newest before it - retention + 1;
@@ -144,21 +144,21 @@ class _Batch:
         fresh, fresh_seqs = positions[theirs], sequences[theirs]
         fresh_ids = np.fromiter((ids.get(cast(bytes, records[p].key), -1) for p in fresh.tolist()), np.int64, len(fresh))
         joinable = fresh_ids >= 0
-        ids_, times_ = np.r_[np.array(held_ids, np.int64), fresh_ids[joinable]], np.r_[np.array(held_times, np.int64),
-                                                                                      times[fresh[joinable]]]
-        if not len(ids_):
+        cand_ids = np.r_[np.array(held_ids, np.int64), fresh_ids[joinable]]
+        if not len(cand_ids):
             return np.zeros(0, np.int64), [], []
-        seqs_ = np.r_[np.array(held_seqs, np.int64), fresh_seqs[joinable]]
+        cand_times = np.r_[np.array(held_times, np.int64), times[fresh[joinable]]]
+        cand_seqs = np.r_[np.array(held_seqs, np.int64), fresh_seqs[joinable]]
         stored_at = np.r_[np.full(len(held_keys), -1, np.int64), fresh[joinable]]
         earlier, later = probe
         low, high = times[probes] - earlier, times[probes] + later
-        base = min(int(times_.min()), int(low.min()))
-        span = max(int(times_.max()), int(high.max())) - base + 1
+        base = min(int(cand_times.min()), int(low.min()))
+        span = max(int(cand_times.max()), int(high.max())) - base + 1
         if span * len(ids) >= 2**62:
             return None
         # candidates by (key, time, seqnum): each probe's are one slice of them
-        order = np.lexsort((seqs_, times_, ids_))
-        sort_key = ids_[order] * span + (times_[order] - base)
+        order = np.lexsort((cand_seqs, cand_times, cand_ids))
+        sort_key = cand_ids[order] * span + (cand_times[order] - base)
         starts = np.searchsorted(sort_key, probe_ids * span + (low - base), "left")
         stops = np.searchsorted(sort_key, probe_ids * span + (high - base), "right")
         counts = stops - starts
@@ -166,7 +166,7 @@ class _Batch:
         candidate = order[starts[probe_of] + np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)]
         at = probes[probe_of]
         # stored before the probe, and not yet expired by the other side
-        held = (stored_at[candidate] < at) & (times_[candidate] >= other_horizon[at])
+        held = (stored_at[candidate] < at) & (cand_times[candidate] >= other_horizon[at])
         at, candidate = at[held], candidate[held]
         return at, stored_at[candidate].tolist(), [held_keys[c] if c < len(held_keys) else None
                                                    for c in candidate.tolist()]
