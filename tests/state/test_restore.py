@@ -153,18 +153,25 @@ def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, sp
     assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_OWNER_SHARDS
 
 
-def test_a_stream_stream_join_kept_before_its_stores_sharded_by_key_is_refused_until_restored(
-        kafka, spark, topic_name):
-    """A stream-stream join whose checkpoint hashed its window stores by the whole store key
-    (state_layout 2) cannot find a key's records by its shard: refused, restored, then exact."""
+def _stream_stream_first_run(kafka, topic_name: str, *options: str) -> tuple[tuple, str, str]:
+    """The stream-stream script's first half run: returns the run's arguments, app and output."""
     left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
     create_topic(kafka, left, 1)
     create_topic(kafka, right, 1)
     run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
-           *STREAM_STREAM)
+           *STREAM_STREAM, *options)
     produce_keyed(kafka, left, STREAM_LEFT[:2])
     produce_keyed(kafka, right, STREAM_RIGHT[:2])
     assert cli(*run).exit_code == 0
+    return run, app, out
+
+
+def test_a_stream_stream_join_kept_before_its_stores_sharded_by_key_is_refused_until_restored(
+        kafka, spark, topic_name):
+    """A stream-stream join whose checkpoint hashed its window stores by the whole store key
+    (state_layout 2) cannot find a key's records by its shard: refused, restored, then exact."""
+    run, app, out = _stream_stream_first_run(kafka, topic_name)
+    left, right = topic_name + "-l", topic_name + "-r"
     manifest_path = _checkpoint(app).parent / "app.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["state_layout"] = STATE_LAYOUT_SHARDS
@@ -271,14 +278,8 @@ def test_a_stream_stream_join_restored_from_its_changelogs_goes_on_exactly(kafka
     inputs are ordered by time across sides as in the one run). Across the restore: R1 stays
     in the right buffer for L4 and L3; L5 is late against the left buffer's newest, L2@20;
     the waiting R3 and L2 come back to the unmatched store and are emitted by R2@40."""
-    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
-    create_topic(kafka, left, 1)
-    create_topic(kafka, right, 1)
-    run = ("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
-           *STREAM_STREAM, "--how", "outer")
-    produce_keyed(kafka, left, STREAM_LEFT[:2])
-    produce_keyed(kafka, right, STREAM_RIGHT[:2])
-    assert cli(*run).exit_code == 0
+    run, app, out = _stream_stream_first_run(kafka, topic_name, "--how", "outer")
+    left, right = topic_name + "-l", topic_name + "-r"
 
     plan = _lose_checkpoint_then_restore(app)  # L1, L2 | R1, R3 | waiting R3, L2
     assert [c["entries"] for c in plan["changelogs"]] == [2, 2, 2]
