@@ -124,3 +124,9 @@ class Topology(Protocol):
 
     def describe(self, app_id: str) -> dict[str, Any]:
         """Topology#describe()-style description: sub-topologies, nodes, stores."""
+
+
+def owner_suffixes(processor: object) -> dict[str, int]:
+    """Stores hashed without a suffix of their keys, so one owner's entries share a shard: the
+    processor's optional `suffixed_stores` ((store, bytes), ...)."""
+    return dict(getattr(processor, "suffixed_stores", ()))

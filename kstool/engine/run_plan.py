@@ -22,7 +22,7 @@ from kstool.application.model import (
 from kstool.checkpoint.files import open_checkpoint
 from kstool.checkpoint.location import CheckpointFiles, local_path
 from kstool.checkpoint.logs import last_committed_batch, missing_state
-from kstool.contract import Topology
+from kstool.contract import Topology, owner_suffixes
 from kstool.engine import parking
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions
@@ -90,8 +90,8 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
 
 def _layout_needed(topology: Topology) -> int:
     """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those."""
-    owned = getattr(topology.processor(), "suffixed_stores", ())  # type: ignore[attr-defined]
-    return STATE_LAYOUT_OWNER_SHARDS if owned else STATE_LAYOUT_SHARDS
+    processor = topology.processor()  # type: ignore[attr-defined]  # every per-task topology has one
+    return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(processor) else STATE_LAYOUT_SHARDS
 
 
 def may_park(options: RunOptions) -> bool:

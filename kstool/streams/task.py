@@ -97,12 +97,15 @@ class TaskState:
         self._touch(store, key)
         self.stores[store][key] = value
         if log:
-            self._record(Emitted(changelog_role(store), key, value.value, value.timestamp, store, key))
+            self._log_put(store, key, value)
 
     def put_new(self, store: str, key: bytes, value: StoreValue) -> None:
         """put() of an entry the caller knows the store does not hold (no lookup first)."""
         self.changed.setdefault(store, {}).setdefault(key, False)
         self.stores[store][key] = value
+        self._log_put(store, key, value)
+
+    def _log_put(self, store: str, key: bytes, value: StoreValue) -> None:
         self._record(Emitted(changelog_role(store), key, value.value, value.timestamp, store, key))
 
     def delete(self, store: str, key: bytes, timestamp: int, log: bool = True) -> None:

@@ -20,6 +20,7 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
+from kstool.contract import owner_suffixes
 from kstool.streams.task import NO_TIME, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
 from kstool.topologies.combiners.packs import unpack
 from kstool.topologies.shards import Directory, ShardedStore
@@ -115,7 +116,7 @@ class TaskProcessor(StatefulProcessor):
 
     def _new_directory(self, store: str) -> Directory:
         """A new store's: hashed without the suffix the processor asks for (its keys' owners)."""
-        return Directory(suffix=dict(getattr(self.processor, "suffixed_stores", ())).get(store, 0))
+        return Directory(suffix=owner_suffixes(self.processor).get(store, 0))
 
     def _save_meta(self, stream_time: int, sequence: int, directories: dict[str, Directory]) -> None:
         self.meta.update((stream_time, sequence, json.dumps({n: d.to_list() for n, d in directories.items()})))

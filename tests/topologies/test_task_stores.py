@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 
 from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
+from kstool.contract import owner_suffixes
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
@@ -118,7 +119,7 @@ def test_a_small_batch_does_not_read_the_windows_or_join_records_it_does_not_tou
     open windows (join records) cost a 5-record batch a few lookups per record, not a read."""
     big = _windowed_state_of(processor, [Record(b"k%d" % i, b"1", 1_000, LEFT, 1.0, 0, i) for i in range(10_000)])
     batch = [Record(b"k%d" % i, b"1", 2_000 + i, side, 1.0, 0, 10_000 + i) for i in range(5)]
-    suffixes = dict(getattr(processor, "suffixed_stores", ()))
+    suffixes = owner_suffixes(processor)
     maps = {name: sharded(entries, suffixes.get(name, 0)) for name, entries in big.items()}
     held = TaskState({name: {k: StoreValue(v.value, v.timestamp, v.aux) for k, v in entries.items()}
                       for name, entries in big.items()})
