@@ -1,16 +1,21 @@
-"""An inner stream-stream join's batch at once (StreamStreamJoin.process_batch): which records
-are late, which stored records each record finds, and what expires, worked out in columns;
-then the store writes and results in processing order, as `process()` per record makes them.
+"""A stream-stream join's batch at once (StreamStreamJoin.process_batch): which records are
+late, which stored records each record finds, and what expires, worked out in columns; then
+the store writes and results in processing order, as `process()` per record makes them. Left
+and outer joins then keep their unmatched records as `process()` does, through the same
+methods (partner_found, no_partner, _emit_unmatched), in that walk.
 
 Per record, `process()` costs ~40 µs, mostly lookups in its stores and indexes; here each
 record key's stored records are asked for once per batch. Equal to `process()` record by record (the test's
-oracle), because in an inner join:
+oracle), because:
 - a side's newest timestamp is the running maximum of its records (a late record is older);
 - a record is late when it is older than its side's newest before it - retention + 1;
 - a side expires what is older than its newest - retention + 1 at each of its stored records,
   so an entry of side o is still held when a record at position j probes it iff it is not older
   than (o's running maximum at j) - retention + 1, or o stored no record before j in the batch;
-- nothing waits unmatched.
+- which records find partners does not depend on what waits unmatched: only the null results
+  and the unmatched store do, and the walk keeps them in order;
+- a late record that waits unmatched takes a seqnum (`_late_key`), numbered here with the
+  stored records before any store key is made.
 A batch whose seqnums would meet a stored entry's, or whose keys and times do not fit one int64
 sort key, returns False and goes record by record.
 """
@@ -35,29 +40,47 @@ SEQUENCES = 2**31  # seqnums wrap as the record path's do
 NOT_YET = np.iinfo(np.int64).min // 4  # no horizon: nothing expired yet this batch
 
 
-def inner_join_batch(join: "StreamStreamJoin", records: list[Record], state: TaskState) -> bool:
+def join_batch(join: "StreamStreamJoin", records: list[Record], state: TaskState) -> bool:
     """Process the batch as `join.process` would record by record; False (nothing done) when
     it cannot be done at once."""
     if not records:
         return True
     batch = _Batch.of(records)
-    if not batch.valid.any():  # skipped records: they only move stream time
+    if not batch.valid.any():  # skipped records: they only move stream time (or get null results)
+        if join.how != "inner":
+            return False
         state.stream_time = max(state.stream_time, int(batch.times.max()))
         return True
     indexes = join._indexes(state)
     keep = join.retention - 1
     newest, horizon = batch.store_or_drop(indexes, keep)
-    store_keys = batch.store_keys([state.stores[name] for name in join.stores[:2]], state.sequence)
-    left, right = (batch.matches(side, join._probe(side), horizon[1 - side], indexes.by_key[1 - side])
-                   for side in (LEFT, RIGHT))
-    if store_keys is None or left is None or right is None:
+    batch.number(state.sequence)
+    matches = _matches(join, batch, horizon, indexes)
+    if matches is None:
         return False
-    state.stream_time = max(state.stream_time, int(batch.times.max()))
-    _write(join, batch, state, store_keys, _in_processing_order(left, right))
-    if len(batch.positions):
-        state.sequence = int(batch.sequences[-1])
+    stream_times = np.maximum.accumulate(np.maximum(batch.times, state.stream_time))
+    waiting = batch.late_and_waiting(join, matches, stream_times)
+    if len(waiting):  # they take seqnums too: the stored records' move on, and may reorder partners
+        batch.number(state.sequence, waiting)
+        matches = _matches(join, batch, horizon, indexes)
+    store_keys = batch.store_keys([state.stores[name] for name in join.stores[:2]])
+    if matches is None or store_keys is None:
+        return False
+    state.stream_time = int(stream_times[-1])
+    _write(join, batch, state, store_keys, matches, stream_times, indexes)
+    if batch.numbered:
+        state.sequence = batch.last_sequence
     _expire(join, records, state, indexes, store_keys, newest, keep)
     return True
+
+
+def _matches(join: "StreamStreamJoin", batch: "_Batch", horizon: dict[int, np.ndarray],
+             indexes: "_JoinIndexes") -> list[tuple[int, int, bytes | None]] | None:
+    found = [batch.matches(side, join._probe(side), horizon[1 - side], indexes.by_key[1 - side])
+             for side in (LEFT, RIGHT)]
+    if found[0] is None or found[1] is None:
+        return None
+    return _in_processing_order(found[0], found[1])
 
 
 Matches = tuple[np.ndarray, list[int], list[bytes | None]]
@@ -71,10 +94,13 @@ class _Batch:
     times: np.ndarray
     sides: np.ndarray
     valid: np.ndarray  # with a key and a value: joined, and stored unless late
-    # set by store_or_drop and store_keys
+    # set by store_or_drop and number
     late: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     positions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # of the records stored
     sequences: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their seqnums
+    waiting_seqs: dict[int, int] = field(default_factory=dict)  # late records' that wait unmatched
+    numbered: int = 0
+    last_sequence: int = 0
 
     @classmethod
     def of(cls, records: list[Record]) -> "_Batch":
@@ -102,20 +128,39 @@ class _Batch:
         self.late, self.positions = late, np.flatnonzero(stored)
         return newest, horizon
 
-    def store_keys(self, stores: list[MutableMapping[bytes, StoreValue]], sequence: int) -> dict[int, bytes] | None:
+    def number(self, sequence: int, waiting: np.ndarray | None = None) -> None:
+        """Seqnums after `sequence`, in processing order, for the stored records and the late
+        records that wait unmatched (as `_late_key` numbers them)."""
+        numbered = self.positions if waiting is None else np.union1d(self.positions, waiting)
+        sequences = (sequence + 1 + np.arange(len(numbered), dtype=np.int64)) % SEQUENCES
+        self.sequences = sequences[np.isin(numbered, self.positions)]
+        self.waiting_seqs = {} if waiting is None else dict(zip(waiting.tolist(), sequences[np.isin(numbered, waiting)].tolist()))
+        self.numbered = len(numbered)
+        self.last_sequence = int(sequences[-1]) if len(numbered) else sequence
+
+    def store_keys(self, stores: list[MutableMapping[bytes, StoreValue]]) -> dict[int, bytes] | None:
         """Each stored record's window store key (position -> key), or None when a seqnum meets
         a stored entry's (the record path takes the next free one)."""
-        positions = self.positions
-        self.sequences = (sequence + 1 + np.arange(len(positions), dtype=np.int64)) % SEQUENCES
         store_keys = {}
-        for position, seqnum in zip(positions.tolist(), self.sequences.tolist()):
+        for position, seqnum in zip(self.positions.tolist(), self.sequences.tolist()):
             record = self.records[position]
-            key = cast(bytes, record.key)
-            store_key = window_store_key(key, record.timestamp, seqnum)
+            store_key = window_store_key(cast(bytes, record.key), record.timestamp, seqnum)
             if store_key in stores[record.side]:
                 return None
             store_keys[position] = store_key
         return store_keys
+
+    def late_and_waiting(self, join: "StreamStreamJoin", matches: list[tuple[int, int, bytes | None]],
+                         stream_times: np.ndarray) -> np.ndarray:
+        """Late records of a left/outer side that find no partner while their window is still
+        open at stream time: they wait unmatched, under a seqnum of their own."""
+        if join.how == "inner" or not self.late.any():
+            return np.zeros(0, np.int64)
+        matched = np.zeros(len(self.times), bool)
+        matched[[position for position, _, _ in matches]] = True
+        outer = np.array([join.outer_side(LEFT), join.outer_side(RIGHT)])[self.sides]
+        later = np.where(self.sides == LEFT, join._probe(LEFT)[1], join._probe(RIGHT)[1])
+        return np.flatnonzero(self.late & outer & ~matched & (self.times + later >= stream_times))
 
     def matches(self, side: int, probe: tuple[int, int], other_horizon: np.ndarray,
                 other_by_key: "OwnedKeys") -> Matches | None:
@@ -180,26 +225,42 @@ def _in_processing_order(left: Matches, right: Matches) -> list[tuple[int, int, 
 
 
 def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys: dict[int, bytes],
-           matches: list[tuple[int, int, bytes | None]]) -> None:
-    """Store puts (changelog records), late records and join results, in processing order."""
+           matches: list[tuple[int, int, bytes | None]], stream_times: np.ndarray, indexes: "_JoinIndexes") -> None:
+    """Store puts (changelog records), late records and join results, in processing order;
+    in left and outer joins also what waits unmatched and the null results."""
     records, late, stores, next_match = batch.records, batch.late, join.stores, 0
-    for position in np.flatnonzero(batch.valid).tolist():
+    inner = join.how == "inner"
+    # an inner join skips records without key or value; left/outer ones may give null results
+    walked = np.flatnonzero(batch.valid).tolist() if inner else range(len(records))
+    for position in walked:
         record = records[position]
+        if not inner:
+            if record.key is None or record.value is None:
+                if record.key is None and record.value is not None and join.outer_side(record.side):
+                    state.emit(None, join.result(record.side, record.value, None), record.timestamp)
+                continue
+            if record.timestamp == stream_times[position]:
+                join._emit_unmatched(state, indexes.unmatched, record.timestamp)
         store_key = store_keys.get(position)
         if store_key is not None:
             state.put_new(stores[record.side], store_key, StoreValue(record.value, record.timestamp))
         elif late[position]:
             state.emit(record.key, record.value, record.timestamp, LATE)
+        matched = False
         while next_match < len(matches) and matches[next_match][0] == position:
             _, partner, partner_key = matches[next_match]
             next_match += 1
+            matched = True
             if partner >= 0:
-                other_value, other_ts = records[partner].value, records[partner].timestamp
+                other_value, other_ts, partner_key = records[partner].value, records[partner].timestamp, store_keys[partner]
             else:
                 held = cast(StoreValue, state.get(stores[1 - record.side], cast(bytes, partner_key)))
                 other_value, other_ts = held.value, held.timestamp
-            state.emit(record.key, join.result(record.side, record.value, other_value),
-                       max(record.timestamp, other_ts))
+            join.partner_found(state, record, other_ts, cast(bytes, partner_key), other_value)
+        if not matched and not inner and join.outer_side(record.side):
+            if store_key is None and position in batch.waiting_seqs:
+                store_key = window_store_key(cast(bytes, record.key), record.timestamp, batch.waiting_seqs[position])
+            join.no_partner(state, record, store_key, int(stream_times[position]), indexes.unmatched)
 
 
 def _expire(join: "StreamStreamJoin", records: list[Record], state: TaskState, indexes: "_JoinIndexes",

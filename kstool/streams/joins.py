@@ -23,7 +23,7 @@ from typing import Any, Callable, cast
 from kstool.base.store_keys import WINDOW_SUFFIX, split_window_store_key, window_store_key
 from kstool.contract import LATE
 from kstool.streams.indexes import MIN_BUCKET_MS, OwnedKeys, TimeIndex
-from kstool.streams.join_batches import inner_join_batch
+from kstool.streams.join_batches import join_batch
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TableStores, TaskState
 
 KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
@@ -123,7 +123,7 @@ class StreamStreamJoin(RecordByRecord):
         return {self.indexes[0]: {*EXPIRIES, UNMATCHED}, self.stores[LEFT]: owners, self.stores[RIGHT]: owners}
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
-        if self.how != "inner" or not inner_join_batch(self, records, state):
+        if not join_batch(self, records, state):
             super().process_batch(records, state)
 
     def result(self, side: int, this: bytes | None, other: bytes | None) -> bytes:
@@ -132,8 +132,7 @@ class StreamStreamJoin(RecordByRecord):
     def process(self, record: Record, state: TaskState) -> None:
         ts, side = record.timestamp, record.side
         stream_time = state.advance(ts)
-        outer_side = self.how == "outer" or (self.how == "left" and side == LEFT)
-        if record.key is None and record.value is not None and outer_side:
+        if record.key is None and record.value is not None and self.outer_side(side):
             state.emit(None, _joined(self.joiner, side, record.value, None), ts)  # no key to join on
             return
         if record.key is None or record.value is None:
@@ -150,17 +149,36 @@ class StreamStreamJoin(RecordByRecord):
             if not ts - earlier <= other_ts <= ts + later:
                 continue
             matched = True
-            state.delete("join-unmatched", _unmatched_key(1 - side, record.key, other_ts, store_key[-4:]),
-                         other_ts)
             other = cast(StoreValue, state.get(self.stores[1 - side], store_key))
-            state.emit(record.key, _joined(self.joiner, side, record.value, other.value), max(ts, other_ts))
-        if outer_side and not matched:
-            if ts + later < stream_time:  # its window has closed: no partner can come
-                state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
-            else:  # a late record too, when its window closes just at stream time (asymmetric windows)
-                waiting = _unmatched_key(side, record.key, ts, (this_key or self._late_key(record, state))[-4:])
-                state.put("join-unmatched", waiting, StoreValue(record.value, ts))
-                unmatched.add(self._waiting_time(ts, side), waiting)
+            self.partner_found(state, record, other_ts, store_key, other.value)
+        if not matched and self.outer_side(side):
+            self.no_partner(state, record, this_key, stream_time, unmatched)
+
+    def outer_side(self, side: int) -> bool:
+        """A record of `side` that finds no partner gets a null result (left and outer joins)."""
+        return self.how == "outer" or (self.how == "left" and side == LEFT)
+
+    def partner_found(self, state: TaskState, record: Record, other_ts: int, other_store_key: bytes,
+                      other_value: bytes | None) -> None:
+        """The partner no longer waits unmatched; the result has the later of the two times."""
+        if self.how != "inner":
+            state.delete("join-unmatched", _unmatched_key(1 - record.side, cast(bytes, record.key), other_ts,
+                                                          other_store_key[-4:]), other_ts)
+        state.emit(record.key, _joined(self.joiner, record.side, record.value, other_value),
+                   max(record.timestamp, other_ts))
+
+    def no_partner(self, state: TaskState, record: Record, store_key: bytes | None, stream_time: int,
+                   unmatched: TimeIndex) -> None:
+        """A left/outer record that found no partner: its null result at once when its window has
+        closed (t + its probe's upper bound < stream time), else it waits, under its store key's
+        seqnum (a late record, not stored, takes one)."""
+        ts, side = record.timestamp, record.side
+        if ts + self._probe(side)[1] < stream_time:  # no partner can come
+            state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
+        else:  # a late record too, when its window closes just at stream time (asymmetric windows)
+            waiting = _unmatched_key(side, cast(bytes, record.key), ts, (store_key or self._late_key(record, state))[-4:])
+            state.put("join-unmatched", waiting, StoreValue(record.value, ts))
+            unmatched.add(self._waiting_time(ts, side), waiting)
 
     def _store(self, record: Record, state: TaskState, by_key: tuple[OwnedKeys, OwnedKeys],
                expiries: tuple[TimeIndex, TimeIndex]) -> bytes | None:

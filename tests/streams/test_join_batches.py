@@ -1,4 +1,4 @@
-"""The inner stream-stream join's batch at once (kstool.streams.join_batches) against `process()`
+"""The stream-stream join's batch at once (kstool.streams.join_batches) against `process()`
 record by record, the oracle (itself checked against Kafka Streams' rules in
 test_processors_against_oracles.py): the same records out in the same order, the same stores,
 stream time and seqnums, batch after batch."""
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kstool.contract import OUTPUT
 from kstool.streams import join_batches
-from kstool.streams.joins import StreamStreamJoin, make_joiner
+from kstool.streams.joins import HOWS, StreamStreamJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 
 
@@ -26,10 +26,10 @@ def _observable(out, state: TaskState) -> tuple:
     return [(e.role, e.key, e.value, e.timestamp) for e in out], stores, state.stream_time, state.sequence
 
 
-def _both(before, after, grace, bucket, batches) -> list[tuple]:
+def _both(how, before, after, grace, bucket, batches) -> list[tuple]:
     """Each batch through both paths; asserts they agree; returns the fast path's observations."""
-    fast = StreamStreamJoin("inner", before, after, grace, make_joiner("concat"), bucket)
-    slow = _RecordByRecord("inner", before, after, grace, make_joiner("concat"), bucket)
+    fast = StreamStreamJoin(how, before, after, grace, make_joiner("concat"), bucket)
+    slow = _RecordByRecord(how, before, after, grace, make_joiner("concat"), bucket)
     fast_state, slow_state = TaskState.empty(task_stores(fast)), TaskState.empty(task_stores(slow))
     seen = []
     for batch in batches:
@@ -44,33 +44,37 @@ inputs = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([0, 
 
 
 @settings(max_examples=400, deadline=None)
-@given(inputs, st.integers(0, 6), st.integers(0, 6), st.integers(0, 4), st.integers(1, 12),
+@given(st.sampled_from(HOWS), inputs, st.integers(0, 6), st.integers(0, 6), st.integers(0, 4), st.integers(1, 12),
        st.sampled_from([1, 3, 1000]))
 # right a@8 expires when right a@10 comes (retention 2): left a@9, later in the order, no longer finds it
-@example(rows=[(RIGHT, 0, b"a", 8, False), (RIGHT, 0, b"a", 10, False), (LEFT, 0, b"b", 11, False),
-               (LEFT, 0, b"a", 9, False)], before=2, after=0, grace=0, batch=12, bucket=1000)
+@example(how="inner", rows=[(RIGHT, 0, b"a", 8, False), (RIGHT, 0, b"a", 10, False), (LEFT, 0, b"b", 11, False),
+                           (LEFT, 0, b"a", 9, False)], before=2, after=0, grace=0, batch=12, bucket=1000)
 # two left records alike in key and time: the right one joins them in seqnum order
-@example(rows=[(LEFT, 0, b"a", 5, False), (LEFT, 1, b"a", 5, False), (RIGHT, 0, b"a", 6, False)],
+@example(how="inner", rows=[(LEFT, 0, b"a", 5, False), (LEFT, 1, b"a", 5, False), (RIGHT, 0, b"a", 6, False)],
          before=1, after=1, grace=0, batch=12, bucket=1000)
-def test_inner_join_at_once_equals_record_by_record(rows, before, after, grace, batch, bucket):
-    """Out-of-order records in two partitions per side, late ones, records that expire within
+# with no lookback before and no grace, left a@8 is late once a@10 is stored, yet its window is open
+# at stream time 10: it waits unmatched under a seqnum of its own, and a@11 takes the next
+@example(how="left", rows=[(LEFT, 0, b"a", 10, False), (LEFT, 0, b"a", 8, False), (LEFT, 0, b"a", 11, False),
+                           (RIGHT, 0, None, 12, False)], before=0, after=2, grace=0, batch=12, bucket=1000)
+def test_join_at_once_equals_record_by_record(how, rows, before, after, grace, batch, bucket):
+    """inner, left and outer joins over out-of-order records in two partitions per side, late ones, records that expire within
     their batch, duplicates at equal key and time, null keys and values; batches of 1-12."""
     if before + after + grace == 0:
         grace = 1  # refused by the topology: the stores would hold nothing
     records = [Record(key, None if null else f"{'LR'[side]}{i}".encode(), ts, side, None, partition, i)
                for i, (side, partition, key, ts, null) in enumerate(rows)]
     order = list(processing_order(records))
-    _both(before, after, grace, bucket, [order[i:i + batch] for i in range(0, len(order), batch)])
+    _both(how, before, after, grace, bucket, [order[i:i + batch] for i in range(0, len(order), batch)])
 
 
 def test_a_batch_is_done_at_once(monkeypatch):
     """The batch path is taken (else the test above compares the oracle with itself)."""
     taken = []
-    original = join_batches.inner_join_batch
-    monkeypatch.setattr("kstool.streams.joins.inner_join_batch",
+    original = join_batches.join_batch
+    monkeypatch.setattr("kstool.streams.joins.join_batch",
                         lambda *args: taken.append(original(*args)) or taken[-1])
     batch = [Record(b"k", b"L", 10, LEFT, offset=0), Record(b"k", b"R", 12, RIGHT, offset=0)]
-    seen = _both(5, 5, 0, 1000, [batch])
+    seen = _both("inner", 5, 5, 0, 1000, [batch])
     assert taken == [True]
     assert [e for e in seen[0][0] if e[0] == OUTPUT] == [(OUTPUT, b"k", b"L,R", 12)]
 
@@ -84,7 +88,7 @@ def test_seqnums_met_after_a_restore_go_record_by_record():
     state = TaskState.empty(task_stores(fast))
     run_task(fast, state, first)
     state.sequence = 0
-    assert not join_batches.inner_join_batch(fast, [Record(b"k", b"L3", 10, LEFT, offset=2)], state)
+    assert not join_batches.join_batch(fast, [Record(b"k", b"L3", 10, LEFT, offset=2)], state)
     out = run_task(fast, state, [Record(b"k", b"L3", 10, LEFT, offset=2), Record(b"k", b"R", 11, RIGHT, offset=0)])
     assert sorted(e.value for e in out if e.role == OUTPUT) == [b"L1,R", b"L2,R", b"L3,R"]
     assert len(state.stores["join-left"]) == 3
