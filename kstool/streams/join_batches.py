@@ -68,8 +68,7 @@ def join_batch(join: "StreamStreamJoin", records: list[Record], state: TaskState
         return False
     state.stream_time = int(stream_times[-1])
     _write(join, batch, state, store_keys, matches, stream_times, indexes)
-    if batch.numbered:
-        state.sequence = batch.last_sequence
+    state.sequence = batch.last_sequence
     _expire(join, records, state, indexes, store_keys, newest, keep)
     return True
 
@@ -99,8 +98,7 @@ class _Batch:
     positions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # of the records stored
     sequences: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their seqnums
     waiting_seqs: dict[int, int] = field(default_factory=dict)  # late records' that wait unmatched
-    numbered: int = 0
-    last_sequence: int = 0
+    last_sequence: int = 0  # the batch's last seqnum, or the one before it
 
     @classmethod
     def of(cls, records: list[Record]) -> "_Batch":
@@ -135,7 +133,6 @@ class _Batch:
         sequences = (sequence + 1 + np.arange(len(numbered), dtype=np.int64)) % SEQUENCES
         self.sequences = sequences[np.isin(numbered, self.positions)]
         self.waiting_seqs = {} if waiting is None else dict(zip(waiting.tolist(), sequences[np.isin(numbered, waiting)].tolist()))
-        self.numbered = len(numbered)
         self.last_sequence = int(sequences[-1]) if len(numbered) else sequence
 
     def store_keys(self, stores: list[MutableMapping[bytes, StoreValue]]) -> dict[int, bytes] | None:
