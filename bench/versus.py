@@ -33,6 +33,8 @@ STEPS = {
     "session_count_1m": ("bench-keys-1m", "aggregate", ("--window", "session:1s")),
     "table_table_join_2x1m": ("bench-keys-1m", "join", ("--kind", "table-table", "--how", "outer")),
     "stream_stream_join_1m_keys": ("bench-join", "join", ("--kind", "stream-stream", "--within", "1m")),
+    "stream_stream_left_join_1m_keys": ("bench-join", "join", ("--kind", "stream-stream", "--how", "left",
+                                                               "--within", "1m")),
     "stream_table_join_1m_keys": ("bench-join", "join", ("--kind", "stream-table", "--how", "left")),
     "table_table_join_1m_keys": ("bench-join", "join", ("--kind", "table-table", "--how", "outer")),
     "windowed_count_1m_eos": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", *EOS)),
