@@ -5,6 +5,7 @@ stream time and seqnums, batch after batch."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -57,8 +58,9 @@ inputs = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([0, 
 @example(how="left", rows=[(LEFT, 0, b"a", 10, False), (LEFT, 0, b"a", 8, False), (LEFT, 0, b"a", 11, False),
                            (RIGHT, 0, None, 12, False)], before=0, after=2, grace=0, batch=12, bucket=1000)
 def test_join_at_once_equals_record_by_record(how, rows, before, after, grace, batch, bucket):
-    """inner, left and outer joins over out-of-order records in two partitions per side, late ones, records that expire within
-    their batch, duplicates at equal key and time, null keys and values; batches of 1-12."""
+    """Inner, left and outer joins over out-of-order records in two partitions per side, late
+    ones, records that expire within their batch, duplicates at equal key and time, null keys
+    and values; batches of 1-12."""
     if before + after + grace == 0:
         grace = 1  # refused by the topology: the stores would hold nothing
     records = [Record(key, None if null else f"{'LR'[side]}{i}".encode(), ts, side, None, partition, i)
@@ -67,14 +69,15 @@ def test_join_at_once_equals_record_by_record(how, rows, before, after, grace, b
     _both(how, before, after, grace, bucket, [order[i:i + batch] for i in range(0, len(order), batch)])
 
 
-def test_a_batch_is_done_at_once(monkeypatch):
-    """The batch path is taken (else the test above compares the oracle with itself)."""
+@pytest.mark.parametrize("how", HOWS)
+def test_a_batch_is_done_at_once(monkeypatch, how):
+    """The batch path is taken, for each kind (else the test above compares the oracle with itself)."""
     taken = []
     original = join_batches.join_batch
     monkeypatch.setattr("kstool.streams.joins.join_batch",
                         lambda *args: taken.append(original(*args)) or taken[-1])
     batch = [Record(b"k", b"L", 10, LEFT, offset=0), Record(b"k", b"R", 12, RIGHT, offset=0)]
-    seen = _both("inner", 5, 5, 0, 1000, [batch])
+    seen = _both(how, 5, 5, 0, 1000, [batch])
     assert taken == [True]
     assert [e for e in seen[0][0] if e[0] == OUTPUT] == [(OUTPUT, b"k", b"L,R", 12)]
 
