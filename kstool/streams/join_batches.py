@@ -232,9 +232,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
     for position in walked:
         record = records[position]
         if not inner:
-            if record.key is None or record.value is None:
-                if record.key is None and record.value is not None and join.outer_side(record.side):
-                    state.emit(None, join.result(record.side, record.value, None), record.timestamp)
+            if join.keyless_result(state, record) or record.key is None or record.value is None:
                 continue
             if record.timestamp == stream_times[position]:
                 join._emit_unmatched(state, indexes.unmatched, record.timestamp)

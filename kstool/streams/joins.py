@@ -126,16 +126,10 @@ class StreamStreamJoin(RecordByRecord):
         if not join_batch(self, records, state):
             super().process_batch(records, state)
 
-    def result(self, side: int, this: bytes | None, other: bytes | None) -> bytes:
-        return _joined(self.joiner, side, this, other)
-
     def process(self, record: Record, state: TaskState) -> None:
         ts, side = record.timestamp, record.side
         stream_time = state.advance(ts)
-        if record.key is None and record.value is not None and self.outer_side(side):
-            state.emit(None, _joined(self.joiner, side, record.value, None), ts)  # no key to join on
-            return
-        if record.key is None or record.value is None:
+        if self.keyless_result(state, record) or record.key is None or record.value is None:
             return
         indexes = self._indexes(state)
         by_key, unmatched = indexes.by_key, indexes.unmatched
@@ -153,6 +147,13 @@ class StreamStreamJoin(RecordByRecord):
             self.partner_found(state, record, other_ts, store_key, other.value)
         if not matched and self.outer_side(side):
             self.no_partner(state, record, this_key, stream_time, unmatched)
+
+    def keyless_result(self, state: TaskState, record: Record) -> bool:
+        """A record with a value but no key to join on: on a left/outer side, its null result."""
+        if record.key is not None or record.value is None or not self.outer_side(record.side):
+            return False
+        state.emit(None, _joined(self.joiner, record.side, record.value, None), record.timestamp)
+        return True
 
     def outer_side(self, side: int) -> bool:
         """A record of `side` that finds no partner gets a null result (left and outer joins)."""
