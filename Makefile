@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 java: install
-	@$(BIN)/python -m kstool.engine.java
+	@$(BIN)/python -c 'from kstool.engine.java import main; main()'
 
 run: java
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh

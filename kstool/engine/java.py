@@ -45,7 +45,8 @@ def require_java() -> int:
     return major
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """`make java`: the check alone, before anything starts Spark."""
     try:
         print(f"java {require_java()} ok")
     except JavaMissingError as exc:
