@@ -25,6 +25,7 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
     """Until the query ends: caught up (--once), stopped after the current batch on
     SIGINT/SIGTERM, or failed (raised in one line)."""
     seen: set[int] = set()
+    current: int | None = None  # the batch in flight when the stop was asked for
     with stop_request() as stop:
         while query.isActive:
             try:
@@ -33,7 +34,13 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
                 break  # failed: query.exception() below says why
             for batch_progress in query.recentProgress:
                 account(batch_progress, reports, seen, summary, progress)
-            if stop.is_set() and not query.status["isTriggerActive"]:
+            if not stop.is_set():
+                continue
+            current = _batch_in_flight(checkpoint) if current is None else current
+            # With a backlog, triggers run back to back: a moment with none active may never be
+            # seen, so the stop also comes once the current batch has committed
+            committed = last_committed_batch(checkpoint)
+            if not query.status["isTriggerActive"] or (committed is not None and committed >= current):
                 summary.stopped_by_signal = True
                 progress.message("stopping after the current batch")
                 query.stop()
@@ -47,6 +54,14 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
         _say_if_interrupted(checkpoint, progress)
     elif failure is not None:
         raise query_failure(failure, summary.app_id)
+
+
+def _batch_in_flight(checkpoint: CheckpointFiles) -> int:
+    """The batch planned and not committed yet, else the one a running trigger would plan."""
+    planned, committed = last_planned_batch(checkpoint), last_committed_batch(checkpoint)
+    if planned is not None and planned != committed:
+        return planned
+    return 0 if committed is None else committed + 1
 
 
 def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None:

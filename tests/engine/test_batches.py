@@ -1,7 +1,9 @@
 """kstool.engine.batches.watch when a stop request meets a trigger that began after the check
 that none was running: Spark may then report the interrupted trigger as a failure (seen once in
-a full run: test_engine's Ctrl-C test). The race cannot be forced on a real query, so a
-stand-in plays Spark's part; the checkpoint is a real folder in Spark's layout."""
+a full run: test_engine's Ctrl-C test); and when triggers run back to back, so that no moment
+without one is ever seen (a backlog: seen in a full run, where a Ctrl-C'd run went on for 180 s,
+test_apps_top). Neither can be forced on a real query, so a stand-in plays Spark's part; the
+checkpoint is a real folder in Spark's layout."""
 
 from __future__ import annotations
 
@@ -34,6 +36,30 @@ class _QueryFailingOnStop:
 
     def exception(self):
         return self.failure
+
+
+class _QueryWithABacklog(_QueryFailingOnStop):
+    """Triggers back to back: whenever asked, one is running; each wait commits the batch in
+    flight and plans the next one at once. It gives up by itself after `patience` waits."""
+
+    def __init__(self, checkpoint_dir, patience: int = 40):
+        super().__init__()
+        self.dir, self.patience = checkpoint_dir, patience
+        self.status = {"isTriggerActive": True}
+        self.committed_at_stop: list[str] | None = None
+
+    def awaitTermination(self, timeout: float) -> bool:
+        self.patience -= 1
+        if self.patience == 0:
+            self.isActive = False
+        planned = max(int(p.name) for p in (self.dir / "offsets").iterdir())
+        (self.dir / "commits" / str(planned)).write_text("v1\n{}\n")
+        (self.dir / "offsets" / str(planned + 1)).write_text("v1\n{}\n")
+        return not self.isActive
+
+    def stop(self) -> None:
+        self.committed_at_stop = sorted((p.name for p in (self.dir / "commits").iterdir()), key=int)
+        super().stop()
 
 
 class _Messages:
@@ -81,3 +107,13 @@ def test_a_batch_interrupted_by_the_stop_is_named_for_the_next_run(tmp_path):
 def test_a_query_that_failed_before_the_stop_still_fails(tmp_path):
     with pytest.raises(QueryFailedError):
         _watch_with_stop_requested(_QueryFailingOnStop(failed_before_stop=True), _checkpoint(tmp_path, 4, 4))
+
+
+def test_a_stop_during_a_backlog_comes_after_the_batch_in_flight_commits(tmp_path):
+    query = _QueryWithABacklog(tmp_path)
+    # the first wait commits batch 5 and plans 6: the watch sees the stop with batch 6 in flight
+    summary, messages = _watch_with_stop_requested(query, _checkpoint(tmp_path, 5, 4))
+    assert query.committed_at_stop == [str(b) for b in range(7)], "stopped once batch 6 had committed"
+    assert summary.stopped_by_signal
+    assert messages.lines == ["stopping after the current batch",
+                              "batch 7 was interrupted by the stop: the next run does it again"]
