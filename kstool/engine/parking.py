@@ -178,11 +178,12 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
                     summary.stopped_by_signal = True
                     progress.message("stopping after the current batch")
                 for batch_progress in query.recentProgress:
-                    if _started_ms(batch_progress) < opened_ms:
-                        continue
                     if "addBatch" in (batch_progress["durationMs"] or {}):
-                        account(batch_progress, parked.reports, seen, summary, progress)
-                    else:
+                        # this run's: no batch runs while the gate is shut, but a trigger begun
+                        # just before it opened may still have found it open
+                        if parked.last_batch is None or batch_progress["batchId"] > parked.last_batch:
+                            account(batch_progress, parked.reports, seen, summary, progress)
+                    elif _started_ms(batch_progress) >= opened_ms:
                         done = True
     finally:
         parked.shut_gate()

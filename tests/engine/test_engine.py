@@ -171,7 +171,8 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     app = topic_name + "-app"
     args = ["run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app,
             "--max-records-per-batch", "10", "--once"]
-    assert cli(*args).exit_code == 0 and _parked(app)
+    first = cli(*args)
+    assert first.exit_code == 0 and _parked(app)
     # enough batches that the signal, sent once the first is out, lands before the last
     produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 39 batches
     client = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -180,7 +181,7 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     reader.start()
 
     def first_batch_reported() -> bool:  # the client's own line: its Ctrl-C handler is in place
-        if any(": batch 1 |" in line for line in lines):
+        if any(f"kstool: {app}: batch " in line for line in lines):
             return True
         assert client.poll() is None, f"the client ended ({client.returncode}) first: {lines[-3:]}"
         return False
@@ -197,6 +198,9 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     assert rerun.exit_code == 0, rerun.stderr
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
     assert counts == dict(oracle(WORDS))
+    said = [int(run.strip().splitlines()[-1].split(" records in")[0].rsplit(" ", 1)[1])
+            for run in (first.stderr, stderr, rerun.stderr)]
+    assert sum(said) == len(WORDS), f"the three runs' summaries say {said} records"
 
 
 def _source_processes(engine_pid: int) -> set[int]:
