@@ -26,9 +26,11 @@ def last_committed_batch(checkpoint: CheckpointFiles) -> int | None:
     return _last_batch(checkpoint, "commits")
 
 
-def last_planned_batch(checkpoint: CheckpointFiles) -> int | None:
-    """The last batch Spark wrote offsets for: it is done when it is also committed."""
-    return _last_batch(checkpoint, "offsets")
+def uncommitted_batch(checkpoint: CheckpointFiles) -> int | None:
+    """The last batch Spark wrote offsets for when it has not committed it (running, or
+    stopped or killed inside it: the next run does it again), else None."""
+    planned = _last_batch(checkpoint, "offsets")
+    return planned if planned is not None and planned != last_committed_batch(checkpoint) else None
 
 
 def _last_batch(checkpoint: CheckpointFiles, log: str) -> int | None:

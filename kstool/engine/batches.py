@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from kstool.checkpoint.logs import last_committed_batch, last_planned_batch
+from kstool.checkpoint.logs import last_committed_batch, uncommitted_batch
 from kstool.engine import errors_policy
 from kstool.engine.failures import query_failure
 from kstool.engine.progress import BatchStatus, Progress
@@ -58,16 +58,17 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
 
 def _batch_in_flight(checkpoint: CheckpointFiles) -> int:
     """The batch planned and not committed yet, else the one a running trigger would plan."""
-    planned, committed = last_planned_batch(checkpoint), last_committed_batch(checkpoint)
-    if planned is not None and planned != committed:
+    planned = uncommitted_batch(checkpoint)
+    if planned is not None:
         return planned
+    committed = last_committed_batch(checkpoint)
     return 0 if committed is None else committed + 1
 
 
 def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None:
-    planned, committed = last_planned_batch(checkpoint), last_committed_batch(checkpoint)
-    if planned is not None and planned != committed:
-        progress.message(f"batch {planned} was interrupted by the stop: the next run does it again")
+    interrupted = uncommitted_batch(checkpoint)
+    if interrupted is not None:
+        progress.message(f"batch {interrupted} was interrupted by the stop: the next run does it again")
 
 
 def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
