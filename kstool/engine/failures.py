@@ -35,13 +35,19 @@ def query_failure(failure, app_id: str) -> Exception:
     return translate(str(failure), app_id)
 
 
+# how the source runner's socket fails when the process at its other end is gone: end-of-file,
+# or a reset when the process died with bytes unread (or a broken pipe when Spark was writing)
+_DEAD_PEER = ("java.io.EOFException", "java.net.SocketException: Connection reset",
+              "java.net.SocketException: Broken pipe")
+
+
 def _source_process_died(failure) -> bool:
-    """Spark read end-of-file from the source runner's socket: the process is gone. Its
-    EOFException has no message, so only the cause's JVM trace says so (pyspark keeps the cause
-    and its trace in private fields, for pyspark 4.3)."""
+    """Spark's source runner lost its socket to the source process: the process is gone. The
+    exception says so only in the cause's JVM trace (pyspark keeps the cause and its trace in
+    private fields, for pyspark 4.3)."""
     cause = getattr(failure, "_cause", None)
     trace = str(getattr(cause, "_stackTrace", "") or "")
-    return trace.startswith("java.io.EOFException") and "PythonStreamingSourceRunner" in trace
+    return trace.startswith(_DEAD_PEER) and "PythonStreamingSourceRunner" in trace
 
 
 def translate(text: str, app_id: str) -> Exception:

@@ -354,7 +354,9 @@ def test_engine_stop_lets_each_of_its_runs_finish_its_batch(kafka, engine, topic
         create_topic(kafka, source, partitions)
         produce_batched(kafka, source, [(None, line.encode()) for line in WORDS])
         apps[source + "-app"] = _continuous(source, source + "-app")
-    wait_until(lambda: all(_hosting(app) and _wrote_output(kafka, app) for app in apps), "both apps' output")
+    for app, client in apps.items():
+        _wait_for_first_output(kafka, app, client)
+    assert all(_hosting(app) for app in apps), _status()
     stopped = cli("engine", "stop")
     assert stopped.exit_code == 0 and f"(pid {engine['pid']}) stopped" in stopped.stderr
     for app, client in apps.items():
