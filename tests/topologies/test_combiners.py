@@ -77,6 +77,23 @@ def _outcome(processor_of, batches):
        st.integers(0, 8), st.sampled_from(["update", "final"]), cuts, cuts, cuts)
 def test_combined_windows_write_what_the_records_one_by_one_write(rows, window, grace, emit, batch_sizes,
                                                                    range_sizes, arrow_sizes):
+    _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes)
+
+
+# times far apart: a range spans millions of windows (the combiner sorts its cells instead of counting them in an array)
+far_inputs = st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c"]), st.just(b"1"),
+                                st.one_of(st.integers(0, 80), st.integers(0, 80).map(lambda t: t + 10**7))), max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(far_inputs, st.sampled_from(["hopping:10ms,5ms", "tumbling:1ms"]), st.integers(0, 8),
+       st.sampled_from(["update", "final"]), cuts, cuts, cuts)
+def test_combined_windows_far_apart_in_time_write_what_the_records_one_by_one_write(
+        rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes):
+    _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes)
+
+
+def _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes):
     spec = WindowSpec.parse(window)
     combiner = WindowCombiner(spec.size, spec.advance, grace)
 

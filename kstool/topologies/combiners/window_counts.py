@@ -53,24 +53,55 @@ class _RangeWindows:
         pairs = record_of[open_]
         if len(stream) and stream[-1] > self.stream_time:
             self.stream_time, self.newest_offset = int(stream[-1]), int(offsets[np.argmax(stream == stream[-1])])
-        table = pa.table({"key": batch.column("key").take(pa.array(rows[pairs])), "window": starts[open_],
-                          "latest": newest_window[open_].astype(np.int64), "timestamp": times[pairs],
-                          "offset": offsets[pairs]})
+        # keys as ids into the batch's distinct keys: a record's key is hashed once, not per window
+        keys = pc.dictionary_encode(batch.column("key").take(pa.array(rows)))
+        table = pa.table({"key": pa.DictionaryArray.from_arrays(pa.array(np.asarray(keys.indices)[pairs]), keys.dictionary),
+                          "window": starts[open_], "latest": newest_window[open_].astype(np.int64),
+                          "timestamp": times[pairs], "offset": offsets[pairs]})
         keep = np.ones(len(valid), bool)
         keep[rows[pairs]] = False  # taken: a record with an open window
         return batch.filter(pa.array(keep)), table
 
     def merge(self, tables: list[pa.Table]) -> pa.Table:
-        grouped = pa.concat_tables(tables).group_by(["key", "window"], use_threads=False).aggregate(
-            [("offset", "count"), ("latest", "sum"), ("timestamp", "max"), ("offset", "max")])
-        n = grouped.num_rows
+        table = pa.concat_tables(tables)
+        keys, windows, group = self._cells(table)
+        n = len(keys)
+        counts = np.bincount(group, minlength=n)
+        latest = np.bincount(group, weights=np.asarray(table.column("latest")), minlength=n).astype(np.int64)
+        newest, last = np.full(n, np.iinfo(np.int64).min), np.full(n, -1)
+        np.maximum.at(newest, group, np.asarray(table.column("timestamp")))
+        np.maximum.at(last, group, np.asarray(table.column("offset")))
         partial = pa.StructArray.from_arrays(
-            [pa.array(np.r_[np.asarray(grouped.column("offset_count")), 0]), pa.array(np.ones(n + 1, bool)),
-             pa.concat_arrays([grouped.column("window").combine_chunks(), pa.nulls(1, pa.int64())]),
-             pa.array(np.r_[np.asarray(grouped.column("latest_sum")), 0]),
-             pa.array(np.full(n + 1, self.range_start, np.int64))],
+            [pa.array(np.r_[counts, 0]), pa.array(np.ones(n + 1, bool)),
+             pa.array(np.r_[windows, 0], mask=np.r_[np.zeros(n, bool), True]),
+             pa.array(np.r_[latest, 0]), pa.array(np.full(n + 1, self.range_start, np.int64))],
             names=["count", "whole", "window", "latest", "range"])
-        keys = pa.concat_arrays([grouped.column("key").combine_chunks(), pa.nulls(1, pa.binary())])
-        stamps = np.r_[np.asarray(grouped.column("timestamp_max")), self.stream_time].astype(np.int64)
-        offsets = np.r_[np.asarray(grouped.column("offset_max")), self.newest_offset].astype(np.int64)
-        return partials_table(keys, pa.array(stamps * 1000, pa.timestamp("us", tz="UTC")), pa.array(offsets), partial)
+        stamps = np.r_[newest, self.stream_time].astype(np.int64)
+        offsets = np.r_[last, self.newest_offset].astype(np.int64)
+        return partials_table(pa.concat_arrays([keys, pa.nulls(1, pa.binary())]),
+                              pa.array(stamps * 1000, pa.timestamp("us", tz="UTC")), pa.array(offsets), partial)
+
+    def _cells(self, table: pa.Table) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+        """The range's (key, window) cells: each one's key and window start, and each row's cell
+        (an index into them). A cell is numbered key id * width + window slot: counted in an
+        array of that size, or sorted when the range spans too many windows for one."""
+        column = table.column("key").unify_dictionaries()
+        distinct = column.chunk(0).dictionary if column.num_chunks else pa.array([], pa.binary())
+        if not table.num_rows:
+            return distinct.slice(0, 0), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        key_ids = np.concatenate([np.asarray(chunk.indices, np.int64) for chunk in column.chunks])
+        windows = np.asarray(table.column("window"))
+        base, advance = int(windows.min()), self.window.advance
+        slots = (windows - base) // advance
+        width = int(slots.max()) + 1
+        cell = key_ids * width + slots
+        if len(distinct) * width > 4 * len(cell) + (1 << 16):
+            cells, group = np.unique(cell, return_inverse=True)
+        else:
+            seen = np.zeros(len(distinct) * width, bool)
+            seen[cell] = True
+            cells = np.flatnonzero(seen)
+            index = np.zeros(len(seen), np.int64)
+            index[cells] = np.arange(len(cells))
+            group = index[cell]
+        return distinct.take(pa.array(cells // width)), base + cells % width * advance, group
