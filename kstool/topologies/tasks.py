@@ -16,12 +16,13 @@ import json
 from collections.abc import MutableMapping
 from typing import Callable, Iterator, cast
 
+import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.contract import owner_suffixes
-from kstool.streams.task import NO_TIME, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
+from kstool.streams.task import NO_TIME, Emitted, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
 from kstool.topologies.combiners.packs import unpack
 from kstool.topologies.shards import Directory, ShardedStore
 
@@ -76,9 +77,7 @@ class TaskProcessor(StatefulProcessor):
         for store in stores.values():
             store.write_back()
         self._save_meta(state.stream_time, state.sequence, directories)
-        yield pd.DataFrame({"role": [e.role for e in emitted], "key": [e.key for e in emitted],
-                            "value": [e.value for e in emitted], "event_time": [e.timestamp for e in emitted],
-                            "task": [int(key[0])] * len(emitted)}, columns=OUTPUT_SCHEMA.fieldNames())
+        yield _frame(emitted, int(key[0]))
 
     def handleInitialState(self, key, initialState: pd.DataFrame, timerValues) -> None:
         """A restore (the first batch of a new checkpoint): the task's changelog entries back in
@@ -123,6 +122,21 @@ class TaskProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
+    """The emitted records as OUTPUT_SCHEMA's frame. Columns given as numpy arrays: from lists,
+    pandas would look at every object to infer a type (3x the time of the whole frame)."""
+    def objects(values: list) -> np.ndarray:
+        column = np.empty(len(values), object)
+        column[:] = values
+        return column
+
+    n = len(emitted)
+    return pd.DataFrame({"role": objects([e.role for e in emitted]), "key": objects([e.key for e in emitted]),
+                         "value": objects([e.value for e in emitted]),
+                         "event_time": np.fromiter((e.timestamp for e in emitted), np.int64, n),
+                         "task": np.full(n, task, np.int64)}, columns=OUTPUT_SCHEMA.fieldNames())
 
 
 def _add_partials(records: list[Record], frame: pd.DataFrame) -> None:
