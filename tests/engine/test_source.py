@@ -34,7 +34,7 @@ def test_the_planning_reader_keeps_its_clients_and_its_executor_copies_read_with
     assert sorted(row["value"] for row in read) == sorted(b"v%d" % i for i in range(30))
 
 
-def test_a_range_reads_as_its_records_were_written(kafka, topic_name, tmp_path):
+def test_a_range_reads_as_its_records_were_written(kafka, topic_name):
     """Each record's key, value, offset, timestamp and headers, from an independent producer
     (records batched as clients batch them)."""
     create_topic(kafka, topic_name, 1)

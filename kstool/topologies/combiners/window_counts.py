@@ -83,8 +83,8 @@ class _RangeWindows:
 
     def _cells(self, table: pa.Table) -> tuple[pa.Array, np.ndarray, np.ndarray]:
         """The range's (key, window) cells: each one's key and window start, and each row's cell
-        (an index into them). A cell is numbered key id * width + window slot: counted in an
-        array of that size, or sorted when the range spans too many windows for one."""
+        (an index into them). A cell is numbered key id * width + window slot: marked in an
+        array of all cells, or sorted when the range spans too many windows for one."""
         column = table.column("key").unify_dictionaries()
         distinct = column.chunk(0).dictionary if column.num_chunks else pa.array([], pa.binary())
         if not table.num_rows:
@@ -95,7 +95,7 @@ class _RangeWindows:
         slots = (windows - base) // advance
         width = int(slots.max()) + 1
         cell = key_ids * width + slots
-        if len(distinct) * width > 4 * len(cell) + (1 << 16):
+        if len(distinct) * width > len(cell) + (1 << 16):  # an array of cells would outgrow the rows
             cells, group = np.unique(cell, return_inverse=True)
         else:
             seen = np.zeros(len(distinct) * width, bool)
