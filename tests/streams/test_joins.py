@@ -1,14 +1,16 @@
 """The json joiner: each side parsed as JSON when it is JSON, else taken as text; the plain
-definition (parse, fall back to text on failure) is the oracle of the faster one."""
+definition (parse, fall back to text on failure) is the oracle of the faster one. The stream-table
+join's batch loop against `process()` record by record, its oracle."""
 
 from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstool.streams.joins import make_joiner
+from kstool.streams.joins import StreamTableJoin, make_joiner
+from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 
 
 def _plain_json_joiner(left: bytes | None, right: bytes | None) -> bytes:
@@ -31,6 +33,7 @@ _sides = st.none() | st.binary(max_size=12) | _json_texts.map(str.encode) | st.s
      b"k123", b"12abc", b"\"open", "grüße".encode()])
 
 
+@settings(max_examples=1000)
 @given(_sides, _sides)
 def test_json_joiner_equals_its_plain_definition(left, right):
     assert make_joiner("json")(left, right) == _plain_json_joiner(left, right)
@@ -39,3 +42,33 @@ def test_json_joiner_equals_its_plain_definition(left, right):
 def test_json_joiner_nests_json_and_quotes_text():
     assert make_joiner("json")(b'{"a": 1}', b"k1") == b'{"left":{"a":1},"right":"k1"}'
     assert make_joiner("json")(b"k1", None) == b'{"left":"k1","right":null}'
+
+
+class _StreamTableRecordByRecord(StreamTableJoin):
+    process_batch = RecordByRecord.process_batch  # the oracle: process() per record
+
+
+_table_inputs = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([0, 1]),  # side, partition
+                                   st.sampled_from([b"a", b"b", b"c", None]), st.integers(0, 30), st.booleans()),
+                         max_size=40)  # the bool: a null value (a table's tombstone)
+
+
+@given(st.sampled_from(["inner", "left"]), _table_inputs, st.integers(1, 12))
+def test_stream_table_batch_equals_record_by_record(how, rows, batch):
+    """Table updates, deletes of keys present and absent, null keys and stream values, records
+    of two partitions a side; batch after batch, the same records out in order and the same table
+    (and the same changed keys: what the engine writes back)."""
+    records = [Record(key, None if null else f"{'LR'[side]}{i}".encode(), ts, side, None, partition, i)
+               for i, (side, partition, key, ts, null) in enumerate(rows)]
+    order = list(processing_order(records))
+    fast = StreamTableJoin(how, make_joiner("concat"))
+    slow = _StreamTableRecordByRecord(how, make_joiner("concat"))
+    fast_state, slow_state = TaskState.empty(task_stores(fast)), TaskState.empty(task_stores(slow))
+    for start in range(0, len(order), batch):
+        chunk = order[start:start + batch]
+        out = [(e.role, e.key, e.value, e.timestamp) for e in run_task(fast, fast_state, chunk)]
+        assert out == [(e.role, e.key, e.value, e.timestamp) for e in run_task(slow, slow_state, chunk)]
+        assert fast_state.changed == slow_state.changed
+        table = fast.stores[0]
+        assert ({k: (v.value, v.timestamp) for k, v in fast_state.stores[table].items()}
+                == {k: (v.value, v.timestamp) for k, v in slow_state.stores[table].items()})
