@@ -1,6 +1,6 @@
 """The json joiner: each side parsed as JSON when it is JSON, else taken as text; the plain
 definition (parse, fall back to text on failure) is the oracle of the faster one. The stream-table
-join's batch loop against `process()` record by record, its oracle."""
+and table-table joins' batch loops against `process()` record by record, their oracle."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstool.streams.joins import StreamTableJoin, make_joiner
+from kstool.streams.joins import HOWS, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 
 
@@ -48,27 +48,35 @@ class _StreamTableRecordByRecord(StreamTableJoin):
     process_batch = RecordByRecord.process_batch  # the oracle: process() per record
 
 
+class _TableTableRecordByRecord(TableTableJoin):
+    process_batch = RecordByRecord.process_batch
+
+
 _table_inputs = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([0, 1]),  # side, partition
                                    st.sampled_from([b"a", b"b", b"c", None]), st.integers(0, 30), st.booleans()),
                          max_size=40)  # the bool: a null value (a table's tombstone)
+_table_joins = st.sampled_from([(StreamTableJoin, _StreamTableRecordByRecord, how) for how in ("inner", "left")]
+                               + [(TableTableJoin, _TableTableRecordByRecord, how) for how in HOWS])
 
 
-@given(st.sampled_from(["inner", "left"]), _table_inputs, st.integers(1, 12))
-def test_stream_table_batch_equals_record_by_record(how, rows, batch):
-    """Table updates, deletes of keys present and absent, null keys and stream values, records
-    of two partitions a side; batch after batch, the same records out in order and the same table
-    (and the same changed keys: what the engine writes back)."""
+@settings(max_examples=300)
+@given(_table_joins, _table_inputs, st.integers(1, 12))
+def test_table_joins_batch_equals_record_by_record(join, rows, batch):
+    """Stream-table (inner, left) and table-table (inner, left, outer) joins: table updates,
+    deletes of keys present and absent, null keys and stream values, records of two partitions
+    a side; batch after batch, the same records out in order, the same tables and the same
+    changed keys (what the engine writes back)."""
+    fast_type, slow_type, how = join
     records = [Record(key, None if null else f"{'LR'[side]}{i}".encode(), ts, side, None, partition, i)
                for i, (side, partition, key, ts, null) in enumerate(rows)]
     order = list(processing_order(records))
-    fast = StreamTableJoin(how, make_joiner("concat"))
-    slow = _StreamTableRecordByRecord(how, make_joiner("concat"))
+    fast, slow = fast_type(how, make_joiner("concat")), slow_type(how, make_joiner("concat"))
     fast_state, slow_state = TaskState.empty(task_stores(fast)), TaskState.empty(task_stores(slow))
     for start in range(0, len(order), batch):
         chunk = order[start:start + batch]
         out = [(e.role, e.key, e.value, e.timestamp) for e in run_task(fast, fast_state, chunk)]
         assert out == [(e.role, e.key, e.value, e.timestamp) for e in run_task(slow, slow_state, chunk)]
         assert fast_state.changed == slow_state.changed
-        table = fast.stores[0]
-        assert ({k: (v.value, v.timestamp) for k, v in fast_state.stores[table].items()}
-                == {k: (v.value, v.timestamp) for k, v in slow_state.stores[table].items()})
+        for table in fast.stores:
+            assert ({k: (v.value, v.timestamp) for k, v in fast_state.stores[table].items()}
+                    == {k: (v.value, v.timestamp) for k, v in slow_state.stores[table].items()})
