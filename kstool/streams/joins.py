@@ -298,8 +298,8 @@ class StreamTableJoin(TableStores, RecordByRecord):
         return {self.stores[0]: {r.key for r in records if r.key is not None}}
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
-        """`process()` per record, in one loop: the TaskState calls it makes are most of a
-        record's time; its oracle is `process()` (tests/streams/test_joins.py)."""
+        """`process()` per record, in one loop without TaskState's calls per record; its oracle
+        is `process()` (tests/streams/test_joins.py)."""
         if state.cached_roles:  # not this join's (a KStream's results are not cached): as defined
             super().process_batch(records, state)
             return

@@ -232,7 +232,8 @@ def processing_order(records: Iterable[Record]) -> Iterator[Record]:
 
 def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) -> list[Emitted]:
     """Process one batch of a task's records; returns what they emitted, in order
-    (`state.changed` then says which store entries to persist)."""
+    (`state.changed` then holds the store keys they changed, each with whether it existed
+    before the batch)."""
     state.changed, state.cached_roles = {}, processor.cached_roles
     collecting = gc.isenabled()
     gc.disable()  # processing makes many objects and no cycles: the collector only costs time

@@ -65,7 +65,7 @@ def test_table_joins_batch_equals_record_by_record(join, rows, batch):
     """Stream-table (inner, left) and table-table (inner, left, outer) joins: table updates,
     deletes of keys present and absent, null keys and stream values, records of two partitions
     a side; batch after batch, the same records out in order, the same tables and the same
-    changed keys (what the engine writes back)."""
+    changed keys (each with whether it existed before the batch, which the record cache reads)."""
     fast_type, slow_type, how = join
     records = [Record(key, None if null else f"{'LR'[side]}{i}".encode(), ts, side, None, partition, i)
                for i, (side, partition, key, ts, null) in enumerate(rows)]
