@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Callable, cast
 
 from kstool.base.store_keys import WINDOW_SUFFIX, split_window_store_key, window_store_key
-from kstool.contract import LATE, OUTPUT, changelog_role
+from kstool.contract import LATE, OUTPUT
 from kstool.streams.indexes import MIN_BUCKET_MS, OwnedKeys, TimeIndex
 from kstool.streams.join_batches import join_batch
-from kstool.streams.task import LEFT, RIGHT, Emitted, Record, RecordByRecord, StoreValue, TableStores, TaskState
+from kstool.streams.task import LEFT, RIGHT, Emitted, Record, RecordByRecord, StoreValue, StoreWriter, TableStores, TaskState
 
 KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
 HOWS = ("inner", "left", "outer")
@@ -303,7 +303,7 @@ class StreamTableJoin(TableStores, RecordByRecord):
         if state.cached_roles:  # not this join's (a KStream's results are not cached): as defined
             super().process_batch(records, state)
             return
-        table = _TableWriter(state, self.stores[0])
+        table = StoreWriter(state, self.stores[0])
         get, out, joiner, left = table.table.get, state.out, self.joiner, self.how == "left"
         for record in records:
             key, value = record.key, record.value
@@ -352,7 +352,7 @@ class TableTableJoin(TableStores, RecordByRecord):
         if state.cached_roles:
             super().process_batch(records, state)
             return
-        tables = (_TableWriter(state, self.stores[LEFT]), _TableWriter(state, self.stores[RIGHT]))
+        tables = (StoreWriter(state, self.stores[LEFT]), StoreWriter(state, self.stores[RIGHT]))
         gets = (tables[LEFT].table.get, tables[RIGHT].table.get)
         out, joiner, how = state.out, self.joiner, self.how
         for record in records:
@@ -394,29 +394,3 @@ class TableTableJoin(TableStores, RecordByRecord):
             return
         state.emit(record.key, _joined(self.joiner, record.side, record.value, other_value), ts)
 
-
-class _TableWriter:
-    """TaskState.put and delete of one table for a join's batch loop: the same entries, changed
-    keys and changelog records, without TaskState's calls per record."""
-
-    def __init__(self, state: TaskState, name: str):
-        self.state, self.name, self.table = state, name, state.stores[name]
-        self.role, self.changed = changelog_role(name), state.changed.get(name)
-
-    def write(self, key: bytes, value: bytes | None, timestamp: int) -> bool:
-        """Put the value, or delete the key for None; False: a delete of a key not there (nothing done)."""
-        table = self.table
-        existed = key in table
-        if value is None and not existed:
-            return False
-        changed = self.changed
-        if changed is None:
-            changed = self.changed = self.state.changed[self.name] = {}
-        if key not in changed:
-            changed[key] = existed
-        if value is None:
-            del table[key]
-        else:
-            table[key] = StoreValue(value, timestamp)
-        self.state.out.append(Emitted(self.role, key, value, timestamp, self.name, key))
-        return True
