@@ -12,6 +12,7 @@ from typing import cast
 from kstool.engine.java import require_java
 from kstool.engine.jvm_reaper import reap_at_exit
 from kstool.engine.jvmcache import JvmCache
+from kstool.engine.scratch import ScratchDir
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -26,7 +27,7 @@ class SparkOptions:
     debug: bool = False
 
 
-def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str, str]:
+def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Path | None = None) -> dict[str, str]:
     log_opt = "" if options.debug else f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     conf = {
         "spark.ui.enabled": str(options.ui).lower(),
@@ -43,6 +44,8 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "") -> dict[str
         "spark.driver.extraJavaOptions": f"{log_opt} {driver_java_options}".strip(),
         "spark.executor.extraJavaOptions": log_opt,
     }
+    if scratch is not None:  # the driver's (and a local run's executors'); a cluster's workers set their own
+        conf["spark.local.dir"] = str(scratch)
     if options.shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
     conf.update(options.conf)
@@ -79,7 +82,9 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         _quiet_pyspark_loggers()
     owned = SparkContext._active_spark_context is None
     jvm_cache = JvmCache(java_major) if owned else None
-    settings = spark_conf(options, jvm_cache.java_option() if jvm_cache else "")
+    scratch = ScratchDir() if owned else None
+    java_options = f"{jvm_cache.java_option()} {scratch.java_option()}".strip() if jvm_cache and scratch else ""
+    settings = spark_conf(options, java_options, scratch.path if scratch else None)
     if owned:
         conf = SparkConf().setMaster(options.master).setAppName(app_name)
         for key, value in settings.items():
@@ -89,10 +94,10 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         else:
             # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
             # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
-            # when kstool does: it watches its stdin pipe.
+            # when kstool does: it watches its stdin pipe. It holds its scratch folder's lock too.
             with open(log_file or os.devnull, "ab") as sink:
-                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink,
-                                                             "start_new_session": True})
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink, "start_new_session": True,
+                                                             "pass_fds": (cast(ScratchDir, scratch).lock_fd,)})
             jvm_pid = getattr(gateway, "proc", None) and gateway.proc.pid
             cast(JvmCache, jvm_cache).started(jvm_pid)
             if jvm_pid:

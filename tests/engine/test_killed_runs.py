@@ -104,7 +104,8 @@ class _Feeder:
 
 def _chaos(kafka, topic_name, guarantee: str, kills: int, when_writing: bool = False) -> tuple[list[str], str, str]:
     """Kill the continuous app `kills` times mid-batch (`when_writing`: once the batch has
-    started writing), then finish with --once; the group must then stand at the input's end.
+    started writing), then finish with --once; the group must then stand at the input's end,
+    and the killed runs' Spark scratch files (under the kstool home, not /tmp) must be gone.
     Returns the input lines, the output topic and the app id."""
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
@@ -116,15 +117,22 @@ def _chaos(kafka, topic_name, guarantee: str, kills: int, when_writing: bool = F
     if when_writing:  # single-record batches: a batch writes long enough to be killed inside (batched: ms)
         args += ["-X", "batch.num.messages=1"]
     checkpoint = Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "checkpoint"
+    scratch = Path(os.environ["KSTOOL_HOME"]) / "tmp"
+    earlier = set(scratch.glob("jvm-*"))
     watch = (lambda: LogWatch(kafka.bootstrap, sink)) if when_writing else None
+    interrupted, killed = 0, set()
     try:
-        interrupted = sum(_kill_mid_batch([*args, "--trigger", "300ms", "--max-records-per-batch", str(CHUNK)],
-                                          checkpoint, rng, watch) for _ in range(kills))
+        for _ in range(kills):
+            interrupted += _kill_mid_batch([*args, "--trigger", "300ms", "--max-records-per-batch", str(CHUNK)],
+                                           checkpoint, rng, watch)
+            killed |= {folder for folder in scratch.glob("jvm-*") if any(folder.glob("blockmgr-*"))} - earlier
     finally:
         lines = feeder.close()
     assert interrupted >= kills / 2, f"only {interrupted} of {kills} kills landed in a batch"
+    assert killed, "the killed runs' Spark left no scratch files under the kstool home"
     final = subprocess.run([*args, "--once"], capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
+    assert not [folder for folder in killed if folder.exists()], "the next run did not remove the killed runs' scratch"
     group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
     assert {(p["topic"], p["partition"]): p["committed"] for p in group["partitions"]} == {
         (source, p): end for p, end in end_offsets(kafka, source).items()}
