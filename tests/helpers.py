@@ -92,6 +92,17 @@ def tree_digest(root) -> str:
     return digest.hexdigest()
 
 
+def app_digest(root) -> str:
+    """tree_digest of an app's folder once the runs in this process are over as a process's
+    exit would end them: the test session's JVM keeps a finished run's state stores loaded, and
+    Spark's maintenance may upload a snapshot into the checkpoint later (seen once in a full
+    run: a refused reprocess "changed" the folder; kstool.engine.state_stores)."""
+    from kstool.engine.state_stores import close_loaded_state_stores
+
+    close_loaded_state_stores()
+    return tree_digest(root)
+
+
 def latest_per_key(messages) -> dict:
     latest = {}
     for msg in messages:

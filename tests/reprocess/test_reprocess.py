@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import cli
-from tests.helpers import T0, create_topic, read_all, tree_digest
+from tests.helpers import T0, app_digest, create_topic, read_all
 
 KEYS = 6
 FIRST, LATER = 200, 40  # records per input before the first run, and after it
@@ -112,13 +112,13 @@ def test_reprocess_from_an_unaligned_time_ends_as_one_fresh_run(kafka, spark, to
         _write(kafka, topics[role], records)
 
     cut = _stamp(CUT, kind == "session") + 500
-    before = (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output), _topics())
+    before = (app_digest(_app_folder(app)), _group(app), _ends(kafka, output), _topics())
     plan = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--dry-run", "-o", "json")
     assert plan.exit_code == 0, plan.stderr
     planned = json.loads(plan.stdout)
     assert planned["dry_run"] and planned["mode"] == "rollback" and planned["refusal"] is None
     assert planned["restart_batch"] is not None and planned["batches_undone"] >= 1
-    assert (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output), _topics()) == before, \
+    assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output), _topics()) == before, \
         "--dry-run changed something"
 
     done = cli("reprocess", "--app-id", app, "--from-time", f"@{cut}", "--yes", "-o", "json")
@@ -145,12 +145,12 @@ def test_a_lost_history_is_refused_with_the_ways_on_and_from_beginning_is_exact(
               "--max-records-per-batch", "20", "--history-batches", "2")
     assert run.exit_code == 0, run.stderr
     assert json.loads(cli("apps", "describe", app, "-o", "json").stdout)["history"]["kept_batches"] == 2
-    before = (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output))
+    before = (app_digest(_app_folder(app)), _group(app), _ends(kafka, output))
     refused = cli("reprocess", "--app-id", app, "--from-time", f"@{_stamp(30, False)}", "--yes")
     assert refused.exit_code == 1
     error = refused.stderr.strip().splitlines()[-1]
     assert "is gone" in error and "keeps batches" in error and "--from-beginning" in error and "--accept-partial" in error
-    assert (tree_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
+    assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
 
     rebuilt = cli("reprocess", "--app-id", app, "--from-beginning", "--yes", "-o", "json")
     assert rebuilt.exit_code == 0, rebuilt.stderr
