@@ -3,8 +3,9 @@
 A JVM removes its scratch files (block manager and user-file folders, the RocksDB and LZ4
 native libraries it unpacks, Python workers' fault logs) only when it exits normally. A killed
 run (cron's timeout, the OOM killer, kill -9) leaves them in /tmp, ~18 MB a stateful run (the
-RocksDB library alone is 15 MB), found nowhere near the app. Here a folder stays locked (flock) while its kstool process or its JVM,
-which inherits the lock, is alive; each new JVM's start removes the folders no one holds.
+RocksDB library alone is 15 MB), found nowhere near the app. Here a folder stays locked (flock)
+while its kstool process or its JVM, which inherits the lock, is alive; each new JVM's start
+removes the folders no one holds.
 """
 
 from __future__ import annotations
