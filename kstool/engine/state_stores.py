@@ -30,12 +30,18 @@ def close_loaded_state_stores() -> None:
     if context is None:
         return
     session = SparkSession._instantiatedSession
-    if session is not None and session.streams.active:
+    if session is not None and _queries_running(session):
         seconds = _interval_s(session)
         _log.info("queries run here: waiting %.0fs for Spark to unload stopped queries' state stores", 2 * seconds)
         time.sleep(2 * seconds)
         return
     context._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()  # type: ignore[union-attr]
+
+
+def _queries_running(session) -> bool:
+    """A query of any session on this context: runs share it in sessions of their own (clones,
+    kstool.engine.session), and a session's `streams` lists only its own queries."""
+    return not session._jsparkSession.sharedState().activeStreamingQueries().isEmpty()
 
 
 def _interval_s(session) -> float:
