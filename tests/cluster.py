@@ -65,7 +65,13 @@ class SparkCluster:
             script = f'mount -t tmpfs tmpfs "{self.hidden}" && exec "$@"'
             command = ["unshare", "-m", "--propagation", "private", "bash", "-c", script, "worker", *command]
         log = open(self.work / f"{name}.log", "ab")
-        return subprocess.Popen(command, env=self.env, stdout=log, stderr=log, start_new_session=True)
+        # its scratch files (and its executors', which inherit its environment) here, not in /tmp,
+        # where the killed ones would stay: the tests kill workers
+        scratch = self.work / f"{name}-tmp"
+        scratch.mkdir(exist_ok=True)
+        env = {**self.env, "SPARK_LOCAL_DIRS": str(scratch),
+               "JAVA_TOOL_OPTIONS": f"{self.env.get('JAVA_TOOL_OPTIONS', '')} -Djava.io.tmpdir={scratch}".strip()}
+        return subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
 
     def start_workers(self, timeout: float = 120) -> None:
         """Start every worker that is not running and wait until all have registered."""
