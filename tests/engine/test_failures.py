@@ -35,3 +35,18 @@ def test_a_reset_elsewhere_is_a_failure_of_the_query():
     trace = ("java.net.SocketException: Connection reset"
              "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.read(PythonRunner.scala:612)")
     assert type(query_failure(_Failure(trace), "app")) is QueryFailedError
+
+
+def test_a_source_process_that_did_not_connect_back_in_time_is_started_again_as_a_dead_one():
+    # the cause's trace as a full run saw it (a query's start in the warm engine on a busy machine)
+    trace = ("org.apache.spark.SparkException: Python worker failed to connect back."
+             "\n\tat org.apache.spark.api.python.PythonWorkerFactory.createSimpleWorker(PythonWorkerFactory.scala:328)"
+             "\n\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner"
+             ".init(PythonStreamingSourceRunner.scala:109)"
+             "\nCaused by: java.net.SocketTimeoutException: Timed out while waiting for the Python worker to connect back")
+    error = query_failure(_Failure(trace), "app")
+    assert isinstance(error, SourceProcessDiedError) and "did not connect back" in str(error)
+    # a task's Python worker that did not connect back is no source process: the query fails
+    task = trace.replace("PythonStreamingSourceRunner.init(PythonStreamingSourceRunner.scala:109)",
+                         "BasePythonRunner.compute(PythonRunner.scala:300)")
+    assert type(query_failure(_Failure(task), "app")) is QueryFailedError
