@@ -29,10 +29,10 @@ def state_missing_remedy(app_id: str) -> str:
 
 def query_failure(failure, app_id: str) -> Exception:
     """A failed query's exception (pyspark's StreamingQueryException) as a kstool error."""
-    if _source_process_died(failure):
+    if _source_runner_failed(failure, _DEAD_PEER):
         return SourceProcessDiedError("the query's Python source process died (the engine's or Spark's log "
                                       "may say why)")
-    if _source_process_late(failure):
+    if _source_runner_failed(failure, _NOT_CONNECTED):
         return SourceProcessDiedError("the query's Python source process did not connect back to Spark in "
                                       "time (a busy machine)")
     return translate(str(failure), app_id)
@@ -42,27 +42,18 @@ def query_failure(failure, app_id: str) -> Exception:
 # or a reset when the process died with bytes unread (or a broken pipe when Spark was writing)
 _DEAD_PEER = ("java.io.EOFException", "java.net.SocketException: Connection reset",
               "java.net.SocketException: Broken pipe")
-_NOT_CONNECTED = "org.apache.spark.SparkException: Python worker failed to connect back"
+# Spark gave up waiting for the source process it started to connect back (seen once on a busy
+# 2-core machine, at a query's start in the warm engine)
+_NOT_CONNECTED = ("org.apache.spark.SparkException: Python worker failed to connect back",)
 
 
-def _source_process_died(failure) -> bool:
-    """Spark's source runner lost its socket to the source process: the process is gone. The
+def _source_runner_failed(failure, how: tuple[str, ...]) -> bool:
+    """Spark's source runner failed as `how` says (the start of the Java exception): the
     exception says so only in the cause's JVM trace (pyspark keeps the cause and its trace in
     private fields, for pyspark 4.3)."""
-    trace = _cause_trace(failure)
-    return trace.startswith(_DEAD_PEER) and "PythonStreamingSourceRunner" in trace
-
-
-def _cause_trace(failure) -> str:
     cause = getattr(failure, "_cause", None)
-    return str(getattr(cause, "_stackTrace", "") or "")
-
-
-def _source_process_late(failure) -> bool:
-    """Spark gave up waiting for the source process it started for the query to connect back
-    (seen once on a busy 2-core machine, at a query's start in the warm engine)."""
-    trace = _cause_trace(failure)
-    return trace.startswith(_NOT_CONNECTED) and "PythonStreamingSourceRunner" in trace
+    trace = str(getattr(cause, "_stackTrace", "") or "")
+    return trace.startswith(how) and "PythonStreamingSourceRunner" in trace
 
 
 def translate(text: str, app_id: str) -> Exception:
