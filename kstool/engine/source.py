@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -499,6 +498,8 @@ def combined(combiner: Any, rng: OffsetRange, batches: Iterator[pa.RecordBatch])
 def compacted(batches) -> Iterator[pa.RecordBatch]:
     """A changelog partition's store entries: its records as compaction keeps them, without
     tombstones (and records without a key)."""
+    import pyarrow.compute as pc  # here: Spark's driver-side source process never needs it (~0.1 s to import)
+
     table = pa.Table.from_batches(list(batches), schema=ARROW_SCHEMA)
     table = table.take(pa.array(kept_by_compaction(table.column("key").to_pylist()), pa.int64()))
     yield from table.filter(pc.and_(table.column("key").is_valid(), table.column("value").is_valid())).to_batches()

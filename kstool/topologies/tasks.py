@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import MutableMapping
-from typing import Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import numpy as np
-import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -25,6 +24,9 @@ from kstool.contract import owner_suffixes
 from kstool.streams.task import NO_TIME, Emitted, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
 from kstool.topologies.combiners.packs import unpack
 from kstool.topologies.shards import Directory, ShardedStore
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: Spark's driver-side runner that
+    import pandas as pd  # reads the processor's state schemas never makes one (~0.5 s a query start)
 
 # pack: a row that stands for the records packed in it (kstool.topologies.combiners.packs), else null
 INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset", "pack")
@@ -127,6 +129,8 @@ class TaskProcessor(StatefulProcessor):
 def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
     """The emitted records as OUTPUT_SCHEMA's frame, its columns given as numpy arrays: from
     lists, pandas looks at every object to infer a type (the frame took three times as long)."""
+    import pandas as pd
+
     def objects(values: list) -> np.ndarray:
         column = np.empty(len(values), object)
         column[:] = values
