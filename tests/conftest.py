@@ -3,6 +3,7 @@ port, or the broker named by KSTOOL_TEST_BOOTSTRAP), and helpers to run the real
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -133,10 +134,35 @@ def fresh_home(tmp_path: Path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def jvm_archive(kafka) -> None:
+def jvm_archive(kafka, tmp_path_factory) -> None:
     """Spark's class-data archive (kstool.engine.jvmcache), recorded once by a run that exits
     normally, before any other JVM of the session starts: a JVM that is killed never writes
-    it, so without this every start of the kill tests would load Spark's classes the slow way."""
+    it, so without this every start of the kill tests would load Spark's classes the slow way.
+    The xdist workers of one run share it: the first records it while the others wait, then
+    each copies it (a recording is a cold run and the archive's dump, paid once, not per worker)."""
+    from kstool.engine.java import require_java
+    from kstool.engine.jvmcache import JvmCache
+
+    cache = Path(os.environ["KSTOOL_HOME"]) / "cache"
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        _record_jvm_archive(cache)
+        return
+    shared = tmp_path_factory.getbasetemp().parent / "jvm-archive"  # this run's, not another's
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not any(shared.glob("*.jsa")):
+            _record_jvm_archive(cache)
+            JvmCache(require_java()).java_option()  # adopts the recording as the home's archive
+            for archive in cache.glob("*.jsa"):
+                shutil.copy2(archive, shared / archive.name)
+        for archive in shared.glob("*.jsa"):
+            if not (cache / archive.name).exists():  # the recording worker's own (read-only)
+                cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+                shutil.copy2(archive, cache / archive.name)
+
+
+def _record_jvm_archive(cache: Path) -> None:
     from kstool.base.processes import pid_alive
 
     topic = f"jvm-archive-{uuid.uuid4().hex[:6]}"
@@ -145,7 +171,6 @@ def jvm_archive(kafka) -> None:
     run = cli_subprocess("run", "wordcount", "--input", topic, "--output", topic + "-out", "--app-id", topic,
                          "--once", timeout=300)
     assert run.exit_code == 0, run.stderr
-    cache = Path(os.environ["KSTOOL_HOME"]) / "cache"
     deadline = time.monotonic() + 120  # the JVM writes the archive as it exits, after kstool
     while time.monotonic() < deadline and any(
             pid_alive(int(m.read_text() or 0)) for m in cache.glob("*.jvm-pid")):
