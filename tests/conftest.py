@@ -142,6 +142,7 @@ def jvm_archive(kafka, tmp_path_factory) -> None:
     each copies it (a recording is a cold run and the archive's dump, paid once, not per worker)."""
     from kstool.engine.java import require_java
     from kstool.engine.jvmcache import JvmCache
+    from kstool.engine.spark_home import spark_home_for
 
     cache = Path(os.environ["KSTOOL_HOME"]) / "cache"
     if "PYTEST_XDIST_WORKER" not in os.environ:
@@ -153,7 +154,7 @@ def jvm_archive(kafka, tmp_path_factory) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not any(shared.glob("*.jsa")):
             _record_jvm_archive(cache)
-            JvmCache(require_java()).java_option()  # adopts the recording as the home's archive
+            JvmCache(require_java(), spark_home_for("local")).java_option()  # adopts the recording
             for archive in cache.glob("*.jsa"):
                 shutil.copy2(archive, shared / archive.name)
         for archive in shared.glob("*.jsa"):

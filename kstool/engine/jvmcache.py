@@ -19,10 +19,12 @@ from kstool.base.home import kstool_home, private_dir, write_private_text
 from kstool.base.processes import pid_alive
 
 
-def _key(java_major: int) -> str:
+def _key(java_major: int, spark_home: Path | None) -> str:
     import pyspark
 
-    env = hashlib.sha256(sys.prefix.encode()).hexdigest()[:10]
+    # the archive is valid for one class path: the JVM's SPARK_HOME is part of it (kstool.engine.spark_home)
+    where = sys.prefix if spark_home is None else f"{sys.prefix}|{spark_home}"
+    env = hashlib.sha256(where.encode()).hexdigest()[:10]
     return f"spark-{pyspark.__version__}-java{java_major}-{env}"
 
 
@@ -46,10 +48,10 @@ def _adopt_finished(cache: Path, key: str, final: Path) -> bool:
 
 
 class JvmCache:
-    def __init__(self, java_major: int):
+    def __init__(self, java_major: int, spark_home: Path | None = None):
         self.enabled = os.environ.get("KSTOOL_JVM_CACHE", "on").lower() not in ("off", "0", "no")
         self.cache = kstool_home() / "cache"
-        self.key = _key(java_major)
+        self.key = _key(java_major, spark_home)
         self.final = self.cache / f"{self.key}.jsa"
         self._pending: Path | None = None
 

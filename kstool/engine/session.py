@@ -13,6 +13,7 @@ from kstool.engine.java import require_java
 from kstool.engine.jvm_reaper import reap_at_exit
 from kstool.engine.jvmcache import JvmCache
 from kstool.engine.scratch import ScratchDir
+from kstool.engine.spark_home import spark_home, spark_home_for
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -81,7 +82,8 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     if not options.debug:
         _quiet_pyspark_loggers()
     owned = SparkContext._active_spark_context is None
-    jvm_cache = JvmCache(java_major) if owned else None
+    home = spark_home_for(options.master) if owned else None
+    jvm_cache = JvmCache(java_major, home) if owned else None
     scratch = ScratchDir() if owned else None
     java_options = f"{jvm_cache.java_option()} {scratch.java_option()}".strip() if jvm_cache and scratch else ""
     settings = spark_conf(options, java_options, scratch.path if scratch else None)
@@ -90,12 +92,13 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         for key, value in settings.items():
             conf.set(key, value)
         if options.debug:
-            context = SparkContext(conf=conf)
+            with spark_home(home):
+                context = SparkContext(conf=conf)
         else:
             # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
             # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
             # when kstool does: it watches its stdin pipe. It holds its scratch folder's lock too.
-            with open(log_file or os.devnull, "ab") as sink:
+            with open(log_file or os.devnull, "ab") as sink, spark_home(home):
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink, "start_new_session": True,
                                                              "pass_fds": (cast(ScratchDir, scratch).lock_fd,)})
             jvm_pid = getattr(gateway, "proc", None) and gateway.proc.pid
