@@ -47,8 +47,12 @@ def spark_home(home: Path | None) -> Iterator[None]:
     if home is None:
         yield
         return
+    previous = os.environ.get("SPARK_HOME")
     os.environ["SPARK_HOME"] = str(home)
     try:
         yield
     finally:
-        del os.environ["SPARK_HOME"]
+        if previous is None:
+            del os.environ["SPARK_HOME"]
+        else:
+            os.environ["SPARK_HOME"] = previous

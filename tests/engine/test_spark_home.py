@@ -11,7 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from kstool.engine.spark_home import spark_home_for
+from kstool.engine.spark_home import spark_home, spark_home_for
 
 INSTALLED = Path(pyspark.__file__).parent
 
@@ -50,3 +50,13 @@ def test_a_users_spark_home_and_yarn_which_ships_the_zip_are_left_alone(home, mo
     assert spark_home_for("yarn") is None
     monkeypatch.setenv("SPARK_HOME", "/opt/spark")
     assert spark_home_for("local[2]") is None
+
+
+def test_the_home_is_set_only_while_a_jvm_is_launched(home, monkeypatch):
+    folder = spark_home_for("local[2]")
+    with spark_home(folder):
+        assert os.environ["SPARK_HOME"] == str(folder)
+    assert "SPARK_HOME" not in os.environ  # kstool's later work and its subprocesses see no change
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    with spark_home(None):
+        assert os.environ["SPARK_HOME"] == "/opt/spark"
