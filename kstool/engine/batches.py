@@ -26,6 +26,7 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
     SIGINT/SIGTERM, or failed (raised in one line)."""
     seen: set[int] = set()
     current: int | None = None  # the batch in flight when the stop was asked for
+    reported = -1  # the last batch whose progress Spark has reported
     with stop_request() as stop:
         while query.isActive:
             try:
@@ -33,14 +34,17 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
             except Exception:
                 break  # failed: query.exception() below says why
             for batch_progress in query.recentProgress:
+                reported = max(reported, batch_progress["batchId"])
                 account(batch_progress, reports, seen, summary, progress)
             if not stop.is_set():
                 continue
             current = _batch_in_flight(checkpoint) if current is None else current
             # With a backlog, triggers run back to back: a moment with none active may never be
-            # seen, so the stop also comes once the current batch has committed
+            # seen, so the stop also comes once the current batch has committed and its progress
+            # is reported (Spark reports it after the commit; a stop between the two loses it)
             committed = last_committed_batch(checkpoint)
-            if not query.status["isTriggerActive"] or (committed is not None and committed >= current):
+            if not query.status["isTriggerActive"] or (committed is not None and
+                                                       current <= committed <= reported):
                 summary.stopped_by_signal = True
                 progress.message("stopping after the current batch")
                 query.stop()

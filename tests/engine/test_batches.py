@@ -2,8 +2,10 @@
 that none was running: Spark may then report the interrupted trigger as a failure (seen once in
 a full run: test_engine's Ctrl-C test); and when triggers run back to back, so that no moment
 without one is ever seen (a backlog: seen in a full run, where a Ctrl-C'd run went on for 180 s,
-test_apps_top). Neither can be forced on a real query, so a stand-in plays Spark's part; the
-checkpoint is a real folder in Spark's layout."""
+test_apps_top); and when the stop comes between a batch's commit and its progress report, which
+Spark makes in that order (MicroBatchExecution.executeOneBatch: runBatch, then finishTrigger; a
+full run's test_apps_top lost a batch's metrics line so). None can be forced on a real query, so a
+stand-in plays Spark's part; the checkpoint is a real folder in Spark's layout."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ class _QueryFailingOnStop:
 
 class _QueryWithABacklog(_QueryFailingOnStop):
     """Triggers back to back: whenever asked, one is running; each wait commits the batch in
-    flight and plans the next one at once. It gives up by itself after `patience` waits."""
+    flight, reports it and plans the next one at once. It gives up by itself after `patience` waits."""
 
     def __init__(self, checkpoint_dir, patience: int = 40):
         super().__init__()
@@ -54,6 +56,7 @@ class _QueryWithABacklog(_QueryFailingOnStop):
             self.isActive = False
         planned = max(int(p.name) for p in (self.dir / "offsets").iterdir())
         (self.dir / "commits" / str(planned)).write_text("v1\n{}\n")
+        self.recentProgress.append({"batchId": planned, "numInputRows": 0, "observedMetrics": {}})
         (self.dir / "offsets" / str(planned + 1)).write_text("v1\n{}\n")
         return not self.isActive
 
@@ -62,15 +65,36 @@ class _QueryWithABacklog(_QueryFailingOnStop):
         super().stop()
 
 
+class _QueryReportingAfterItCommits(_QueryWithABacklog):
+    """A backlog whose waits take turns: one commits the batch in flight, the next reports that
+    batch's progress and plans the following one."""
+
+    def __init__(self, checkpoint_dir):
+        super().__init__(checkpoint_dir)
+        self.unreported: int | None = None
+
+    def awaitTermination(self, timeout: float) -> bool:
+        planned = max(int(p.name) for p in (self.dir / "offsets").iterdir())
+        if self.unreported is None:
+            (self.dir / "commits" / str(planned)).write_text("v1\n{}\n")
+            self.unreported = planned
+        else:
+            self.recentProgress.append({"batchId": self.unreported, "numInputRows": 20, "observedMetrics": {}})
+            (self.dir / "offsets" / str(planned + 1)).write_text("v1\n{}\n")
+            self.unreported = None
+        return not self.isActive
+
+
 class _Messages:
     def __init__(self):
         self.lines: list[str] = []
+        self.batches: list[int] = []
 
     def message(self, text: str) -> None:
         self.lines.append(text)
 
     def batch(self, status) -> None:
-        pass
+        self.batches.append(status.batch_id)
 
     def close(self) -> None:
         pass
@@ -117,3 +141,12 @@ def test_a_stop_during_a_backlog_comes_after_the_batch_in_flight_commits(tmp_pat
     assert summary.stopped_by_signal
     assert messages.lines == ["stopping after the current batch",
                               "batch 7 was interrupted by the stop: the next run does it again"]
+
+
+def test_a_stop_waits_for_the_committed_batch_s_progress_so_every_committed_batch_is_shown(tmp_path):
+    query = _QueryReportingAfterItCommits(tmp_path)
+    summary, messages = _watch_with_stop_requested(query, _checkpoint(tmp_path, 5, 4))
+    assert query.committed_at_stop is not None, "the watch stopped the query"
+    last_committed = int(query.committed_at_stop[-1])
+    assert messages.batches == list(range(5, last_committed + 1)), "each batch committed in this run, once"
+    assert summary.input_records == 20 * len(messages.batches)
