@@ -198,7 +198,19 @@ def machine() -> dict:
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     return {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
             "pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.version()[0],
-            "librdkafka": confluent_kafka.libversion()[0], "java": java}
+            "librdkafka": confluent_kafka.libversion()[0], "java": java, "python_loop_s": python_loop_seconds()}
+
+
+def python_loop_seconds() -> float:
+    """One core's speed that day, best of 3: 20M additions in a Python loop. The same machine
+    has run 2-3x slower on some days (bench/README.md); figures compare only at a like speed."""
+    best = float("inf")
+    for _ in range(3):
+        started, total = time.perf_counter(), 0
+        for i in range(20_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best, 2)
 
 
 def check(figures: dict) -> dict:

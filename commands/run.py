@@ -134,7 +134,7 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
         processing_guarantee=engine.processing_guarantee, late_topic=engine.late_topic,
         broker_timeout_s=parse_duration(engine.broker_timeout) / 1000,
         spark=SparkOptions(master=engine.master, conf=parse_key_values(engine.spark_conf, "--conf"),
-                           ui=engine.spark_ui, debug=g.debug),
+                           ui=engine.spark_ui, debug=g.debug, long_lived=not once),
         input_schemas=SchemaFlags(engine.schema_registry, value_schema=engine.value_schema,
                                   no_header=engine.no_header).options(g.client_config().schema_registry),
         history_batches=engine.history_batches,

@@ -17,6 +17,8 @@ from kstool.engine.spark_home import spark_home, spark_home_for
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 @dataclass
@@ -26,6 +28,11 @@ class SparkOptions:
     shuffle_partitions: int | None = None
     ui: bool = False
     debug: bool = False
+    # A JVM for one command (a --once run, a state query) compiles with C1 only: on 2 cores C2's
+    # compiler threads take the cores from the run's own work and cost more than their code
+    # gains, even over 5M records (bench/README.md, "What mattered"). The engine's JVM and a
+    # continuous run's live long enough for C2 to pay.
+    long_lived: bool = False
 
 
 def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Path | None = None) -> dict[str, str]:
@@ -42,14 +49,18 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Pa
         "spark.sql.session.timeZone": "UTC",
         # Hadoop applies its own umask (022) to the checkpoint files it writes
         "spark.hadoop.fs.permissions.umask-mode": "077",
-        "spark.driver.extraJavaOptions": f"{log_opt} {driver_java_options}".strip(),
+        "spark.driver.extraJavaOptions": " ".join(
+            filter(None, (log_opt, driver_java_options, "" if options.long_lived else C1_ONLY))),
         "spark.executor.extraJavaOptions": log_opt,
     }
     if scratch is not None:  # the driver's (and a local run's executors'); a cluster's workers set their own
         conf["spark.local.dir"] = str(scratch)
     if options.shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
-    conf.update(options.conf)
+    for key, value in options.conf.items():
+        # a user's JVM options come after kstool's (the later of two flags wins), not instead:
+        # the class-data archive, scratch folder and log settings stay
+        conf[key] = f"{conf[key]} {value}".strip() if key in JAVA_OPTION_KEYS else value
     return conf
 
 
