@@ -18,7 +18,6 @@ from kstool.engine.spark_home import spark_home, spark_home_for
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 C1_ONLY = "-XX:TieredStopAtLevel=1"
-JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 @dataclass
@@ -57,10 +56,7 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Pa
         conf["spark.local.dir"] = str(scratch)
     if options.shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(options.shuffle_partitions)
-    for key, value in options.conf.items():
-        # a user's JVM options come after kstool's (the later of two flags wins), not instead:
-        # the class-data archive, scratch folder and log settings stay
-        conf[key] = f"{conf[key]} {value}".strip() if key in JAVA_OPTION_KEYS else value
+    conf.update(options.conf)
     return conf
 
 

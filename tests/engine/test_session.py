@@ -43,14 +43,3 @@ def test_a_once_run_starts_a_one_command_jvm_and_a_continuous_run_a_long_lived_o
     assert not build_run_options(Globals(), "app", True, engine).spark.long_lived
     assert build_run_options(Globals(), "app", False, engine).spark.long_lived
 
-
-def test_a_users_jvm_options_come_after_kstools_so_they_win_and_kstools_stay():
-    conf = spark_conf(SparkOptions(master="local[2]", conf={"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4",
-                                                             "spark.executor.extraJavaOptions": "-Dmine=1",
-                                                             "spark.sql.shuffle.partitions": "7"}),
-                      "-XX:SharedArchiveFile=/x.jsa")
-    driver = conf["spark.driver.extraJavaOptions"].split()
-    assert driver[-1] == "-XX:TieredStopAtLevel=4" and C1_ONLY in driver and "-XX:SharedArchiveFile=/x.jsa" in driver
-    executor = conf["spark.executor.extraJavaOptions"].split()
-    assert executor[-1] == "-Dmine=1" and executor[0].startswith("-Dlog4j2.configurationFile=")
-    assert conf["spark.sql.shuffle.partitions"] == "7"
