@@ -34,7 +34,8 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
             except Exception:
                 break  # failed: query.exception() below says why
             for batch_progress in query.recentProgress:
-                reported = max(reported, batch_progress["batchId"])
+                if ran_a_batch(batch_progress):
+                    reported = max(reported, batch_progress["batchId"])
                 account(batch_progress, reports, seen, summary, progress)
             if not stop.is_set():
                 continue
@@ -58,6 +59,12 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
         _say_if_interrupted(checkpoint, progress)
     elif failure is not None:
         raise query_failure(failure, summary.app_id)
+
+
+def ran_a_batch(batch_progress) -> bool:
+    """Whether a progress report is a batch's. A trigger that found nothing to do reports too, with
+    the id of the batch it would have run (noDataProgressEventInterval): that batch has not run."""
+    return "addBatch" in (batch_progress["durationMs"] or {})
 
 
 def _batch_in_flight(checkpoint: CheckpointFiles) -> int:

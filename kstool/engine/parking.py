@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstool.base.home import write_private_text
 from kstool.checkpoint.logs import last_committed_batch
-from kstool.engine.batches import account
+from kstool.engine.batches import account, ran_a_batch
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import query_failure
 from kstool.engine.stopping import stop_request
@@ -178,7 +178,7 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
                     summary.stopped_by_signal = True
                     progress.message("stopping after the current batch")
                 for batch_progress in query.recentProgress:
-                    if "addBatch" in (batch_progress["durationMs"] or {}):
+                    if ran_a_batch(batch_progress):
                         # this run's: no batch runs while the gate is shut, but a trigger begun
                         # just before it opened may still have found it open
                         if parked.last_batch is None or batch_progress["batchId"] > parked.last_batch:

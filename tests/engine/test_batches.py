@@ -20,6 +20,13 @@ from kstool.engine.options import RunSummary
 from kstool.engine.stopping import hosted
 
 
+def _progress(batch_id: int, rows: int, ran: bool = True) -> dict:
+    """A progress report as the watch reads it: a batch's (its sink's addBatch timed), or a
+    trigger's that ran none, with the id of the batch it would have run."""
+    return {"batchId": batch_id, "numInputRows": rows, "observedMetrics": {},
+            "durationMs": {"addBatch": 5, "triggerExecution": 9} if ran else {"triggerExecution": 1}}
+
+
 class _QueryFailingOnStop:
     """A query between triggers whose stop() interrupts one that just began."""
 
@@ -56,7 +63,7 @@ class _QueryWithABacklog(_QueryFailingOnStop):
             self.isActive = False
         planned = max(int(p.name) for p in (self.dir / "offsets").iterdir())
         (self.dir / "commits" / str(planned)).write_text("v1\n{}\n")
-        self.recentProgress.append({"batchId": planned, "numInputRows": 0, "observedMetrics": {}})
+        self.recentProgress.append(_progress(planned, rows=0))
         (self.dir / "offsets" / str(planned + 1)).write_text("v1\n{}\n")
         return not self.isActive
 
@@ -66,8 +73,9 @@ class _QueryWithABacklog(_QueryFailingOnStop):
 
 
 class _QueryReportingAfterItCommits(_QueryWithABacklog):
-    """A backlog whose waits take turns: one commits the batch in flight, the next reports that
-    batch's progress and plans the following one."""
+    """A backlog whose waits take turns: one commits the batch in flight (after a trigger that
+    ran nothing reported that batch's id), the next reports that batch's progress and plans the
+    following one."""
 
     def __init__(self, checkpoint_dir):
         super().__init__(checkpoint_dir)
@@ -76,10 +84,11 @@ class _QueryReportingAfterItCommits(_QueryWithABacklog):
     def awaitTermination(self, timeout: float) -> bool:
         planned = max(int(p.name) for p in (self.dir / "offsets").iterdir())
         if self.unreported is None:
+            self.recentProgress.append(_progress(planned, rows=0, ran=False))
             (self.dir / "commits" / str(planned)).write_text("v1\n{}\n")
             self.unreported = planned
         else:
-            self.recentProgress.append({"batchId": self.unreported, "numInputRows": 20, "observedMetrics": {}})
+            self.recentProgress.append(_progress(self.unreported, rows=20))
             (self.dir / "offsets" / str(planned + 1)).write_text("v1\n{}\n")
             self.unreported = None
         return not self.isActive
