@@ -140,11 +140,12 @@ def jvm_archive(kafka, tmp_path_factory) -> None:
     it, so without this every start of the kill tests would load Spark's classes the slow way.
     The xdist workers of one run share it: the first records it while the others wait, then
     each copies it (a recording is a cold run and the archive's dump, paid once, not per worker)."""
+    from kstool.base.home import cache_dir, private_dir
     from kstool.engine.java import require_java
     from kstool.engine.jvmcache import JvmCache
     from kstool.engine.spark_home import spark_home_for
 
-    cache = Path(os.environ["KSTOOL_HOME"]) / "cache"
+    cache = cache_dir()
     if "PYTEST_XDIST_WORKER" not in os.environ:
         _record_jvm_archive(cache)
         return
@@ -159,8 +160,7 @@ def jvm_archive(kafka, tmp_path_factory) -> None:
                 shutil.copy2(archive, shared / archive.name)
         for archive in shared.glob("*.jsa"):
             if not (cache / archive.name).exists():  # the recording worker's own (read-only)
-                cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-                shutil.copy2(archive, cache / archive.name)
+                shutil.copy2(archive, private_dir(cache) / archive.name)
 
 
 def _record_jvm_archive(cache: Path) -> None:

@@ -20,6 +20,12 @@ def kstool_home() -> Path:
     return Path.home() / ".local" / "state" / "kstool"
 
 
+def cache_dir() -> Path:
+    """What kstool keeps to start Spark faster (the JVM's class-data archive, its SPARK_HOME):
+    rebuilt when missing."""
+    return kstool_home() / "cache"
+
+
 def private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path, 0o700)

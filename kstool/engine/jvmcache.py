@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from kstool.base.home import kstool_home, private_dir, write_private_text
+from kstool.base.home import cache_dir, private_dir, write_private_text
 from kstool.base.processes import pid_alive
 
 
@@ -50,7 +50,7 @@ def _adopt_finished(cache: Path, key: str, final: Path) -> bool:
 class JvmCache:
     def __init__(self, java_major: int, spark_home: Path | None = None):
         self.enabled = os.environ.get("KSTOOL_JVM_CACHE", "on").lower() not in ("off", "0", "no")
-        self.cache = kstool_home() / "cache"
+        self.cache = cache_dir()
         self.key = _key(java_major, spark_home)
         self.final = self.cache / f"{self.key}.jsa"
         self._pending: Path | None = None

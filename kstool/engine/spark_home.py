@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from kstool.base.home import kstool_home, private_dir
+from kstool.base.home import cache_dir, private_dir
 
 # masters whose Spark finds its Python in the environment; YARN ships $SPARK_HOME/python/lib/pyspark.zip
 # to its containers and refuses to start without it
@@ -31,7 +31,7 @@ def spark_home_for(master: str) -> Path | None:
     import pyspark
 
     installed = Path(pyspark.__file__).parent
-    home = private_dir(kstool_home() / "cache") / f"spark-home-{hashlib.sha256(str(installed).encode()).hexdigest()[:10]}"
+    home = private_dir(cache_dir()) / f"spark-home-{hashlib.sha256(str(installed).encode()).hexdigest()[:10]}"
     home.mkdir(exist_ok=True)
     for entry in installed.iterdir():
         if entry.name != "python":

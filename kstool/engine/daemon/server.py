@@ -264,8 +264,8 @@ def serve(settings: EngineSettings) -> int:
 
     engine = Engine(paths, settings)
     memory = {"spark.driver.memory": settings.driver_memory} if settings.driver_memory else {}
-    engine.spark, _ = build_session(SparkOptions(master=settings.master, conf=memory, long_lived=True), app_name="kstool-engine",
-                                    log_file=paths.spark_log)
+    engine.spark, _ = build_session(SparkOptions(master=settings.master, conf=memory, long_lived=True),
+                                    app_name="kstool-engine", log_file=paths.spark_log)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.shut_down())
     server = _listen(paths)
