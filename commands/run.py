@@ -25,7 +25,7 @@ from kstool.commands.options import (
 )
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
-from kstool.engine.options import GUARANTEES, ON_DATA_LOSS, STARTING
+from kstool.engine.options import BATCH_RECORDS, COMBINED_BATCH_RECORDS, GUARANTEES, ON_DATA_LOSS, STARTING
 from kstool.output import Column, Listing, RunReporter, dumps, emit, format_counts, info
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
@@ -49,7 +49,7 @@ class EngineArgs:
 
     trigger: str
     starting: str
-    max_records_per_batch: int
+    max_records_per_batch: int | None
     on_error: str
     processing_guarantee: str
     late_topic: str | None
@@ -81,8 +81,9 @@ engine_options = gathered(
                  help="Micro-batch interval when running continuously."),
     click.option("--from", "starting", type=click.Choice(STARTING), default="earliest",
                  show_default=True, help="Where a new app starts when its group has no offsets."),
-    click.option("--max-records-per-batch", type=click.IntRange(min=1), default=1_000_000,
-                 show_default=True, help="Admission control: records per micro-batch."),
+    click.option("--max-records-per-batch", type=click.IntRange(min=1), metavar="N",
+                 help=f"Admission control: records per micro-batch [default: {BATCH_RECORDS}; "
+                      f"{COMBINED_BATCH_RECORDS} where the source combines them]."),
     click.option("--on-error", default="fail", show_default=True, metavar="fail|skip|dlq:TOPIC",
                  help="What to do with input records that cannot be processed."),
     click.option("--processing-guarantee", type=click.Choice(GUARANTEES),
