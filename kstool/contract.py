@@ -42,11 +42,14 @@ class CombinerSpec:
     --on-error sees them as before. A class with `for_range(range)` gets a combiner of its own
     for each range, fed the range's batches in offset order.
     `counts_late`: its partials count the records they turn out late for but keep no values, so
-    a run that writes late records to a topic (--late-topic) reads every record on its own."""
+    a run that writes late records to a topic (--late-topic) reads every record on its own.
+    `reduces`: its rows stand for fewer values than their records (partials), so a batch may
+    take more records (kstool.engine.options); a packer's rows carry every record whole."""
 
     target: str
     settings: dict[str, Any]
     counts_late: bool = False
+    reduces: bool = True
 
 
 def combiner_of(topology: "Topology") -> CombinerSpec | None:

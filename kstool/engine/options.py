@@ -15,8 +15,8 @@ GUARANTEES = ("at_least_once", "exactly_once_v2")
 ON_DATA_LOSS = ("fail", "earliest")  # input offsets lost to retention: fail, or go on from the log start
 # records per micro-batch unless --max-records-per-batch says. A batch whose records the source
 # combines crosses into Spark as its partials (a row per key, word or window and range), so it
-# takes ten times the records for about the same work and memory downstream; one batch instead
-# of five over 5M records saved ~3 s of Spark's per-batch work (bench/README.md)
+# takes ten times the records for about the same work downstream where keys repeat (memory
+# follows the partials); one batch instead of five over 5M records saved ~3 s (bench/README.md)
 BATCH_RECORDS = 1_000_000
 COMBINED_BATCH_RECORDS = 10_000_000
 

@@ -107,7 +107,7 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
               .option("group", options.app_id)
               .option("starting", options.starting)
               .option("on_data_loss", options.on_data_loss)
-              .option("max_records_per_batch", str(options.batch_records(combined=combiner is not None)))
+              .option("max_records_per_batch", str(options.batch_records(combined=combiner is not None and combiner.reduces)))
               .option("max_records_per_task", str(options.max_records_per_task))
               .option("stop_offsets", json.dumps(nest_offsets(options.stop_offsets)))
               # exactly_once_v2 commits offsets inside each output transaction instead

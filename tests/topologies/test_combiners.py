@@ -136,3 +136,5 @@ def test_which_windowed_aggregations_combine(args, combiner):
     spec = window_spec(WindowSpec.parse(window), *rest)
     assert (spec and spec.target.rpartition(":")[2]) == combiner
     assert spec is None or spec.counts_late == (combiner == "WindowCombiner")  # packs hold the records
+    # so a batch of packs takes no more records than one of plain rows (kstool.engine.options)
+    assert spec is None or spec.reduces == (combiner == "WindowCombiner")

@@ -36,7 +36,7 @@ def number_spec(agg: str, group_by: str, input_value_format: str) -> CombinerSpe
 
 def pack_spec(keyed_values: bool) -> CombinerSpec:
     """Every record packed, for a processor that needs each (RecordPacker: which it takes)."""
-    return CombinerSpec(f"{__name__}.packs:RecordPacker", {"keyed_values": keyed_values})
+    return CombinerSpec(f"{__name__}.packs:RecordPacker", {"keyed_values": keyed_values}, reduces=False)
 
 
 def window_spec(window: WindowSpec, grace: int, agg: str, group_by: str, time: str,
