@@ -18,15 +18,17 @@ import sys
 from pathlib import Path
 
 from bench.__main__ import kstool, machine, run_once, write_results
-from bench.load import create_topic, keyed_records, load
+from bench.load import create_topic, keyed_records, load, load_as_apps_do
 from bench.measure import cold_env
 
 # topic -> (records, keys, seed); the join topics hold a key per record, placed by Kafka's partitioner
 TOPICS = {"bench-keys-5m": (5_000_000, 10_000, 2), "bench-keys-1m": (1_000_000, 10_000, 3),
           "bench-keys-1m-right": (1_000_000, 10_000, 4), "bench-join": (1_000_000, 1_000_000, 5),
-          "bench-join-right": (1_000_000, 1_000_000, 6)}
+          "bench-join-right": (1_000_000, 1_000_000, 6), "bench-keys-2m-apps": (2_000_000, 5_000, 4)}
+APPS_WRITE = {"bench-keys-2m-apps"}  # loaded by a producer with its defaults, as applications write
 EOS = ("--processing-guarantee", "exactly_once_v2")
 STEPS = {
+    "count_per_key_2m_apps": ("bench-keys-2m-apps", "aggregate", ()),
     "windowed_count_5m": ("bench-keys-5m", "aggregate", ("--window", "tumbling:1s")),
     "windowed_count_final_1m": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", "--emit", "final")),
     "hopping_count_1m": ("bench-keys-1m", "aggregate", ("--window", "hopping:5s,1s")),
@@ -40,6 +42,17 @@ STEPS = {
     "windowed_count_1m_eos": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", *EOS)),
     "stream_table_join_1m_keys_eos": ("bench-join", "join", ("--kind", "stream-table", "--how", "left", *EOS)),
 }
+
+
+def load_topic(bootstrap: str, topic: str) -> None:
+    """One of TOPICS, created and loaded."""
+    count, keys, seed = TOPICS[topic]
+    create_topic(bootstrap, topic, 2)
+    records = keyed_records(count, keys=keys, seed=seed)
+    if topic in APPS_WRITE:
+        load_as_apps_do(bootstrap, topic, records)
+    else:
+        load(bootstrap, topic, records, 2, by_key=keys == count)
 
 
 def checkout_env(env: dict, checkout: Path | None) -> dict:
@@ -73,9 +86,7 @@ def main() -> None:
     try:
         inputs = {STEPS[step][0] for step in steps}
         for topic in sorted(inputs | {t + "-right" for t, topology, _ in map(STEPS.get, steps) if topology == "join"}):
-            count, keys, seed = TOPICS[topic]
-            create_topic(bootstrap, topic, 2)
-            load(bootstrap, topic, keyed_records(count, keys=keys, seed=seed), 2, by_key=keys == count)
+            load_topic(bootstrap, topic)
         for step in steps:
             topic, topology, options = STEPS[step]
             for side, side_env in (("base", checkout_env(env, args.base)), ("this", checkout_env(env, args.this))):

@@ -7,9 +7,10 @@ the engine, neither counted; then each step runs cold (a process of its own: Spa
 first-batch warm-up included) and twice through the engine (`engine`, then `engine_again`: the
 query's start is included, Spark's and the Python workers' are not; the second finds the JVM's
 code compiled for the step's work), each as a new app over the same records. Quix Streams
-3.28.1 runs the peers of the windowed final count and of the stream-stream join (its interval
-join) in the same run. Results: bench/results/warm-<time>.json
-(processing records/s and whole-command wall time per side; the peer's wall time against each).
+3.28.1 runs the peers of the count per key (2M records written as applications write them), the
+windowed final count and the stream-stream join (its interval join) in the same run. Results:
+bench/results/warm-<time>.json (processing records/s and whole-command wall time per side; the
+peer's wall time against each).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import os
 import sys
 
 from bench.__main__ import cold_start, kstool, machine, quix, run_once, write_results
-from bench.load import create_topic, keyed_records, load
 from bench.measure import cold_env
-from bench.versus import STEPS, TOPICS
+from bench.versus import STEPS, load_topic
 
-PEERS = {"windowed_count_final_1m": ("bench-keys-1m", 1_000_000, "tumbling-count", "1000"),
+PEERS = {"count_per_key_2m_apps": ("bench-keys-2m-apps", 2_000_000),
+         "windowed_count_final_1m": ("bench-keys-1m", 1_000_000, "tumbling-count", "1000"),
          "stream_stream_join_1m_keys": ("bench-join", 2_000_000, "interval-join", "bench-join-right", "60000")}
-DEFAULT_STEPS = ("windowed_count_5m", "windowed_count_final_1m", "hopping_count_1m", "session_count_1m",
+DEFAULT_STEPS = ("count_per_key_2m_apps", "windowed_count_5m", "windowed_count_final_1m", "hopping_count_1m", "session_count_1m",
                  "stream_table_join_1m_keys", "stream_stream_join_1m_keys", "table_table_join_1m_keys")
 
 
@@ -48,9 +49,7 @@ def main() -> None:
     try:
         for topic in sorted({STEPS[s][0] for s in steps} | {STEPS[s][0] + "-right" for s in steps
                                                              if STEPS[s][1] == "join"}):
-            count, keys, seed = TOPICS[topic]
-            create_topic(bootstrap, topic, 2)
-            load(bootstrap, topic, keyed_records(count, keys=keys, seed=seed), 2, by_key=keys == count)
+            load_topic(bootstrap, topic)
         # the first cold run records the JVM's class-data archive as it exits: not a step's
         print("recording the JVM archive ...", file=sys.stderr)
         runs["cold_start_run"] = cold_start(cold, bootstrap, args.master)
