@@ -46,16 +46,27 @@ def descendants(pid: int) -> list[int]:
     JVM starts Python processes from many threads), so every thread's list is read."""
     found, stack = [], [pid]
     while stack:
-        current = stack.pop()
-        children = []
-        for task in Path(f"/proc/{current}/task").glob("*/children"):
-            try:
-                children += [int(c) for c in task.read_text().split()]
-            except OSError:
-                pass  # the thread ended
+        children = _children(stack.pop())
         found += children
         stack += children
     return found
+
+
+def _children(pid: int) -> list[int]:
+    """The processes `pid`'s threads started: none once it has ended (a process or a thread can
+    end between listing and reading)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children") as f:
+                children += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return children
 
 
 def kill_tree(proc: subprocess.Popen) -> None:
