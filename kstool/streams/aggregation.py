@@ -32,7 +32,7 @@ from kstool.base.store_keys import (
 )
 from kstool.contract import LATE, OUTPUT, changelog_role
 from kstool.streams.indexes import MIN_BUCKET_MS, KeyIndex, TimeIndex
-from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.task import Emitted, Record, RecordByRecord, StoreValue, TaskState
 from kstool.streams.windows import WindowSpec
 
 if TYPE_CHECKING:  # numpy where batches are processed, not where a topology is only named
@@ -63,10 +63,6 @@ class Accumulator:
     def add_all(self, numbers: list[float | None]) -> None:
         for number in numbers:  # in record order: sums of doubles as one by one
             self.add(number)
-
-    def add_count(self, count: int) -> None:
-        """Records counted where they were read (a count's, whose numbers do not matter)."""
-        self.count += count
 
     def merge(self, other: "Accumulator") -> None:
         self.count += other.count
@@ -175,6 +171,8 @@ class WindowAggregation:
     def acc_of(self, entry: StoreValue | None) -> Acc:
         """A store entry's live accumulator (decoded once per batch, then kept in it)."""
         if not self.text:
+            if entry is not None and entry.aux == "":  # a count's entry: its value is the count
+                entry.aux = self.restored_acc(cast(bytes, entry.value))
             return Accumulator.of(entry)
         if entry is None:
             return self.new_acc()
@@ -287,38 +285,63 @@ class WindowedAggregate(WindowAggregation):
         results of its records one by one: a partial's window counts its records unless the
         stream time before its range had closed it (then those whose newest window it is are
         late); records the source found late come as themselves; each range's newest time
-        (a row without a key) moves stream time on."""
+        (a row without a key) moves stream time on. The partials are grouped per window in
+        numpy, and each window's entry is written in one pass (a count's entry keeps no aux:
+        its value is the count)."""
         import numpy as np
 
         ends = self._ends(state)
         size = self.window.size
         newest_of_range = {r.partial[3]: (r.timestamp, r.offset) for r in records
                            if r.partial is not None and r.key is None}
-        carried, newest, at = {}, state.stream_time, 0  # stream time before each range: the batch's, then its ranges'
-        for range_start in sorted(newest_of_range):
-            carried[range_start] = newest
+        range_starts = sorted(newest_of_range)
+        carried, newest, at = [], state.stream_time, 0  # stream time before each range: the batch's, then its ranges'
+        for range_start in range_starts:
+            carried.append(newest)
             if newest_of_range[range_start][0] > newest:
                 newest, at = newest_of_range[range_start]
-        updates: dict[tuple[bytes, int], list[int]] = {}  # window -> [count, newest time, last offset]
-        late: list[tuple[int, Record]] = []
-        for r in records:
-            if r.partial is None:  # late in its own range already
-                late.append((r.offset, r))
-                continue
-            start, count, latest, range_start = r.partial
-            if r.key is None or start is None:
-                continue
-            if start + size + self.grace <= carried[range_start]:  # closed before its range began
-                late += [(r.offset, Record(None, None, r.timestamp))] * latest
-                continue
-            update = updates.setdefault((r.key, start), [0, r.timestamp, r.offset])
-            update[0] += count
-            update[1], update[2] = max(update[1], r.timestamp), max(update[2], r.offset)
-        # each window once, in the order of its last update: the record cache's order
-        for (key, start), (count, time, _) in sorted(updates.items(), key=lambda item: (item[1][2], item[0][1])):
-            self._update_window(state, ends, key, start, time, functools.partial(Accumulator.add_count, count=count))
+        late: list[tuple[int, Record]] = [(r.offset, r) for r in records if r.partial is None]  # late in their range
+        partials = [r for r in records if r.partial is not None and r.key is not None and r.partial[0] is not None]
+        if partials:
+            starts, counts, latest, ranges = np.array([r.partial for r in partials], np.int64).T
+            stamps = np.fromiter((r.timestamp for r in partials), np.int64, len(partials))
+            offsets = np.fromiter((r.offset for r in partials), np.int64, len(partials))
+            before = np.array(carried, np.int64)[np.searchsorted(np.array(range_starts, np.int64), ranges)]
+            closed = starts + size + self.grace <= before  # closed before its range began
+            for i in np.flatnonzero(closed & (latest > 0)).tolist():
+                late += [(int(offsets[i]), Record(None, None, int(stamps[i])))] * int(latest[i])
+            open_ = np.flatnonzero(~closed)
+            if len(open_):
+                keys = [cast(bytes, partials[i].key) for i in open_.tolist()]
+                self._update_windows(state, ends, *_windows_of(keys, starts[open_], counts[open_], stamps[open_],
+                                                              offsets[open_]))
         state.advance(newest)
         self._close_windows(state, late, np.array([at]), np.array([newest - self.grace]))
+
+    def _update_windows(self, state: TaskState, ends: TimeIndex, keys: list[bytes], starts: list[int],
+                        counts: list[int], newest: list[int]) -> None:
+        """Add each window's count to its entry, in order: the entry, its changelog record, its
+        output record with --emit update, and the end of a new window in the index."""
+        table = state.stores[STORE]
+        changed = state.changed.setdefault(STORE, {})
+        role, size, update, emitted = changelog_role(STORE), self.window.size, self.emit == "update", []
+        for key, start, count, stamp in zip(keys, starts, counts, newest):
+            store_key = window_store_key(key, start)
+            old = table.get(store_key)
+            if old is None:
+                changed.setdefault(store_key, False)
+                ends.add(start + size, store_key)
+            else:
+                changed.setdefault(store_key, True)
+                count += cast(Accumulator, self.acc_of(old)).count
+                stamp = max(stamp, old.timestamp)
+            value = store_value(self.agg, count)
+            table[store_key] = StoreValue(value, stamp)
+            emitted.append(Emitted(role, store_key, value, stamp, STORE, store_key))
+            if update:
+                emitted.append(Emitted(OUTPUT, output_key(key, start, start + size, False, self.key_format),
+                                       output_value(self.agg, count, True, self.value_format), stamp))
+        state.record_all(emitted)
 
     def _ends(self, state: TaskState) -> TimeIndex:
         """(window end, store key) of the open windows: which close next."""
@@ -578,6 +601,26 @@ class _SessionMerger:
             kept.acc, kept.changed_at = acc, position
         self.changes += [(s.changed_at, _AFTER_DELETES, _PUT, key, s) for s in sessions
                          if s.changed_at is not None and not s.merged]
+
+
+def _windows_of(keys: list[bytes], starts: np.ndarray, counts: np.ndarray, stamps: np.ndarray,
+                offsets: np.ndarray) -> tuple[list[bytes], list[int], list[int], list[int]]:
+    """Partials grouped per (key, window start): each window's key, start, count and newest time,
+    in the order of its last partial (by offset, then start: the record cache's order)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ids = np.asarray(pa.array(keys, pa.binary()).dictionary_encode().indices, np.int64)
+    by_cell = np.lexsort((starts, ids))
+    ids, starts = ids[by_cell], starts[by_cell]
+    begins = np.flatnonzero(np.r_[True, (ids[1:] != ids[:-1]) | (starts[1:] != starts[:-1])])
+    count = np.add.reduceat(counts[by_cell], begins)
+    newest = np.maximum.reduceat(stamps[by_cell], begins)
+    last = np.maximum.reduceat(offsets[by_cell], begins)
+    order = np.lexsort((starts[begins], last))
+    first = by_cell[begins][order]
+    return ([keys[i] for i in first.tolist()], starts[begins][order].tolist(), count[order].tolist(),
+            newest[order].tolist())
 
 
 def _add_all(inputs: list[Any], acc: Acc) -> None:

@@ -121,12 +121,18 @@ class TaskState:
         self._record(Emitted(role, key, value, timestamp, store, store_key))
 
     def _record(self, emitted: Emitted) -> None:
-        if emitted.role in self.cached_roles:
-            slot = (emitted.role, emitted.key)
-            self.cache.pop(slot, None)  # re-insert: the order is that of the last update
-            self.cache[slot] = emitted
-        else:
-            self.out.append(emitted)
+        self.record_all((emitted,))
+
+    def record_all(self, emitted: Iterable[Emitted]) -> None:
+        """Records in order (a processor's batch loop hands over many at once)."""
+        cached, cache, out = self.cached_roles, self.cache, self.out
+        for record in emitted:
+            if record.role in cached:
+                slot = (record.role, record.key)
+                cache.pop(slot, None)  # re-insert: the order is that of the last update
+                cache[slot] = record
+            else:
+                out.append(record)
 
     def flush(self) -> list[Emitted]:
         """What the batch emitted: the uncached records in order, then the cache's, where a

@@ -99,6 +99,8 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
         self.stored: set[int] = set()  # shards Spark's state holds
         self.dirty: set[int] = set()
         self.complete = directory.entries == 0  # every shard read (an empty store has none to read)
+        self.last_key: bytes | None = None  # the key _entries found last, and its shard
+        self.last_shard = 0
         if read_all:
             self._read_all()
 
@@ -116,8 +118,7 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
 
     def write_back(self) -> None:
         """Persist the shards this batch changed, split first while the store has outgrown them."""
-        while self.directory.entries > self.directory.shards * SHARD_ENTRIES:
-            self._split()
+        self._grow()
         writes: list[tuple[bytes, tuple | None]] = []
         for shard in sorted(self.dirty):
             entries = self.shards[shard]
@@ -128,20 +129,30 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
         self.bulk.write_many(writes)
         self.dirty.clear()
 
-    def _split(self) -> None:
+    def _grow(self) -> None:
+        """Split shards while the store holds more than SHARD_ENTRIES per shard on average: the
+        directory takes every split first, then the entries of the shards it split go where it
+        now sends them, each hashed once however many splits a batch's growth takes."""
         directory = self.directory
-        shard, moved_to = directory.split, directory.split + (1 << directory.level)
-        self._load({shard})
-        directory.split += 1
-        if directory.split == 1 << directory.level:
-            directory.level, directory.split = directory.level + 1, 0
-        # the directory now sends each of the shard's keys where it stays or where it moves
-        kept: dict[bytes, StoreValue] = {}
-        moved: dict[bytes, StoreValue] = {}
-        for key, value in self.shards[shard].items():
-            (moved if directory.shard_of(key) == moved_to else kept)[key] = value
-        self.shards[shard], self.shards[moved_to] = kept, moved
-        self.dirty |= {shard, moved_to}
+        before, split = directory.shards, set()
+        while directory.entries > directory.shards * SHARD_ENTRIES:
+            split.add(directory.split)
+            directory.split += 1
+            if directory.split == 1 << directory.level:
+                directory.level, directory.split = directory.level + 1, 0
+        if not split:
+            return
+        self.last_key = None  # keys move
+        # shards made by this growth start empty: only the split shards that were there hold entries
+        sources = {shard for shard in split if shard < before}
+        self._load(sources)
+        moving = [self.shards[shard] for shard in sources]
+        for shard in sources | set(range(before, directory.shards)):
+            self.shards[shard] = {}
+        for entries in moving:
+            for key, value in entries.items():
+                self.shards[directory.shard_of(key)][key] = value
+        self.dirty |= sources | set(range(before, directory.shards))
 
     def _load(self, shards: set[int]) -> None:
         wanted = [shard for shard in shards if shard not in self.shards]
@@ -170,7 +181,11 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
             self.complete = True
 
     def _entries(self, key: bytes) -> tuple[int, dict[bytes, StoreValue]]:
-        shard = self.directory.shard_of(key)
+        if key is self.last_key:  # a get and then a put of the same key: hashed once
+            shard = self.last_shard
+        else:
+            shard = self.last_shard = self.directory.shard_of(key)
+            self.last_key = key
         if shard not in self.shards:
             self._load({shard})
         return shard, self.shards[shard]

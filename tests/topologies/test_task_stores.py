@@ -17,6 +17,7 @@ from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
+from kstool.topologies import shards
 from kstool.topologies.shards import SHARD_ENTRIES, Directory, ShardedStore, decode_shard, encode_shard
 
 
@@ -140,6 +141,34 @@ def test_a_growing_store_splits_into_shards_of_a_few_thousand_entries_each_one_s
     assert max(len(decode_shard(blob)) for (blob,) in state.data.values()) <= 3 * SHARD_ENTRIES
     read_back = store_of(state, directory, read_all=True)
     assert {k: read_back[k] for k in read_back} == entries
+
+
+def test_a_store_grown_and_shrunk_by_small_batches_keeps_each_entry_where_its_directory_looks(monkeypatch):
+    """Batches that each add or delete a few keys of a store they have not read (shards of 16
+    entries here, so that it splits often): a batch's growth splits shards it must read first,
+    and every entry must end up in the shard its key hashes to, once."""
+    monkeypatch.setattr(shards, "SHARD_ENTRIES", 16)
+    rng, expected = random.Random(1), {}
+    state, directory = sharded({})
+    for batch in range(300):
+        store = store_of(state, directory)
+        for _ in range(rng.randrange(1, 30)):
+            key = b"k%d" % rng.randrange(3_000)
+            if rng.random() < 0.2 and key in store:
+                del store[key]
+                del expected[key]
+            else:
+                store[key] = expected[key] = StoreValue(b"v", batch)
+        store.write_back()
+        directory = store.directory
+    assert directory.shards > 64  # it did split, many times
+    assert directory.entries == len(expected) <= directory.shards * 16
+    for shard_id, (blob,) in state.data.items():
+        shard = int.from_bytes(shard_id, "big")
+        assert all(directory.shard_of(key) == shard for key, *_ in decode_shard(blob))
+    assert sum(len(decode_shard(blob)) for (blob,) in state.data.values()) == len(expected)
+    read_back = store_of(state, directory, read_all=True)
+    assert {k: read_back[k] for k in read_back} == expected
 
 
 def test_a_store_hashed_without_a_suffix_keeps_each_owners_entries_in_one_shard():
