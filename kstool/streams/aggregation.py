@@ -38,6 +38,8 @@ from kstool.streams.windows import WindowSpec
 if TYPE_CHECKING:  # numpy where batches are processed, not where a topology is only named
     import numpy as np
 
+    from kstool.streams.session_batches import Run
+
 STORE = "aggregate"
 INDEX = f"{STORE}-index"  # window ends; sessions by key and by end (kstool.streams.indexes)
 ENDS, BY_KEY = b"E", b"K"  # their prefixes in the index store
@@ -402,26 +404,33 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """The batch key by key, with the results of processing it record by record (`process`,
-        the tests' oracle): each key's sessions are merged in plain objects, and the store, the
+        the tests' oracle): the sessions of keys whose records need no merging are cut in columns
+        (kstool.streams.session_batches), the other keys' merged in plain objects; the store, the
         indexes and the output then see only each session's last change, at its position in the
         batch (the record cache keeps only that one); closed sessions are found once, at the end,
         and emitted where the stream time closed them."""
         import numpy as np
+
+        from kstool.streams.session_batches import in_order_runs, keyed
 
         if not records:
             return
         by_key, ends = self._indexes(state)
         ts = _timestamps(records)
         close = np.maximum.accumulate(np.maximum(ts, state.stream_time)) - self.grace - self.window.size
-        positions: dict[bytes, list[int]] = {}
-        for position, record in enumerate(records):
-            positions.setdefault(cast(bytes, record.key), []).append(position)
-        owned = {key: by_key.get(key) for key in positions}
-        state.prefetch(STORE, (store_key for store_keys in owned.values() for store_key in store_keys))
+        batch = keyed([cast(bytes, r.key) for r in records])  # records without a key never get here
+        owned = [by_key.get(key) for key in batch.keys]
+        state.prefetch(STORE, (store_key for store_keys in owned for store_key in store_keys))
+        runs, merged = in_order_runs(batch, ts, close, self.window.size, np.array([bool(o) for o in owned], bool))
         merger = _SessionMerger(self, ts.tolist(), close.tolist())
-        for key, at in positions.items():
-            merger.merge(key, [_Session.stored(store_key, self.acc_of(state.get(STORE, store_key)))
-                               for store_key in owned[key]], at, records)
+        for run in runs:
+            merger.add_run(batch.keys[run.key], run, records)
+        positions: dict[int, list[int]] = {}  # the other keys' records, merged one by one
+        for position in np.flatnonzero(merged[batch.key_of]).tolist():
+            positions.setdefault(int(batch.key_of[position]), []).append(position)
+        for key_id, at in positions.items():
+            merger.merge(batch.keys[key_id], [_Session.stored(store_key, self.acc_of(state.get(STORE, store_key)))
+                                              for store_key in owned[key_id]], at, records)
         for _, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
             if kind == _DELETE:
                 state.delete(STORE, cast(bytes, session.stored_as), session.end)
@@ -559,6 +568,13 @@ class _SessionMerger:
         self.aggregation, self.gap, self.timestamps, self.close = aggregation, aggregation.window.size, timestamps, close
         self.changes: list[tuple[int, int, int, bytes, _Session]] = []
         self.late: list[int] = []
+
+    def add_run(self, key: bytes, run: Run, records: list[Record]) -> None:
+        """A session that its records make alone (kstool.streams.session_batches), put where it last changed."""
+        acc = self.aggregation.new_acc()
+        acc.add_all([self.aggregation.input_of(records[position]) for position in run.positions])
+        changed_at = run.positions[-1]
+        self.changes.append((changed_at, _AFTER_DELETES, _PUT, key, _Session(run.start, run.end, acc, changed_at=changed_at)))
 
     def merge(self, key: bytes, live: list[_Session], positions: list[int], records: list[Record]) -> None:
         gap, close, sessions = self.gap, self.close, list(live)
