@@ -411,7 +411,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         and emitted where the stream time closed them."""
         import numpy as np
 
-        from kstool.streams.session_batches import in_order_runs, keyed
+        from kstool.streams.session_batches import NO_SESSION, in_order_runs, keyed
 
         if not records:
             return
@@ -421,16 +421,19 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         batch = keyed([cast(bytes, r.key) for r in records])  # records without a key never get here
         owned = [by_key.get(key) for key in batch.keys]
         state.prefetch(STORE, (store_key for store_keys in owned for store_key in store_keys))
-        runs, merged = in_order_runs(batch, ts, close, self.window.size, np.array([bool(o) for o in owned], bool))
+        single = [_stored_session(self, state, next(iter(o))) if len(o) == 1 else None for o in owned]
+        runs, merged = in_order_runs(batch, ts, close, self.window.size,
+                                     np.array([NO_SESSION if s is None else s.end for s in single], np.int64),
+                                     np.array([len(o) > 1 for o in owned], bool))
         merger = _SessionMerger(self, ts.tolist(), close.tolist())
         for run in runs:
-            merger.add_run(batch.keys[run.key], run, records)
+            merger.add_run(batch.keys[run.key], run, records, single[run.key] if run.joins_stored else None)
         positions: dict[int, list[int]] = {}  # the other keys' records, merged one by one
         for position in np.flatnonzero(merged[batch.key_of]).tolist():
             positions.setdefault(int(batch.key_of[position]), []).append(position)
         for key_id, at in positions.items():
-            merger.merge(batch.keys[key_id], [_Session.stored(store_key, self.acc_of(state.get(STORE, store_key)))
-                                              for store_key in owned[key_id]], at, records)
+            merger.merge(batch.keys[key_id], [_stored_session(self, state, store_key) for store_key in owned[key_id]],
+                         at, records)
         for _, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
             if kind == _DELETE:
                 state.delete(STORE, cast(bytes, session.stored_as), session.end)
@@ -558,6 +561,10 @@ class _Session:
         return cls(start, end, acc, store_key)
 
 
+def _stored_session(aggregation: WindowAggregation, state: TaskState, store_key: bytes) -> _Session:
+    return _Session.stored(store_key, aggregation.acc_of(state.get(STORE, store_key)))
+
+
 class _SessionMerger:
     """One key's records merged into its sessions as `SessionAggregate.process` merges them, in
     plain objects; `changes` collects what the store must see: (position, order within it,
@@ -569,12 +576,25 @@ class _SessionMerger:
         self.changes: list[tuple[int, int, int, bytes, _Session]] = []
         self.late: list[int] = []
 
-    def add_run(self, key: bytes, run: Run, records: list[Record]) -> None:
-        """A session that its records make alone (kstool.streams.session_batches), put where it last changed."""
+    def add_run(self, key: bytes, run: Run, records: list[Record], stored: _Session | None) -> None:
+        """A session of a run of records (kstool.streams.session_batches), put where it last
+        changed; a run that joins the stored session extends it, which `merge` would replace
+        (delete, then put anew) at the first record past its end."""
         acc = self.aggregation.new_acc()
+        if stored is not None:
+            acc.merge(stored.acc)  # type: ignore[arg-type]  # the same kind
         acc.add_all([self.aggregation.input_of(records[position]) for position in run.positions])
         changed_at = run.positions[-1]
-        self.changes.append((changed_at, _AFTER_DELETES, _PUT, key, _Session(run.start, run.end, acc, changed_at=changed_at)))
+        if stored is None:
+            session = _Session(run.start, run.end, acc, changed_at=changed_at)
+        elif run.end == stored.end:  # every record at its end: the stored session stays, with them
+            session, stored.acc, stored.changed_at = stored, acc, changed_at
+        else:
+            past = next(p for p in run.positions if self.timestamps[p] > stored.end)
+            stored.merged = True
+            self.changes.append((past, 0, _DELETE, key, stored))
+            session = _Session(stored.start, run.end, acc, changed_at=changed_at)
+        self.changes.append((changed_at, _AFTER_DELETES, _PUT, key, session))
 
     def merge(self, key: bytes, live: list[_Session], positions: list[int], records: list[Record]) -> None:
         gap, close, sessions = self.gap, self.close, list(live)

@@ -1,15 +1,18 @@
 """A session aggregation's batch in columns, for the keys that need no merging record by record
 (SessionAggregate.process_batch; the rest go through its merger).
 
-A key qualifies when it holds no stored session, its records come in time order, and none of
-them is late. Then, as `process()` merges them one by one:
+A key qualifies when it holds at most one stored session, its records come in time order (the
+first not before the stored session's end), and none of them is late. Then, as `process()`
+merges them one by one:
 - a record's sessions near it can only be the one its previous record made or extended (that
-  session ends at the previous record's time; nothing in the batch reaches further back);
+  session ends at the previous record's time; nothing in the batch reaches further back), or,
+  for the key's first record, the stored session;
 - it joins that session when it is within the gap of it and the session was still open at the
   stream time before the record (a session closed by then is gone from the merge), else it
   starts a new one; so a key's sessions are runs of its records cut where either fails;
-- a session's start and end are its first and last record's times, and it is put once, where
-  its last record is (the record cache keeps that change only).
+- a session's start and end are its first and last record's times (the stored session's start
+  when the first run joins it), and it is put once, where its last record is (the record cache
+  keeps that change only).
 """
 
 from __future__ import annotations
@@ -37,26 +40,38 @@ class Run:
     start: int
     end: int
     positions: list[int]  # its records' positions in the batch, in order
+    joins_stored: bool = False  # the key's stored session is its first record's
+
+
+NO_SESSION = np.iinfo(np.int64).min  # a key's stored session end where it has none
 
 
 def in_order_runs(batch: KeyedBatch, ts: np.ndarray, close: np.ndarray, gap: int,
-                  excluded: np.ndarray) -> tuple[list[Run], np.ndarray]:
+                  stored_end: np.ndarray, excluded: np.ndarray) -> tuple[list[Run], np.ndarray]:
     """The sessions of the keys that qualify (see above), and whether each key did not qualify.
     ts, close: each record's time and the close time from its position on (stream time - grace
-    - gap); excluded: keys that do not qualify whatever their records (those with stored sessions)."""
+    - gap); per key: its stored session's end (NO_SESSION: none), and whether it is excluded
+    whatever its records (more than one stored session)."""
     order = np.argsort(batch.key_of, kind="stable")  # by key, then position
     key, times, positions = batch.key_of[order], ts[order], order
     first = np.r_[True, key[1:] != key[:-1]]
     before = np.r_[0, times[:-1]]  # the key's previous record's time (where not first)
     open_before = before >= close[np.maximum(positions - 1, 0)]  # its session still open before this record
     cut = first | (times - before > gap) | ~open_before
+    ends = stored_end[key]
     others = excluded.copy()
-    others[key[(times < close[positions]) | (~first & (times < before))]] = True  # late, or out of order
+    others[key[(times < close[positions]) | (~first & (times < before)) | (first & (times < ends))]] = True
     own = ~others[key]
-    key, times, positions = key[own], times[own], positions[own]
+    key, times, positions, ends = key[own], times[own], positions[own], ends[own]
     cuts = np.flatnonzero(cut[own])
     lasts = np.r_[cuts[1:], len(key)][:len(cuts)] - 1
+    # a key's first run joins its stored session: within the gap, and open before the run (at
+    # the batch's first position nothing has closed it since the last batch)
+    at = positions[cuts]
+    joins = (ends[cuts] != NO_SESSION) & (times[cuts] - ends[cuts] <= gap) & (
+        (at == 0) | (ends[cuts] >= close[np.maximum(at - 1, 0)]))
+    joins &= first[own][cuts]
     listed = positions.tolist()
-    runs = [Run(k, start, end, listed[a:b + 1]) for k, start, end, a, b in
-            zip(key[cuts].tolist(), times[cuts].tolist(), times[lasts].tolist(), cuts.tolist(), lasts.tolist())]
-    return runs, others
+    return [Run(k, start, end, listed[a:b + 1], join) for k, start, end, a, b, join in
+            zip(key[cuts].tolist(), times[cuts].tolist(), times[lasts].tolist(), cuts.tolist(), lasts.tolist(),
+                joins.tolist())], others
