@@ -67,11 +67,11 @@ def in_order_runs(batch: KeyedBatch, ts: np.ndarray, close: np.ndarray, gap: int
     lasts = np.r_[cuts[1:], len(key)][:len(cuts)] - 1
     # a key's first run joins its stored session: within the gap, and open before the run (at
     # the batch's first position nothing has closed it since the last batch)
-    at = positions[cuts]
-    joins = (ends[cuts] != NO_SESSION) & (times[cuts] - ends[cuts] <= gap) & (
-        (at == 0) | (ends[cuts] >= close[np.maximum(at - 1, 0)]))
-    joins &= first[own][cuts]
+    at, starts, stored = positions[cuts], times[cuts], ends[cuts]
+    has = first[own][cuts] & (stored != NO_SESSION)
+    stored = np.where(has, stored, starts)  # no NO_SESSION in the arithmetic below
+    joins = has & (starts - stored <= gap) & ((at == 0) | (stored >= close[np.maximum(at - 1, 0)]))
     listed = positions.tolist()
     return [Run(k, start, end, listed[a:b + 1], join) for k, start, end, a, b, join in
-            zip(key[cuts].tolist(), times[cuts].tolist(), times[lasts].tolist(), cuts.tolist(), lasts.tolist(),
+            zip(key[cuts].tolist(), starts.tolist(), times[lasts].tolist(), cuts.tolist(), lasts.tolist(),
                 joins.tolist())], others
