@@ -421,19 +421,19 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         batch = keyed([cast(bytes, r.key) for r in records])  # records without a key never get here
         owned = [by_key.get(key) for key in batch.keys]
         state.prefetch(STORE, (store_key for store_keys in owned for store_key in store_keys))
-        single = [_stored_session(self, state, next(iter(o))) if len(o) == 1 else None for o in owned]
+        stored = [[_Session.stored(store_key, self.acc_of(state.get(STORE, store_key))) for store_key in store_keys]
+                  for store_keys in owned]
         runs, merged = in_order_runs(batch, ts, close, self.window.size,
-                                     np.array([NO_SESSION if s is None else s.end for s in single], np.int64),
-                                     np.array([len(o) > 1 for o in owned], bool))
+                                     np.array([s[0].end if len(s) == 1 else NO_SESSION for s in stored], np.int64),
+                                     np.array([len(s) > 1 for s in stored], bool))
         merger = _SessionMerger(self, ts.tolist(), close.tolist())
         for run in runs:
-            merger.add_run(batch.keys[run.key], run, records, single[run.key] if run.joins_stored else None)
+            merger.add_run(batch.keys[run.key], run, records, stored[run.key][0] if run.joins_stored else None)
         positions: dict[int, list[int]] = {}  # the other keys' records, merged one by one
         for position in np.flatnonzero(merged[batch.key_of]).tolist():
             positions.setdefault(int(batch.key_of[position]), []).append(position)
         for key_id, at in positions.items():
-            merger.merge(batch.keys[key_id], [_stored_session(self, state, store_key) for store_key in owned[key_id]],
-                         at, records)
+            merger.merge(batch.keys[key_id], stored[key_id], at, records)
         for _, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
             if kind == _DELETE:
                 state.delete(STORE, cast(bytes, session.stored_as), session.end)
@@ -559,10 +559,6 @@ class _Session:
     def stored(cls, store_key: bytes, acc: Acc) -> "_Session":
         _, start, end = split_session_store_key(store_key)
         return cls(start, end, acc, store_key)
-
-
-def _stored_session(aggregation: WindowAggregation, state: TaskState, store_key: bytes) -> _Session:
-    return _Session.stored(store_key, aggregation.acc_of(state.get(STORE, store_key)))
 
 
 class _SessionMerger:

@@ -147,12 +147,13 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
         sources = {shard for shard in split if shard < before}
         self._load(sources)
         moving = [self.shards[shard] for shard in sources]
-        for shard in sources | set(range(before, directory.shards)):
+        rebuilt = sources | set(range(before, directory.shards))
+        for shard in rebuilt:
             self.shards[shard] = {}
         for entries in moving:
             for key, value in entries.items():
                 self.shards[directory.shard_of(key)][key] = value
-        self.dirty |= sources | set(range(before, directory.shards))
+        self.dirty |= rebuilt
 
     def _load(self, shards: set[int]) -> None:
         wanted = [shard for shard in shards if shard not in self.shards]
