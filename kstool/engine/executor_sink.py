@@ -20,6 +20,7 @@ from kstool.config import ClientConfig
 from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
+from kstool.engine.output_packs import unpacked
 from kstool.engine.sink import BatchReport, KafkaSink, late_rows, tally, target_rows
 from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
@@ -38,7 +39,7 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     written: Counter[str] = Counter()
     late = 0
     for batch in batches:
-        table = pa.Table.from_batches([batch])
+        table = unpacked(pa.Table.from_batches([batch]))
         for target in target_rows(table, targets):
             writer.send_rows(target.topic, target.keys, target.values, target.timestamps, target.partitions)
             written[target.topic] += len(target.keys)

@@ -17,6 +17,7 @@ from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import batch_end_offsets
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
+from kstool.engine.output_packs import unpacked
 from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
@@ -114,7 +115,7 @@ class TransactionalSink(KafkaSink):
 
     def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
         def write(batch_df, batch_id: int) -> None:
-            table = encode(batch_df).toArrow()  # runs the batch's Spark job
+            table = unpacked(encode(batch_df).toArrow())  # runs the batch's Spark job
             started = time.monotonic()
             written = self.write_batch(table, batch_id)
             late = late_rows(table)

@@ -25,6 +25,7 @@ from kstool.config import ClientConfig
 from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
+from kstool.engine.output_packs import unpacked
 from kstool.engine.sink import BatchReport, TransactionalSink, commit_once, late_rows, tally
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
@@ -46,7 +47,7 @@ def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_coun
     a checkpoint made with fewer shuffle partitions, several tasks')."""
     by_task: dict[int, list[pa.Table]] = defaultdict(list)
     for batch in batches:
-        table = pa.Table.from_batches([batch])
+        table = unpacked(pa.Table.from_batches([batch]))
         tasks = table.column("task")
         for task in pc.unique(tasks).to_pylist():
             by_task[task].append(table.filter(pc.equal(tasks, task)))

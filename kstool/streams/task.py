@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import heapq
 from collections.abc import MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol, cast
 
@@ -263,18 +264,27 @@ def processing_order(records: Iterable[Record]) -> Iterator[Record]:
             heapq.heappush(heads, (queue[index + 1].timestamp, negative_side, partition, index + 1))
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """A task's batch makes many objects and no cycles: the cyclic collector only costs time
+    there, and the more the larger the state, since a full collection walks every store entry
+    the batch decoded (a table-table join task's read of 480k entries: 2.2 s with it, 0.5 s without)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def run_task(processor: Processor, state: TaskState, records: Iterable[Record]) -> list[Emitted]:
     """Process one batch of a task's records; returns what they emitted, in order
     (`state.changed` then holds the store keys they changed, each with whether it existed
     before the batch)."""
     state.changed, state.cached_roles = {}, processor.cached_roles
-    collecting = gc.isenabled()
-    gc.disable()  # processing makes many objects and no cycles: the collector only costs time
-    try:
+    with collector_paused():
         processor.process_batch(list(processing_order(records)), state)
-    finally:
-        if collecting:
-            gc.enable()
     for index in state.index.values():
         index.save()
     state.index.clear()  # the next batch reads them from the index store

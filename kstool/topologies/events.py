@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
-from kstool.contract import OUTPUT, PARTIAL, SinkTarget, changelog_role
+from kstool.contract import OUTPUT, PACK, PARTIAL, SinkTarget, changelog_role
 
 
 def check_time(spec: str) -> str:
@@ -59,7 +59,9 @@ def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
 
 
 def encode(emitted):
-    """The processors' emitted records (kstool.topologies.tasks.OUTPUT_SCHEMA) as the sink reads them."""
+    """The processors' emitted records (kstool.topologies.tasks.OUTPUT_SCHEMA) as the sink reads
+    them: packed (kstool.engine.output_packs), unpacked where the sink writes."""
     from pyspark.sql import functions as F
 
-    return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"), "task")
+    return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"), "task",
+                          PACK)

@@ -20,8 +20,21 @@ import numpy as np
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from kstool.contract import owner_suffixes
-from kstool.streams.task import NO_TIME, Emitted, Processor, Record, Replayable, Restorable, StoreValue, TaskState, run_task, task_stores
+from kstool.contract import PACK, PACKED, owner_suffixes
+from kstool.engine.output_packs import pack_records
+from kstool.streams.task import (
+    NO_TIME,
+    Emitted,
+    Processor,
+    Record,
+    Replayable,
+    Restorable,
+    StoreValue,
+    TaskState,
+    collector_paused,
+    run_task,
+    task_stores,
+)
 from kstool.topologies.combiners.packs import unpack
 from kstool.topologies.shards import Directory, ShardedStore
 
@@ -35,7 +48,7 @@ PARTIAL_COLUMNS = ("window", "count", "latest", "range")
 OUTPUT_SCHEMA = StructType([
     StructField("role", StringType(), False), StructField("key", BinaryType()),
     StructField("value", BinaryType()), StructField("event_time", LongType(), False),
-    StructField("task", IntegerType(), False),
+    StructField("task", IntegerType(), False), StructField(PACK, BinaryType()),
 ])
 SHARD_KEY_SCHEMA = StructType([StructField("shard", BinaryType(), False)])
 SHARD_VALUE_SCHEMA = StructType([StructField("entries", BinaryType(), False)])
@@ -58,6 +71,12 @@ class TaskProcessor(StatefulProcessor):
         self.meta = handle.getValueState(META, META_SCHEMA)
 
     def handleInputRows(self, key, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
+        # the batch's objects are gone when _batch returns: the collector, back on, finds none to walk
+        with collector_paused():
+            frame = self._batch(int(key[0]), rows)
+        yield frame
+
+    def _batch(self, task: int, rows: Iterator[pd.DataFrame]) -> pd.DataFrame:
         records: list[Record] = []
         for frame in rows:  # Arrow batches as pandas: whole columns to Python lists at once
             columns = [frame[c].tolist() for c in ("key", "value", "event_time", "side", "number",
@@ -79,8 +98,9 @@ class TaskProcessor(StatefulProcessor):
         for store in stores.values():
             store.write_back()
         self._save_meta(state.stream_time, state.sequence, directories)
-        yield _frame(emitted, int(key[0]))
+        return _frame(emitted, task)
 
+    @collector_paused()
     def handleInitialState(self, key, initialState: pd.DataFrame, timerValues) -> None:
         """A restore (the first batch of a new checkpoint): the task's changelog entries back in
         its stores. Stream time is the newest of their timestamps, as each update carries the
@@ -127,8 +147,8 @@ class TaskProcessor(StatefulProcessor):
 
 
 def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
-    """The emitted records as OUTPUT_SCHEMA's frame, its columns given as numpy arrays: from
-    lists, pandas looks at every object to infer a type (the frame took three times as long)."""
+    """The emitted records as OUTPUT_SCHEMA's frame of packed rows (kstool.engine.output_packs),
+    its columns given as numpy arrays: from lists, pandas looks at every object to infer a type."""
     import pandas as pd
 
     def objects(values: list) -> np.ndarray:
@@ -136,11 +156,12 @@ def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
         column[:] = values
         return column
 
-    n = len(emitted)
-    return pd.DataFrame({"role": objects([e.role for e in emitted]), "key": objects([e.key for e in emitted]),
-                         "value": objects([e.value for e in emitted]),
-                         "event_time": np.fromiter((e.timestamp for e in emitted), np.int64, n),
-                         "task": np.full(n, task, np.int64)}, columns=OUTPUT_SCHEMA.fieldNames())
+    packs = pack_records([e.role for e in emitted], [e.key for e in emitted], [e.value for e in emitted],
+                         np.fromiter((e.timestamp for e in emitted), np.int64, len(emitted)))
+    n = len(packs)
+    return pd.DataFrame({"role": objects([PACKED] * n), "key": objects([None] * n), "value": objects([None] * n),
+                         "event_time": np.zeros(n, np.int64), "task": np.full(n, task, np.int64), PACK: objects(packs)},
+                        columns=OUTPUT_SCHEMA.fieldNames())
 
 
 def _add_partials(records: list[Record], frame: pd.DataFrame) -> None:
