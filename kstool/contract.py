@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 OUTPUT = "output"
 LATE = "late"  # a record dropped because its windows had closed (counted; written to --late-topic)
 # A per-task topology's updates cross to the sink packed: a row of role PACKED holds many
-# records in its PACK column, and the sink unpacks it (kstool.engine.output_packs).
+# records in its PACK column, and the sink unpacks it (kstool.engine.packs).
 PACKED = "packed"
 PACK = "pack"
 # The source's column that marks a store entry read back from a changelog (a restore's first

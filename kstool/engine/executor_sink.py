@@ -20,7 +20,7 @@ from kstool.config import ClientConfig
 from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
-from kstool.engine.output_packs import unpacked
+from kstool.engine.packs import unpacked
 from kstool.engine.sink import BatchReport, KafkaSink, late_rows, tally, target_rows
 from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients

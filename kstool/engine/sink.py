@@ -17,7 +17,7 @@ from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import batch_end_offsets
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
-from kstool.engine.output_packs import unpacked
+from kstool.engine.packs import unpacked
 from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError

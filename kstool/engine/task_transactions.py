@@ -25,7 +25,7 @@ from kstool.config import ClientConfig
 from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
-from kstool.engine.output_packs import unpacked
+from kstool.engine.packs import unpacked
 from kstool.engine.sink import BatchReport, TransactionalSink, commit_once, late_rows, tally
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError

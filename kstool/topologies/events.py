@@ -60,7 +60,7 @@ def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
 
 def encode(emitted):
     """The processors' emitted records (kstool.topologies.tasks.OUTPUT_SCHEMA) as the sink reads
-    them: packed (kstool.engine.output_packs), unpacked where the sink writes."""
+    them: packed (kstool.engine.packs), unpacked where the sink writes."""
     from pyspark.sql import functions as F
 
     return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"), "task",

@@ -21,7 +21,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.contract import PACK, PACKED, owner_suffixes
-from kstool.engine.output_packs import pack_records
+from kstool.engine.packs import pack_records
 from kstool.streams.task import (
     NO_TIME,
     Emitted,
@@ -147,7 +147,7 @@ class TaskProcessor(StatefulProcessor):
 
 
 def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
-    """The emitted records as OUTPUT_SCHEMA's frame of packed rows (kstool.engine.output_packs),
+    """The emitted records as OUTPUT_SCHEMA's frame of packed rows (kstool.engine.packs),
     its columns given as numpy arrays: from lists, pandas looks at every object to infer a type."""
     import pandas as pd
 

@@ -7,15 +7,12 @@ whatever the processor does); a pack is one row. For processors that need every 
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kstool.contract import PARTIAL
+from kstool.engine.packs import PACK_BYTES, ipc, pieces
 
-# about a pack's keys and values (Spark moves a pack as one row): a pack ends where their running
-# total passes a multiple of it, so it holds less than this plus its first record
-PACK_BYTES = 4 << 20
 PACK_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
                          ("offset", pa.int64())])
 
@@ -38,13 +35,10 @@ class RecordPacker:
         taken = pa.record_batch([batch.column("key").filter(takes), batch.column("value").filter(takes),
                                  stamps.filter(takes), batch.column("offset").filter(takes)], schema=PACK_SCHEMA)
         kept = batch.filter(pc.invert(takes))
-        sizes = sum(np.asarray(pc.fill_null(pc.binary_length(taken.column(c)), 0), np.int64) for c in ("key", "value"))
-        ends = np.flatnonzero(np.diff(np.cumsum(sizes) // self.pack_bytes, prepend=0)).tolist()
-        bounds = [0, *(end for end in ends if end), taken.num_rows]
-        pieces = [taken.slice(start, end - start) for start, end in zip(bounds, bounds[1:]) if end > start]
+        cut = pieces(taken, self.pack_bytes)
         # each row's own time and offset: its newest record's time (a valid one), its last offset
-        return kept, _packs([pc.max(piece.column("timestamp")).as_py() for piece in pieces],
-                            [piece.column("offset")[-1].as_py() for piece in pieces], [_ipc(piece) for piece in pieces])
+        return kept, _packs([pc.max(piece.column("timestamp")).as_py() for piece in cut],
+                            [piece.column("offset")[-1].as_py() for piece in cut], [ipc(piece) for piece in cut])
 
     @staticmethod
     def merge(tables: list[pa.Table]) -> pa.Table:
@@ -56,13 +50,6 @@ def _packs(stamps_ms: list[int], offsets: list[int], packs: list[bytes]) -> pa.T
     return pa.table({"key": pa.nulls(len(packs), pa.binary()),
                      "timestamp": pa.array([t * 1000 for t in stamps_ms], pa.timestamp("us", tz="UTC")),
                      "offset": pa.array(offsets, pa.int64()), PARTIAL: partial})
-
-
-def _ipc(records: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, PACK_SCHEMA) as writer:
-        writer.write_batch(records)
-    return sink.getvalue().to_pybytes()
 
 
 def unpack(pack: bytes) -> tuple[list, list, list, list]:

@@ -1,5 +1,5 @@
 """A task's emitted records packed into a few rows (kstool.topologies.tasks._frame,
-kstool.engine.output_packs) reach the sink's targets as the same records, in the same order, as
+kstool.engine.packs) reach the sink's targets as the same records, in the same order, as
 when every record crossed as a row of its own (the oracle, built here). No Kafka or Spark: the
 Spark tests of every per-task topology write through the packs."""
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import LATE, OUTPUT, PACKED, SinkTarget
-from kstool.engine import output_packs
-from kstool.engine.output_packs import unpacked
+from kstool.engine import packs
+from kstool.engine.packs import unpacked
 from kstool.engine.sink import late_rows, target_rows
 from kstool.streams.task import Emitted
 from kstool.topologies.tasks import _frame
@@ -46,7 +46,7 @@ def _row_per_record(records: list[Emitted], task: int) -> pa.Table:
 @given(emitted, st.sampled_from([1, 40, 4 << 20]), st.integers(0, 7))
 def test_packed_records_reach_each_target_as_rows_of_their_own_would(records, pack_bytes, task):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(output_packs, "PACK_BYTES", pack_bytes)
+        patch.setattr(packs, "PACK_BYTES", pack_bytes)
         frame = _frame(records, task)
     packed, oracle = unpacked(_as_the_sink_reads(frame)), unpacked(_row_per_record(records, task))
     assert list(target_rows(packed, TARGETS)) == list(target_rows(oracle, TARGETS))
