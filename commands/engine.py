@@ -31,7 +31,8 @@ def engine():
               metavar="SECONDS", help="How long to wait for the engine's Spark session.")
 @click.option("--idle-timeout", metavar="DURATION",
               help=f"Stop after this long with nothing to run; 0: never [default: ${IDLE_ENV}, else 30m].")
-@click.option("--driver-memory", metavar="SIZE", help="The engine's JVM heap, e.g. 4g [default: Spark's 1g].")
+@click.option("--driver-memory", metavar="SIZE",
+              help="The engine's JVM heap, e.g. 4g [default: a quarter of the machine's memory, 1g to 4g].")
 @click.option("--max-parked", type=click.IntRange(min=0), default=DEFAULT_MAX_PARKED, show_default=True,
               help="Apps whose query the engine keeps between --once runs; past it the least recently used stops.")
 def start(master: str, start_timeout: float, idle_timeout: str | None, driver_memory: str | None,

@@ -49,6 +49,8 @@ def _engine_log() -> str:
 def test_status_socket_is_private_and_one_engine_per_home(engine):
     assert engine["running"] and engine["pid"] > 0 and engine["runs"] == []
     assert engine["jvm_heap_used_bytes"] > 0 and engine["jvm_heap_max_bytes"] >= engine["jvm_heap_used_bytes"]
+    if os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 8 * 2**30:  # more than Spark's 1g: 2g and up
+        assert engine["jvm_heap_max_bytes"] > 1.5 * 2**30
     sock = Path(engine["socket"])
     assert stat.S_ISSOCK(sock.stat().st_mode)
     assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700

@@ -28,13 +28,24 @@ DEFAULT_IDLE_MS = 30 * 60_000
 DEFAULT_MAX_PARKED = 8
 
 
+def default_heap() -> str:
+    """A quarter of the machine's memory, 1g to 4g: the engine keeps queries parked, and eight
+    parked joins of 1M keys a table held ~1.3 GB of heap; with Spark's 1g the ninth such run
+    failed (Java heap space). A JVM takes its heap as it needs it, not at start."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system that tells
+        return "1g"
+    return f"{max(1, min(4, total // 4 // 2**30))}g"
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """What an engine is started with (`kstool engine start`, or a command that starts one)."""
 
     master: str = SparkOptions.master
     idle_timeout_ms: int = DEFAULT_IDLE_MS
-    driver_memory: str | None = None  # the JVM heap (Spark's spark.driver.memory); None: Spark's 1g
+    driver_memory: str | None = None  # the JVM heap (Spark's spark.driver.memory); None: default_heap()
     max_parked: int = DEFAULT_MAX_PARKED
 
     @classmethod
@@ -43,9 +54,8 @@ class EngineSettings:
 
     def arguments(self) -> list[str]:
         """The engine process's command line (kstool.engine.daemon.server)."""
-        memory = ["--driver-memory", self.driver_memory] if self.driver_memory else []
         return ["--master", self.master, "--idle-timeout-ms", str(self.idle_timeout_ms),
-                "--max-parked", str(self.max_parked), *memory]
+                "--max-parked", str(self.max_parked), "--driver-memory", self.driver_memory or default_heap()]
 
     def idle_text(self) -> str:
         return str(format_duration(self.idle_timeout_ms)) if self.idle_timeout_ms else "never"
