@@ -52,16 +52,15 @@ def unpacked(table: pa.Table) -> pa.Table:
     rows = table.drop_columns([PACK])
     if packs.null_count == len(packs):
         return rows
-    pieces = []
+    parts = []
     for row, pack in enumerate(packs.to_pylist()):
         if pack is None:
-            pieces.append(rows.slice(row, 1))
+            parts.append(rows.slice(row, 1))
             continue
         records = pa.ipc.open_stream(pack).read_all()
-        n = records.num_rows
         times = pc.multiply(records.column("event_time"), 1000).cast(pa.timestamp("us", tz="UTC"))
-        task = pa.repeat(rows.column("task")[row], n).cast(rows.schema.field("task").type)
-        pieces.append(pa.table({"role": records.column("role"), "key": records.column("key"),
-                                "value": records.column("value"), "timestamp": times.cast(rows.schema.field("timestamp").type),
-                                "task": task}).select(rows.column_names).cast(rows.schema))
-    return pa.concat_tables(pieces)
+        parts.append(pa.table({"role": records.column("role"), "key": records.column("key"),
+                               "value": records.column("value"), "timestamp": times,
+                               "task": pa.repeat(rows.column("task")[row], records.num_rows)})
+                     .select(rows.column_names).cast(rows.schema))
+    return pa.concat_tables(parts)
