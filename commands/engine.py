@@ -10,6 +10,7 @@ from kstool.engine.daemon.protocol import (
     DEFAULT_MAX_PARKED,
     IDLE_ENV,
     EngineSettings,
+    checked_heap,
     idle_timeout_from_env,
     parse_idle_timeout,
 )
@@ -39,7 +40,8 @@ def start(master: str, start_timeout: float, idle_timeout: str | None, driver_me
           max_parked: int) -> None:
     """Start the engine in the background; prints its pid once it serves."""
     idle_ms = idle_timeout_from_env() if idle_timeout is None else parse_idle_timeout(idle_timeout)
-    state = client.start(EngineSettings(master, idle_ms, driver_memory, max_parked), start_timeout)
+    heap = checked_heap(driver_memory) if driver_memory is not None else None
+    state = client.start(EngineSettings(master, idle_ms, heap, max_parked), start_timeout)
     info(f"engine started (pid {state['pid']}, master {state['master']}); log: {state['log']}")
     click.echo(state["pid"])
 

@@ -10,6 +10,11 @@ class SourceProcessDiedError(QueryFailedError):
     ended without a word: a crash of the process, not an error of the run."""
 
 
+class HeapExhaustedError(QueryFailedError):
+    """Spark's JVM ran out of heap during the run (its log says so; the query's own error
+    shows only what that did to a Python worker)."""
+
+
 class DataLossError(KstoolError):
     pass
 

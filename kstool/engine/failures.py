@@ -5,9 +5,12 @@ RuntimeError with a marker at the start of its message; Spark wraps it in JVM tr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from kstool.application.exceptions import StateMissingError
-from kstool.engine.exceptions import DataLossError, QueryFailedError, SourceProcessDiedError
+from kstool.engine.exceptions import DataLossError, HeapExhaustedError, QueryFailedError, SourceProcessDiedError
 
 DATA_LOSS = "kstool-data-loss:"  # input offsets lost to retention or a recreated topic
 BAD_RECORD = "kstool-bad-record:"  # --on-error fail met a record it cannot process
@@ -73,3 +76,44 @@ def translate(text: str, app_id: str) -> Exception:
     lines = [line.strip().lstrip(": ") for line in text.splitlines()
              if re.match(r"\s*(: )?[\w.]+(Error|Exception): ", line)]
     return QueryFailedError(f"streaming query failed: {(lines[-1] if lines else text.splitlines()[0])[:500]}")
+
+
+# how the JVM's log tells it ran out of heap (a thread's uncaught error, a task's failure)
+HEAP_EXHAUSTED = b"java.lang.OutOfMemoryError: Java heap space"
+
+
+@contextmanager
+def heap_named(log: Path, remedy: Callable[[], str]) -> Iterator[None]:
+    """A query that fails while its JVM runs out of heap says so, with `remedy`. The query's
+    own error tells only what that did to a Python worker (e.g. the state server it was
+    talking to died: "An exception was thrown from the Python worker"), so the JVM's log,
+    from where it stood when the block began, is read for it."""
+    start = _size(log)
+    try:
+        yield
+    except QueryFailedError as failure:
+        if type(failure) is not QueryFailedError or not _written_since(log, start, HEAP_EXHAUSTED):
+            raise
+        raise HeapExhaustedError(f"Spark's JVM ran out of heap (java.lang.OutOfMemoryError: Java heap space; "
+                                 f"its log: {log}). {remedy()}") from None
+
+
+def _size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except OSError:  # not written yet
+        return 0
+
+
+def _written_since(log: Path, start: int, text: bytes, chunk: int = 1 << 20) -> bool:
+    try:
+        with log.open("rb") as lines:
+            lines.seek(start)
+            tail = b""
+            while block := lines.read(chunk):
+                if text in tail + block:
+                    return True
+                tail = block[-len(text):]
+    except OSError:
+        pass
+    return False

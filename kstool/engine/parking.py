@@ -112,11 +112,13 @@ class ParkedQueries:
         with self._lock:
             return sorted(str(app) for app in self._by_app)
 
-    def stop_all(self) -> None:
+    def stop_all(self) -> int:
+        """Stop every parked query; how many there were."""
         with self._lock:
             parked, self._by_app = list(self._by_app.values()), {}
         for each in parked:
             each.stop()
+        return len(parked)
 
 
 _engine_queries: ParkedQueries | None = None

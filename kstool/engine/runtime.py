@@ -10,7 +10,9 @@ shows what did complete.
 
 from __future__ import annotations
 
+import math
 import time
+from pathlib import Path
 
 from kstool.application.metrics import MetricsLog
 from kstool.application.model import RUN, RUN_PARKED, AppLock, AppPaths, save_manifest
@@ -18,6 +20,7 @@ from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import committed_offsets, last_committed_batch
 from kstool.contract import Topology, value_schema_format
 from kstool.engine.exceptions import SourceProcessDiedError
+from kstool.engine.failures import heap_named
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
 from kstool.engine.progress import Progress, Recorded, Silent
@@ -68,7 +71,8 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
     while True:
         sink = make_sink(clients, topology, plan)
         try:
-            run_query(clients, topology, plan, sink, summary, progress)
+            with heap_named(_jvm_log(plan), lambda: _more_heap(plan)):
+                run_query(clients, topology, plan, sink, summary, progress)
             return
         except SourceProcessDiedError as died:
             last_batch = last_committed_batch(plan.checkpoint)
@@ -84,6 +88,26 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
             sink.drop_writer()  # its producer may be unknown to the broker that comes back
             clients.drop_admin()
             outage.wait(clients, reason, last_committed_batch(plan.checkpoint), progress.message)
+
+
+def _jvm_log(plan: RunPlan) -> Path:
+    """Where the run's JVM writes: the engine's log, or the app's (its JVM is not started yet)."""
+    from kstool.engine.session import jvm_log
+
+    return jvm_log() or plan.paths.spark_log
+
+
+def _more_heap(plan: RunPlan) -> str:
+    """What to do when the JVM ran out of heap; the engine first lets go of its parked queries,
+    whose state and Python processes hold heap that the next run needs."""
+    from kstool.engine.session import jvm_heap_bytes
+
+    size = f"{max(1, math.ceil(2 * jvm_heap_bytes() / 2**30))}g"
+    if plan.parked_queries is None:
+        return f"To give it more, run again with --conf spark.driver.memory={size}"
+    released = plan.parked_queries.stop_all()
+    return ((f"The engine let go of its {released} parked app(s). " if released else "")
+            + f"To give it more heap: `kstool engine stop`, then `kstool engine start --driver-memory {size}`")
 
 
 def _commit_group_offsets(clients: KafkaClients, plan: RunPlan, summary: RunSummary) -> None:

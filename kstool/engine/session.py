@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from kstool.engine.java import require_java
 from kstool.engine.jvm_reaper import reap_at_exit
@@ -17,6 +17,7 @@ from kstool.engine.spark_home import spark_home, spark_home_for
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+_jvm_log: Path | None = None  # the file this process's JVM writes its output to, when kstool started it
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
@@ -76,6 +77,7 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     process (tests share one), in which case a new session on it gets this run's SQL settings
     and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
     (or is dropped): operators read kstool's lines; --debug shows everything."""
+    global _jvm_log
     java_major = require_java()
     # Python workers must run this interpreter, or they will not find confluent-kafka
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -105,6 +107,7 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
             # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
             # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
             # when kstool does: it watches its stdin pipe. It holds its scratch folder's lock too.
+            _jvm_log = log_file
             with open(log_file or os.devnull, "ab") as sink, spark_home(home):
                 gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink, "start_new_session": True,
                                                              "pass_fds": (cast(ScratchDir, scratch).lock_fd,)})
@@ -134,6 +137,19 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):  # a shared session has it already
             raise
     return spark, owned
+
+
+def jvm_log() -> Path | None:
+    """The file this process's JVM writes its output to (None: nowhere kstool reads)."""
+    return _jvm_log
+
+
+def jvm_heap_bytes() -> int:
+    """The most heap this process's JVM may take (-Xmx)."""
+    from pyspark import SparkContext
+
+    jvm = cast(Any, cast(SparkContext, SparkContext._active_spark_context)._jvm)
+    return jvm.java.lang.Runtime.getRuntime().maxMemory()
 
 
 def start_local_spark() -> object:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kstool.engine.daemon.protocol import checked_heap
 from tests.conftest import KSTOOL, cli, cli_subprocess
 from tests.faults import descendants
 from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all, wait_until
@@ -392,3 +393,25 @@ def test_an_engine_killed_under_a_waiting_client_fails_it_and_the_next_run_start
     assert "started the warm engine" in rerun.stderr and _status()["pid"] != killed
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
     assert counts == dict(oracle(WORDS))
+
+
+@pytest.mark.parametrize("size, says", [
+    # Spark's UnifiedMemoryManager.getMaxMemory refuses a driver heap under 1.5 x its 300 MiB
+    # reserve (INVALID_DRIVER_MEMORY.SYSTEM_MEMORY: "System memory 314572800 must be at least
+    # 471859200", seen with 300m)
+    ("300m", "--driver-memory 300m: too small, Spark's driver needs at least 480m"),
+    ("100000k", "--driver-memory 100000k: too small, Spark's driver needs at least 480m"),
+    ("4x", "--driver-memory '4x': not a size (e.g. 4g or 512m)"),
+    # Spark's launcher passes the size on as -Xmx<size>: without a unit the JVM reads bytes
+    ("2048", "--driver-memory '2048': not a size (e.g. 4g or 512m)"),
+])
+def test_a_heap_spark_would_refuse_is_refused_before_an_engine_starts(size, says, tmp_path, monkeypatch):
+    monkeypatch.setenv("KSTOOL_HOME", str(tmp_path))
+    result = cli("engine", "start", "--driver-memory", size)
+    assert (result.exit_code, result.stderr.strip()) == (2, f"kstool: error: {says}")
+    assert not _status()["running"]
+
+
+@pytest.mark.parametrize("size", ["480m", "1g", "4G", "1048576k"])
+def test_a_heap_spark_takes_is_passed_on_as_given(size):
+    assert checked_heap(size) == size

@@ -35,7 +35,8 @@ def _run_dying(monkeypatch, tmp_path, batches_between_deaths: list[int]) -> tupl
     monkeypatch.setattr(runtime, "run_query", run_query)
     monkeypatch.setattr(runtime, "make_sink", lambda *_args: None)
     plan = SimpleNamespace(options=SimpleNamespace(broker_timeout_s=1.0),
-                           checkpoint=LocalCheckpoint(tmp_path.as_uri(), tmp_path))
+                           checkpoint=LocalCheckpoint(tmp_path.as_uri(), tmp_path),
+                           paths=SimpleNamespace(spark_log=tmp_path / "spark.log"))
     messages = _Messages()
     runtime._run_through_outages(None, None, plan, RunSummary("app"), messages)  # type: ignore[arg-type]
     return messages, starts

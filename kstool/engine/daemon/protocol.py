@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import socket
 import struct
 from dataclasses import dataclass
@@ -37,6 +38,23 @@ def default_heap() -> str:
     except (ValueError, OSError, AttributeError):  # not a POSIX system that tells
         return "1g"
     return f"{max(1, min(4, total // 4 // 2**30))}g"
+
+
+# Spark refuses a driver whose heap is below 450 MiB (INVALID_DRIVER_MEMORY.SYSTEM_MEMORY); a JVM
+# may see a little less heap than it was given
+MIN_HEAP_MIB = 480
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def checked_heap(size: str) -> str:
+    """A heap size Spark's driver can start with. Spark's launcher passes it on as -Xmx<size>,
+    so it takes the JVM's form (4g, 512m): a number alone would be bytes there."""
+    found = re.fullmatch(r"(\d+)([kmgt])", size.strip().lower())
+    if found is None:
+        raise UsageError(f"--driver-memory {size!r}: not a size (e.g. 4g or 512m)")
+    if int(found.group(1)) * _UNITS[found.group(2)] < MIN_HEAP_MIB << 20:
+        raise UsageError(f"--driver-memory {size}: too small, Spark's driver needs at least {MIN_HEAP_MIB}m")
+    return size.strip()
 
 
 @dataclass(frozen=True)
