@@ -352,16 +352,18 @@ def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], in
 
 
 def _cap(start: dict, end: dict, budget: int) -> dict:
-    """Split a record budget across partitions in proportion to what each has available."""
+    """Split a record budget across partitions in proportion to what each has available, all
+    of it: what rounding down leaves goes to the largest remainders (else a backlog of two
+    budgets took a third batch of a few records, ~1 s). A partition with records gets one at least."""
     available = {tp: end[tp] - start.get(tp, 0) for tp in end}
     total = sum(available.values())
     if total <= budget:
         return end
-    capped = {}
-    for tp, n in available.items():
-        share = max(1, budget * n // total) if n else 0
-        capped[tp] = start.get(tp, 0) + min(n, share)
-    return capped
+    shares = {tp: budget * n // total for tp, n in available.items()}
+    by_remainder = sorted(available, key=lambda tp: budget * available[tp] % total, reverse=True)
+    for tp in by_remainder[:budget - sum(shares.values())]:
+        shares[tp] += 1  # its remainder is not 0: its share stays within what it has
+    return {tp: start.get(tp, 0) + (max(1, share) if available[tp] else 0) for tp, share in shares.items()}
 
 
 class _Columns:

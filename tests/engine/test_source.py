@@ -8,9 +8,18 @@ import pickle
 from datetime import datetime, timezone
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kstool.config import ClientConfig
-from kstool.engine.source import CLIENT_CONFIG_FILE_OPTION, KafkaStreamReader, OffsetRange, read_range, write_client_config
+from kstool.engine.source import (
+    CLIENT_CONFIG_FILE_OPTION,
+    KafkaStreamReader,
+    OffsetRange,
+    _cap,
+    read_range,
+    write_client_config,
+)
 from tests.helpers import create_topic, produce_batched, produce_records
 
 
@@ -50,3 +59,32 @@ def test_a_range_reads_as_its_records_were_written(kafka, topic_name):
         assert row["timestamp"] == datetime.fromtimestamp(record["timestamp"] / 1000, timezone.utc)
         assert row["timestamp_type"] == TIMESTAMP_CREATE_TIME  # librdkafka's numbering
         assert row["headers"] == ([{"key": "h", "value": record["headers"][0][1]}] if record["headers"] else None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5_000)), min_size=1, max_size=8), st.integers(1, 6_000))
+def test_a_batch_budget_is_split_in_proportion_and_used_whole(partitions, budget):
+    start = {("t", p): first for p, (first, _) in enumerate(partitions)}
+    end = {("t", p): first + n for p, (first, n) in enumerate(partitions)}
+    capped = _cap(start, end, budget)
+    taken = {tp: capped[tp] - start[tp] for tp in end}
+    available = {tp: end[tp] - start[tp] for tp in end}
+    total = sum(available.values())
+    assert all(0 <= taken[tp] <= available[tp] for tp in end)
+    if total <= budget:
+        assert taken == available
+        return
+    for tp, n in available.items():  # in proportion, within the rounding; a partition with records gets one
+        assert taken[tp] in {budget * n // total, budget * n // total + 1} or (n and taken[tp] == 1)
+    # the whole budget, unless partitions given their one record at least took more
+    lifted = sum(1 for tp, n in available.items() if n and budget * n // total == 0)
+    assert budget <= sum(taken.values()) <= budget + lifted
+
+
+def test_two_budgets_of_records_take_two_batches():
+    # the join benchmarks' case: 2 x 1M records over four partitions, 1M a batch
+    start = {("l", 0): 0, ("l", 1): 0, ("r", 0): 0, ("r", 1): 0}
+    end = {("l", 0): 500_321, ("l", 1): 499_679, ("r", 0): 499_902, ("r", 1): 500_098}
+    first = _cap(start, end, 1_000_000)
+    assert sum(first.values()) == 1_000_000
+    assert _cap(first, end, 1_000_000) == end
