@@ -23,6 +23,7 @@ from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.failures import heap_named
 from kstool.engine.options import RunOptions, RunSummary
 from kstool.engine.outage import Outage
+from kstool.engine.parking import parked_queries
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.run_plan import RunPlan, may_park, plan_run
 from kstool.engine.streaming_query import make_sink, run_query
@@ -71,7 +72,7 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
     while True:
         sink = make_sink(clients, topology, plan)
         try:
-            with heap_named(_jvm_log(plan), lambda: _more_heap(plan)):
+            with heap_named(_jvm_log(plan), _more_heap):
                 run_query(clients, topology, plan, sink, summary, progress)
             return
         except SourceProcessDiedError as died:
@@ -97,15 +98,16 @@ def _jvm_log(plan: RunPlan) -> Path:
     return jvm_log() or plan.paths.spark_log
 
 
-def _more_heap(plan: RunPlan) -> str:
+def _more_heap() -> str:
     """What to do when the JVM ran out of heap; the engine first lets go of its parked queries,
     whose state and Python processes hold heap that the next run needs."""
     from kstool.engine.session import jvm_heap_bytes
 
     size = f"{max(1, math.ceil(2 * jvm_heap_bytes() / 2**30))}g"
-    if plan.parked_queries is None:
+    engine_queries = parked_queries()  # this process is the engine (a continuous run there too)
+    if engine_queries is None:
         return f"To give it more, run again with --conf spark.driver.memory={size}"
-    released = plan.parked_queries.stop_all()
+    released = engine_queries.stop_all()
     return ((f"The engine let go of its {released} parked app(s). " if released else "")
             + f"To give it more heap: `kstool engine stop`, then `kstool engine start --driver-memory {size}`")
 
