@@ -21,13 +21,13 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from confluent_kafka import Producer
 
 from bench.load import create_topic, keyed_records, load_as_apps_do
+from bench.measure import scratch_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--cron-records", type=int, default=2_000_000)
     parser.add_argument("--skip-quix", action="store_true", help="no cron-style job against Quix Streams")
     options = parser.parse_args()
-    home = tempfile.mkdtemp(prefix="kstool-bench-engine-")
+    home = scratch_dir("kstool-bench-engine-")
     env = {**os.environ, "KSTOOL_HOME": home, "KSTOOL_ENGINE": "on"}
     env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
     started = subprocess.run([*KSTOOL, "broker", "start", "--port", "0"], env=env, capture_output=True,

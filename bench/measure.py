@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -49,9 +51,17 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[index]
 
 
+def scratch_dir(prefix: str) -> str:
+    """A folder of the bench's own (a kstool home, a cluster's), removed when the bench exits:
+    a full run's held ~3 GB of broker logs and checkpoints."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def cold_env(prefix: str = "kstool-bench-") -> dict:
     """The environment of a bench's commands: a private kstool home (its own broker), and every
     run cold, in its own process (no warm engine)."""
-    env = {**os.environ, "KSTOOL_HOME": tempfile.mkdtemp(prefix=prefix), "KSTOOL_ENGINE": "off"}
+    env = {**os.environ, "KSTOOL_HOME": scratch_dir(prefix), "KSTOOL_ENGINE": "off"}
     env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
     return env

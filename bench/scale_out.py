@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from bench.load import create_topic, keyed_records, load
+from bench.measure import scratch_dir
 from tests.cluster import SparkCluster
 
 PARTITIONS = 4
@@ -39,7 +39,7 @@ def scale_out(run_once, env: dict) -> dict:
     """Each job on one worker, then on two (one core each); `run_once` as bench's."""
     runs: dict = {}
     for workers in (1, 2):
-        cluster = SparkCluster(Path(tempfile.mkdtemp(prefix="kstool-bench-cluster-")), None, workers=workers)
+        cluster = SparkCluster(Path(scratch_dir("kstool-bench-cluster-")), None, workers=workers)
         # every executor registered before the first batch, or it starts on the first alone
         conf = ("--conf", f"spark.cores.max={workers}", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1")
         try:

@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from bench.__main__ import kstool, machine, run_once, write_results
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
-from bench.measure import cold_env
+from bench.measure import cold_env, scratch_dir
 
 # topic -> (records, keys, seed); the join topics hold a key per record, placed by Kafka's partitioner
 TOPICS = {"bench-keys-5m": (5_000_000, 10_000, 2), "bench-keys-1m": (1_000_000, 10_000, 3),
@@ -126,7 +125,7 @@ def main() -> None:
 def engine_env(env: dict, bootstrap: str, master: str, engines: list[dict]) -> dict:
     """A side's own kstool home and warm engine (added to `engines`, to be stopped), on the
     bench's broker; the engine is started by a small run over bench-warmup."""
-    home = {**env, "KSTOOL_HOME": tempfile.mkdtemp(prefix="kstool-bench-versus-"),
+    home = {**env, "KSTOOL_HOME": scratch_dir("kstool-bench-versus-"),
             "KSTOOL_BOOTSTRAP_SERVERS": bootstrap, "KSTOOL_ENGINE": "on"}
     engines.append(home)
     run_once(home, "bench-warmup", f"bench-warmup-{Path(home['KSTOOL_HOME']).name}", master)
