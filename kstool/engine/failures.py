@@ -94,8 +94,8 @@ def heap_named(log: Path, remedy: Callable[[], str]) -> Iterator[None]:
     except QueryFailedError as failure:
         if type(failure) is not QueryFailedError or not _written_since(log, start, HEAP_EXHAUSTED):
             raise
-        raise HeapExhaustedError(f"Spark's JVM ran out of heap (java.lang.OutOfMemoryError: Java heap space; "
-                                 f"its log: {log}). {remedy()}") from None
+        raise HeapExhaustedError(f"Spark's JVM ran out of heap ({HEAP_EXHAUSTED.decode()}; its log: {log}). "
+                                 f"{remedy()}") from None
 
 
 def _size(log: Path) -> int:
