@@ -39,7 +39,7 @@ from kstool.checkpoint.logs import FIRST_BATCH_MARKER
 from kstool.config import ClientConfig
 from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
 from kstool.engine.failures import DATA_LOSS, marked
-from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients
+from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, every_bootstrap_refuses
 from kstool.kafka.compaction import kept_by_compaction
 
 SOURCE_NAME = "kstool_kafka"
@@ -63,6 +63,7 @@ ARROW_BATCH_ROWS = 65_536
 # returns them at once, and lets one that gathers many small batches slowly return them (the
 # embedded one answers a fetch empty when its wait runs out first: a 50 ms wait stalled reads).
 RANGE_READ_SETTINGS = {**BULK_READ_SETTINGS, "fetch.wait.max.ms": 500}
+REFUSED_CHECK_AFTER_S = 3.0  # a read that has stalled this long asks whether the broker is gone
 
 SCHEMA = StructType([
     StructField("key", BinaryType()),
@@ -408,6 +409,17 @@ class _Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
+def _fail_if_stalled(config: ClientConfig, rng: OffsetRange, position: int, stalled_s: float,
+                     stall_limit: float) -> None:
+    """A lost broker must fail the batch, not hang it (the run's outage handling takes over):
+    at once when nothing listens at the bootstrap addresses, else after `stall_limit`."""
+    where = f"no records from {rng.topic}:{rng.partition} at offset {position}"
+    if stalled_s > REFUSED_CHECK_AFTER_S and every_bootstrap_refuses(config):
+        raise RuntimeError(f"{where}: connection refused at {config.bootstrap_servers}")
+    if stalled_s > stall_limit:
+        raise RuntimeError(f"{where} for {stall_limit:.0f}s (expected up to {rng.end - 1})")
+
+
 def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes | None], str | None] | None = None):
     """Yield Arrow record batches of the records in [start, end) of one partition; to_json
     decodes values with a schema into the VALUE_JSON column."""
@@ -427,10 +439,8 @@ def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes 
                 moved = _position(consumer, rng)
                 if moved > position:
                     position, last_progress = moved, time.monotonic()
-                elif time.monotonic() - last_progress > stall_limit:
-                    raise RuntimeError(  # a lost broker must fail the batch, not hang it
-                        f"no records from {rng.topic}:{rng.partition} at offset {position} "
-                        f"for {stall_limit:.0f}s (expected up to {rng.end - 1})")
+                else:
+                    _fail_if_stalled(config, rng, position, time.monotonic() - last_progress, stall_limit)
                 continue
             last_progress = time.monotonic()
             for msg in batch:

@@ -80,6 +80,25 @@ class ClientErrors:
             self.broker_losses += 1
 
 
+def every_bootstrap_refuses(config: ClientConfig) -> bool:
+    """Nothing listens at any bootstrap address: a refused TCP connect is immediate, so this
+    is known now instead of after a client's timeout. Any other outcome (an answer, a silent
+    host) is left to the clients."""
+    try:
+        addresses = config.bootstrap_addresses()
+    except ValueError:
+        return False
+    for address in addresses:
+        try:
+            with socket.create_connection(address, timeout=PROBE_TIMEOUT_S):
+                return False
+        except ConnectionRefusedError:
+            continue
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class KafkaClients:
     """The Kafka clients of one command; collaborators get this rather than raw configs."""
@@ -111,22 +130,10 @@ class KafkaClients:
         return self._admin
 
     def _fail_if_every_bootstrap_refuses(self) -> None:
-        """Nothing listens at any bootstrap address (a refused TCP connect is immediate): say so
-        now instead of waiting out the timeout. Any other outcome is left to the client."""
-        try:
-            addresses = self.config.bootstrap_addresses()
-        except ValueError:
-            return
-        for address in addresses:
-            try:
-                with socket.create_connection(address, timeout=PROBE_TIMEOUT_S):
-                    return
-            except ConnectionRefusedError:
-                continue
-            except OSError:
-                return
-        raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: connection refused "
-                                     "(no broker listens there; `kstool broker start` starts the embedded one)")
+        if every_bootstrap_refuses(self.config):
+            raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: connection "
+                                         "refused (no broker listens there; `kstool broker start` starts the "
+                                         "embedded one)")
 
     def drop_admin(self) -> None:
         """After an outage: an admin client that lived through it may keep a group coordinator

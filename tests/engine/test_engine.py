@@ -170,14 +170,15 @@ def test_the_engine_keeps_an_apps_query_between_runs_and_gives_it_up_for_other_u
 
 def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_name):
     create_topic(kafka, topic_name, 2)
-    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[:10]])
+    words = WORDS[:110]
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in words[:10]])
     app = topic_name + "-app"
     args = ["run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app,
             "--max-records-per-batch", "10", "--once"]
     first = cli(*args)
     assert first.exit_code == 0 and _parked(app)
     # enough batches that the signal, sent once the first is out, lands before the last
-    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS[10:]])  # 39 batches
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in words[10:]])  # 10 batches
     client = subprocess.Popen([*KSTOOL, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(client.stderr), daemon=True)
@@ -195,15 +196,15 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     stderr = "".join(lines)
     assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
     batches = int(stderr.strip().splitlines()[-1].split(f"kstool: {app}: ")[1].split(" batch")[0])
-    assert 1 <= batches < len(WORDS[10:]) // 10
+    assert 1 <= batches < len(words[10:]) // 10
     assert _parked(app)
     rerun = cli(*args)
     assert rerun.exit_code == 0, rerun.stderr
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
-    assert counts == dict(oracle(WORDS))
+    assert counts == dict(oracle(words))
     said = [int(run.strip().splitlines()[-1].split(" records in")[0].rsplit(" ", 1)[1])
             for run in (first.stderr, stderr, rerun.stderr)]
-    assert sum(said) == len(WORDS), f"the three runs' summaries say {said} records"
+    assert sum(said) == len(words), f"the three runs' summaries say {said} records"
 
 
 def _source_processes(engine_pid: int) -> set[int]:
@@ -219,7 +220,8 @@ def _source_processes(engine_pid: int) -> set[int]:
 def test_a_run_whose_source_process_dies_starts_its_query_again(kafka, engine, topic_name):
     # seen in a full test run: the source process of a parked query died of a segfault mid-run
     create_topic(kafka, topic_name, 2)
-    produce_batched(kafka, topic_name, [(None, line.encode()) for line in WORDS])
+    words = WORDS[:100]  # 10 batches: the kill, after the second, lands before the last
+    produce_batched(kafka, topic_name, [(None, line.encode()) for line in words])
     app = topic_name + "-app"
     before = _source_processes(engine["pid"])
     client = subprocess.Popen([*KSTOOL, "run", "wordcount", "--input", topic_name, "--output", app + "-out",
@@ -240,9 +242,9 @@ def test_a_run_whose_source_process_dies_starts_its_query_again(kafka, engine, t
     assert "the query's Python source process died" in stderr and "starting the query again" in stderr
     # every batch is counted once: the batch in flight at the death ran again under its id
     summary = stderr.strip().splitlines()[-1]
-    assert f" {len(WORDS)} records in" in summary, summary
+    assert f" {len(words)} records in" in summary, summary
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
-    assert counts == dict(oracle(WORDS))
+    assert counts == dict(oracle(words))
 
 
 def test_state_reads_in_the_engine_match_reads_of_their_own(kafka, spark, engine, topic_name):

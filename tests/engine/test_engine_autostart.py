@@ -122,31 +122,28 @@ def test_two_commands_racing_to_start_an_engine_end_with_one(kafka, home, topic_
         assert _counts(kafka, app) == dict(oracle(LINES))
 
 
-def test_with_the_engine_off_a_run_stays_in_its_process(kafka, home, topic_name, monkeypatch):
+def test_with_the_engine_off_a_run_starts_no_engine(kafka, home, topic_name, monkeypatch):
+    """A run whose input is missing fails as it would in an engine, but in its own process: no
+    engine starts for it (runs that work in their own process: the kill tests')."""
     monkeypatch.setenv("KSTOOL_ENGINE", "off")
-    create_topic(kafka, topic_name, 1)
     app = topic_name + "-app"
-    _feed(kafka, topic_name, LINES)
-    run = cli_subprocess(*_wordcount(topic_name, app), timeout=300)
-    assert run.exit_code == 0 and "warm engine" not in run.stderr and "without the engine" not in run.stderr
+    run = cli_subprocess(*_wordcount(topic_name + "-missing", app), timeout=300)
+    assert run.exit_code == 1 and run.stderr == f"kstool: error: topic '{topic_name}-missing' does not exist\n"
     assert _status() == {"running": False} and not (home / "engine" / "engine.log").exists()
-    assert _counts(kafka, app) == dict(oracle(LINES))
 
 
 def test_a_command_of_another_kstool_runs_in_its_own_process_and_says_why_once(kafka, home, topic_name):
-    create_topic(kafka, topic_name, 1)
     app = topic_name + "-app"
-    _feed(kafka, topic_name, LINES)
     assert cli_subprocess("engine", "start", timeout=300).exit_code == 0
     other = ("import sys, kstool\nkstool.__version__ = '0.0.0-other'\n"
              "from kstool.commands.main import run\nsys.exit(run(sys.argv[1:]))\n")
-    proc = subprocess.run([sys.executable, "-c", other, *_wordcount(topic_name, app)], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([sys.executable, "-c", other, *_wordcount(topic_name + "-missing", app)],
+                          capture_output=True, text=True, timeout=300)
     refusals = [line for line in proc.stderr.splitlines() if "running without the engine" in line]
-    assert len(refusals) == 1 and "the engine runs kstool" in refusals[0]
+    assert len(refusals) == 1 and "the engine runs kstool" in refusals[0], proc.stderr
+    # the run failed in this process, as a run of its own does: the engine never saw it
+    assert proc.returncode == 1 and proc.stderr.endswith(f"topic '{topic_name}-missing' does not exist\n")
     assert f"{app}: run_app" not in _log(home)
-    assert _counts(kafka, app) == dict(oracle(LINES))
 
 
 class _Query:

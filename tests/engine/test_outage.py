@@ -160,6 +160,7 @@ def test_exactly_once_v2_gives_up_after_the_broker_timeout_naming_the_last_commi
     committed_batches = batches(run.checkpoint / "commits")
     assert code == 1
     assert f"last committed batch: batch {max(committed_batches)}" in run.lines[-1], run.lines[-3:]
+    assert f"cannot reach Kafka at {kafka.bootstrap}: connection refused" in run.lines[-1]  # known at once
     assert len([line for line in run.lines if "Kafka unreachable" in line]) == 2  # the warning, the end
 
     own_broker.start_again(topics, {source: WIDE})

@@ -5,8 +5,10 @@ the executors."""
 from __future__ import annotations
 
 import pickle
+import socket
 from datetime import datetime, timezone
 
+import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,3 +90,13 @@ def test_two_budgets_of_records_take_two_batches():
     first = _cap(start, end, 1_000_000)
     assert sum(first.values()) == 1_000_000
     assert _cap(first, end, 1_000_000) == end
+
+
+def test_a_read_whose_broker_went_away_fails_at_once_saying_so():
+    """A broker that stopped refuses connections: the batch fails within seconds (the run's
+    outage handling takes over) instead of after the stall limit of a minute."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        gone = f"127.0.0.1:{listener.getsockname()[1]}"
+    with pytest.raises(RuntimeError) as failed:
+        list(read_range(ClientConfig(gone, "test"), OffsetRange("lines", 1, 75, 100)))
+    assert str(failed.value) == f"no records from lines:1 at offset 75: connection refused at {gone}"

@@ -8,7 +8,7 @@ import socket
 from confluent_kafka.admin import AdminClient
 
 from kstool.config import ClientConfig
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, every_bootstrap_refuses
 
 
 def test_clients_dropped_are_freed_at_once_not_left_to_the_cyclic_collector():
@@ -35,3 +35,17 @@ def test_clients_dropped_are_freed_at_once_not_left_to_the_cyclic_collector():
             gc.garbage.clear()
             gc.enable()
     assert left == []
+
+
+def _closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        return listener.getsockname()[1]  # nothing listens there once this returns
+
+
+def test_a_broker_that_refuses_connections_is_known_at_once():
+    closed = [f"127.0.0.1:{_closed_port()}" for _ in range(2)]
+    assert every_bootstrap_refuses(ClientConfig(",".join(closed), "test"))
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listening = f"127.0.0.1:{listener.getsockname()[1]}"
+        assert not every_bootstrap_refuses(ClientConfig(listening, "test"))
+        assert not every_bootstrap_refuses(ClientConfig(f"{closed[0]},{listening}", "test"))  # one is enough

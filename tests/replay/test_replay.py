@@ -114,27 +114,27 @@ def test_filter_key(kafka, topic_name):
 
 
 def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka, topic_name):
-    """Killed ten times, each time as soon as it has started writing (the target's log grew),
+    """Killed six times, each time as soon as it has started writing (the target's log grew),
     and rerun: each rerun resumes after its last committed transaction. The committed view
     (Kafka's isolation applied test-side: the embedded broker returns aborted records) holds
     every source record once."""
     source, target = topic_name, topic_name + "-tx"
     create_topic(kafka, source, 2)
     create_topic(kafka, target, 2)
-    values = [str(i).encode() for i in range(20_000)]
+    values = [str(i).encode() for i in range(10_000)]
     produce_values(kafka, source, values)
     # single-record batches: a transaction writes long enough to be killed inside (batched: ms)
     args = [*KSTOOL, "replay", "--from-topic", source, "--to-topic", target, "--transactional",
             "--rate", "2000/s", "-X", "batch.num.messages=1"]
     kills = 0
-    while kills < 10:
+    while kills < 6:
         before = sum(end_offsets(kafka, target).values())
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60  # a hang guard, not a timing check
         while sum(end_offsets(kafka, target).values()) == before and proc.poll() is None:
             assert time.monotonic() < deadline, "the replay wrote nothing"
             time.sleep(0.02)
-        assert proc.poll() is None, "the replay finished before ten kills"
+        assert proc.poll() is None, "the replay finished before six kills"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         kills += 1
