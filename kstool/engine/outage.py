@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from kstool.base.errors import BrokerUnreachableError
-from kstool.kafka.client import KafkaClients, every_bootstrap_refuses
+from kstool.kafka.client import KafkaClients
 
 BACKOFF_S = (1, 2, 4, 8, 15)
 # what librdkafka and kstool's own sink and source say when a broker went away mid-batch
@@ -35,9 +35,8 @@ class Outage:
         unreachable_already = _UNREACHABLE.search(str(failure))
         if unreachable_already:  # asking again would wait out the client timeout a second time
             return unreachable_already.group(0)
-        if every_bootstrap_refuses(clients.config):  # known at once, without the client timeout
-            return f"cannot reach Kafka at {clients.config.bootstrap_servers}: connection refused"
         try:
+            clients.fail_if_every_bootstrap_refuses()  # known at once, without the client timeout
             clients.metadata()
         except BrokerUnreachableError as unreachable:
             return str(unreachable)
@@ -60,10 +59,9 @@ class Outage:
                     f"last committed batch: {committed}; run again to go on from there")
             time.sleep(min(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)], self.timeout_s - waited))
             attempt += 1
-            if every_bootstrap_refuses(clients.config):
-                continue
             left = self.timeout_s - (time.monotonic() - self.since)
             try:  # a probe that cannot answer ends with --broker-timeout, not past it
+                clients.fail_if_every_bootstrap_refuses()
                 clients.metadata(max(1.0, min(clients.timeout, left)))
             except BrokerUnreachableError:
                 continue

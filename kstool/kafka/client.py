@@ -125,11 +125,11 @@ class KafkaClients:
         if self._admin is None:
             if not self._probed:  # the command's first call: later ones (an outage's) wait as asked
                 self._probed = True
-                self._fail_if_every_bootstrap_refuses()
+                self.fail_if_every_bootstrap_refuses()
             self._admin = self._build(AdminClient, self.config.base())
         return self._admin
 
-    def _fail_if_every_bootstrap_refuses(self) -> None:
+    def fail_if_every_bootstrap_refuses(self) -> None:
         if every_bootstrap_refuses(self.config):
             raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: connection "
                                          "refused (no broker listens there; `kstool broker start` starts the "

@@ -5,7 +5,6 @@ the executors."""
 from __future__ import annotations
 
 import pickle
-import socket
 from datetime import datetime, timezone
 
 import pytest
@@ -22,6 +21,7 @@ from kstool.engine.source import (
     read_range,
     write_client_config,
 )
+from tests.cluster import free_ports
 from tests.helpers import create_topic, produce_batched, produce_records
 
 
@@ -95,8 +95,7 @@ def test_two_budgets_of_records_take_two_batches():
 def test_a_read_whose_broker_went_away_fails_at_once_saying_so():
     """A broker that stopped refuses connections: the batch fails within seconds (the run's
     outage handling takes over) instead of after the stall limit of a minute."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        gone = f"127.0.0.1:{listener.getsockname()[1]}"
+    gone = f"127.0.0.1:{free_ports(1)[0]}"
     with pytest.raises(RuntimeError) as failed:
         list(read_range(ClientConfig(gone, "test"), OffsetRange("lines", 1, 75, 100)))
     assert str(failed.value) == f"no records from lines:1 at offset 75: connection refused at {gone}"

@@ -9,6 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from kstool.config import ClientConfig
 from kstool.kafka.client import KafkaClients, every_bootstrap_refuses
+from tests.cluster import free_ports
 
 
 def test_clients_dropped_are_freed_at_once_not_left_to_the_cyclic_collector():
@@ -37,13 +38,8 @@ def test_clients_dropped_are_freed_at_once_not_left_to_the_cyclic_collector():
     assert left == []
 
 
-def _closed_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        return listener.getsockname()[1]  # nothing listens there once this returns
-
-
 def test_a_broker_that_refuses_connections_is_known_at_once():
-    closed = [f"127.0.0.1:{_closed_port()}" for _ in range(2)]
+    closed = [f"127.0.0.1:{port}" for port in free_ports(2)]
     assert every_bootstrap_refuses(ClientConfig(",".join(closed), "test"))
     with socket.create_server(("127.0.0.1", 0)) as listener:
         listening = f"127.0.0.1:{listener.getsockname()[1]}"
