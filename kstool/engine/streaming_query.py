@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Callable
 
+from kstool.checkpoint.location import local_path
 from kstool.checkpoint.logs import last_committed_batch
 from kstool.contract import LATE, PARTIAL, RESTORED, SinkTarget, Topology, combiner_of, value_schema_format
 from kstool.engine import errors_policy, parking
@@ -46,6 +47,7 @@ def make_sink(clients: KafkaClients, topology: Topology, plan: RunPlan) -> Kafka
 
 def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: KafkaSink, summary: RunSummary,
               progress: Progress) -> None:
+    from kstool.engine.session import checkpoint_conf
     from kstool.engine.shuffle import shuffle_partitions_for
     from kstool.engine.source import (
         CLIENT_CONFIG_FILE_OPTION,
@@ -65,6 +67,8 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
         # the checkpoint, so later runs use it whatever is set here)
         options.spark.shuffle_partitions = (shuffle_partitions_for(plan.partitions) if topology.per_task
                                             else plan.partitions)
+    for key, value in checkpoint_conf(local_path(checkpoint.uri) is not None).items():
+        options.spark.conf.setdefault(key, value)  # a --conf given for it wins
     spark = plan.start_spark()
     if options.history_batches:  # read when the query starts: its offsets, commits and state versions
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(options.history_batches))

@@ -30,9 +30,16 @@ _END_READER: dict[str, Any] = {
     "enable.partition.eof": True,
     # the end as ListOffsets(LATEST) means it, open transactions included
     "isolation.level": "read_uncommitted",
-    # an empty fetch at the end must come back at once, not after the 500 ms default wait
-    "fetch.wait.max.ms": 10,
 }
+# (fetch.wait.max.ms, seconds to wait for answers with it; None: until the client timeout).
+# An empty fetch at the end must come back at once, not after the 500 ms default wait. But the
+# embedded broker answers empty, without the high watermark, when finding the offset outlasts
+# the wait: at the end of a log of ~800k records in 50-record batches, written on, a 10 ms
+# wait never got an answer and 20 ms did in 35 ms (bench/README.md, "What mattered"). Partitions
+# still silent are asked again with a longer wait, and a broker that needed one gets it first
+# next time (a run asks for the ends every batch).
+FETCH_WAITS: tuple[tuple[int, float | None], ...] = ((10, 0.5), (100, 2.0), (1000, None))
+_first_wait: dict[str, int] = {}  # bootstrap servers -> the FETCH_WAITS index that answered there last
 
 
 def read_until_answered(clients: "KafkaClients", positions: dict[TP, int],
@@ -41,13 +48,26 @@ def read_until_answered(clients: "KafkaClients", positions: dict[TP, int],
     (and the consumer, for what its fetches learnt) to `answered`, until it says the partition
     has answered or the client timeout runs out. Returns the partitions that never answered."""
     pending = set(positions)
-    if not pending:
-        return pending
-    consumer = clients.consumer(**{**_END_READER, **(settings or {})})
+    deadline = time.monotonic() + clients.timeout
+    broker = clients.config.bootstrap_servers
+    for index in range(_first_wait.get(broker, 0), len(FETCH_WAITS)):
+        if not pending or time.monotonic() >= deadline:
+            break
+        wait_ms, round_s = FETCH_WAITS[index]
+        round_end = deadline if round_s is None else min(deadline, time.monotonic() + round_s)
+        _read_round(clients, {tp: positions[tp] for tp in pending}, pending, answered,
+                    {**_END_READER, "fetch.wait.max.ms": wait_ms, **(settings or {})}, round_end)
+        if not pending:
+            _first_wait[broker] = index
+    return pending
+
+
+def _read_round(clients: "KafkaClients", positions: dict[TP, int], pending: set[TP],
+                answered: Callable[[TP, Any, Consumer], bool], settings: dict[str, Any], until: float) -> None:
+    consumer = clients.consumer(**settings)
     try:
         consumer.assign([TopicPartition(t, p, max(o, 0)) for (t, p), o in positions.items()])
-        deadline = time.monotonic() + clients.timeout
-        while pending and time.monotonic() < deadline:
+        while pending and time.monotonic() < until:
             # consume() waits out its whole timeout unless it fills num_messages: short waits
             # let the loop end as soon as every partition has answered
             for msg in consumer.consume(num_messages=10_000, timeout=0.01):
@@ -65,7 +85,6 @@ def read_until_answered(clients: "KafkaClients", positions: dict[TP, int],
         raise clients.translate(exc) from None
     finally:
         consumer.close()
-    return pending
 
 
 def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]:

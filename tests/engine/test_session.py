@@ -1,5 +1,6 @@
-"""kstool.engine.session's JVM settings: a JVM started for one command compiles with C1 only,
-one that lives long (the engine's, a continuous run's) keeps the JVM's default JIT, C2 included."""
+"""kstool.engine.session's settings: a JVM started for one command compiles with C1 only,
+one that lives long (the engine's, a continuous run's) keeps the JVM's default JIT, C2 included;
+a checkpoint on a local disk is written through Hadoop's FileSystem."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import click
 
 from kstool.commands.context import Globals
 from kstool.commands.run import EngineArgs, build_run_options, engine_options
-from kstool.engine.session import SparkOptions, spark_conf
+from kstool.engine.session import SparkOptions, checkpoint_conf, spark_conf
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"  # HotSpot's flag, as `java -XX:+PrintFlagsFinal` names it
 
@@ -43,3 +44,12 @@ def test_a_once_run_starts_a_one_command_jvm_and_a_continuous_run_a_long_lived_o
     assert not build_run_options(Globals(), "app", True, engine).spark.long_lived
     assert build_run_options(Globals(), "app", False, engine).spark.long_lived
 
+
+
+def test_a_local_checkpoint_is_written_through_hadoops_file_system_and_any_other_through_file_context():
+    # Spark's class names (org.apache.spark.sql.execution.streaming.checkpointing in Spark 4.3);
+    # FileContext's rename is the one that overwrites atomically on HDFS, so only local disks change
+    manager = "spark.sql.streaming.checkpointFileManagerClass"
+    assert checkpoint_conf(True) == {
+        manager: "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"}
+    assert manager not in checkpoint_conf(False)
