@@ -33,7 +33,7 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
                 query.awaitTermination(0.25)
             except Exception:
                 break  # failed: query.exception() below says why
-            for batch_progress in query.recentProgress:
+            for batch_progress in progress_since(query, reported):
                 if ran_a_batch(batch_progress):
                     reported = max(reported, batch_progress["batchId"])
                 account(batch_progress, reports, seen, summary, progress)
@@ -59,6 +59,17 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
         _say_if_interrupted(checkpoint, progress)
     elif failure is not None:
         raise query_failure(failure, summary.app_id)
+
+
+def progress_since(query, last_ran: int) -> list:
+    """The progress reports to look at when batch `last_ran` is the last one seen to run: the
+    latest alone when no batch can have run since, else all that Spark keeps (a backlog's
+    batches can end between two looks). recentProgress makes each kept report JSON at every
+    call: with Spark's 100 kept, ~34 ms (16 ms of the driver's CPU) against 0.3 ms for the last."""
+    latest = query.lastProgress
+    if latest is None:
+        return []
+    return [latest] if latest["batchId"] <= last_ran + 1 else query.recentProgress
 
 
 def ran_a_batch(batch_progress) -> bool:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstool.base.home import write_private_text
 from kstool.checkpoint.logs import last_committed_batch
-from kstool.engine.batches import account, ran_a_batch
+from kstool.engine.batches import account, progress_since, ran_a_batch
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import query_failure
 from kstool.engine.stopping import stop_request
@@ -167,6 +167,7 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
     batches up to the gate's offsets are committed, and any batch they called for after them),
     or a stop request's current batch ends; then shut the gate and park the query again."""
     query, seen = parked.query, set[int]()
+    last_ran = parked.last_batch if parked.last_batch is not None else -1
     done = False
     try:
         with stop_request() as stop:
@@ -179,12 +180,13 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
                     parked.shut_gate()  # the next trigger finds nothing to do
                     summary.stopped_by_signal = True
                     progress.message("stopping after the current batch")
-                for batch_progress in query.recentProgress:
+                for batch_progress in progress_since(query, last_ran):
                     if ran_a_batch(batch_progress):
                         # this run's: no batch runs while the gate is shut, but a trigger begun
                         # just before it opened may still have found it open
                         if parked.last_batch is None or batch_progress["batchId"] > parked.last_batch:
                             account(batch_progress, parked.reports, seen, summary, progress)
+                        last_ran = max(last_ran, batch_progress["batchId"])
                     elif _started_ms(batch_progress) >= opened_ms:
                         done = True
     finally:

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from kstool.checkpoint.location import LocalCheckpoint
-from kstool.engine.batches import watch
+from kstool.engine.batches import progress_since, watch
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.options import RunSummary
 from kstool.engine.stopping import hosted
@@ -35,6 +35,10 @@ class _QueryFailingOnStop:
         self.failure = "[STREAM_FAILED] Query terminated with exception: null" if failed_before_stop else None
         self.recentProgress: list = []
         self.status = {"isTriggerActive": False}
+
+    @property
+    def lastProgress(self):
+        return self.recentProgress[-1] if self.recentProgress else None
 
     def awaitTermination(self, timeout: float) -> bool:
         return not self.isActive
@@ -159,3 +163,33 @@ def test_a_stop_waits_for_the_committed_batch_s_progress_so_every_committed_batc
     last_committed = int(query.committed_at_stop[-1])
     assert messages.batches == list(range(5, last_committed + 1)), "each batch committed in this run, once"
     assert summary.input_records == 20 * len(messages.batches)
+
+
+class _Reports:
+    """Spark's kept progress reports; the reads of them all counted (the costly call)."""
+
+    def __init__(self, reports: list[dict]):
+        self.reports, self.full_reads = reports, 0
+
+    @property
+    def lastProgress(self):
+        return self.reports[-1] if self.reports else None
+
+    @property
+    def recentProgress(self):
+        self.full_reads += 1
+        return self.reports
+
+
+def test_the_latest_report_alone_is_read_unless_batches_can_have_run_since_the_last_one_seen():
+    kept = _Reports([_progress(b, rows=10) for b in range(100)])  # Spark keeps 100
+    assert progress_since(kept, 98) == [kept.reports[-1]] and kept.full_reads == 0
+    # a trigger that ran none reports the id of the batch it would have run
+    idle = _Reports([_progress(4, rows=10), _progress(5, rows=0, ran=False)])
+    assert progress_since(idle, 4) == [idle.reports[-1]] and idle.full_reads == 0
+    # a backlog's batches 97 and 98 ended between two looks: every kept report, theirs among them
+    assert progress_since(kept, 96) == kept.reports and kept.full_reads == 1
+    # the same with the report after them one of a trigger that ran none
+    ended = _Reports([*kept.reports[:99], _progress(99, rows=0, ran=False)])
+    assert progress_since(ended, 97) == ended.reports and ended.full_reads == 1
+    assert progress_since(_Reports([]), -1) == []

@@ -29,6 +29,10 @@ class _ParkedStandIn:
     def __init__(self, progress: list[dict]):
         self.isActive, self.recentProgress = True, progress
 
+    @property
+    def lastProgress(self):
+        return self.recentProgress[-1] if self.recentProgress else None
+
     def awaitTermination(self, timeout: float) -> bool:
         return False
 
