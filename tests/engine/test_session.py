@@ -45,7 +45,6 @@ def test_a_once_run_starts_a_one_command_jvm_and_a_continuous_run_a_long_lived_o
     assert build_run_options(Globals(), "app", False, engine).spark.long_lived
 
 
-
 def test_a_local_checkpoint_is_written_through_hadoops_file_system_and_any_other_through_file_context():
     # Spark's class names (org.apache.spark.sql.execution.streaming.checkpointing in Spark 4.3);
     # FileContext's rename is the one that overwrites atomically on HDFS, so only local disks change
