@@ -24,7 +24,10 @@ from __future__ import annotations
 import heapq
 import struct
 from collections.abc import MutableMapping
+from collections.abc import Set as AbstractSet
 from typing import Iterable, Iterator
+
+import numpy as np
 
 from kstool.base.store_keys import WINDOW_SUFFIX
 from kstool.streams.task import NO_TIME, StoreValue, TaskState
@@ -37,6 +40,7 @@ ENTRY = struct.Struct(">qI")  # time, store key length; then the store key
 MIN_BUCKET_MS = 1000
 # a take that would visit more buckets than this (times the live buckets) reads the index whole
 SCAN_FACTOR = 4
+_NOTHING: frozenset[bytes] = frozenset()
 
 
 def _bytes(entry: StoreValue) -> bytes:
@@ -75,6 +79,22 @@ class TimeIndex:
             heapq.heappush(self.heap, (time, store_key))
         else:
             self.pending.setdefault(bucket, []).append((time, store_key))
+
+    def add_many(self, times: np.ndarray, store_keys: list[bytes]) -> None:
+        """add() of each (time, store key) in order, a run of one bucket at a time."""
+        if not len(times):
+            return
+        self.newest = max(self.newest, int(times.max()))
+        buckets = times // self.bucket_ms
+        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]]).tolist()
+        entries = list(zip(times.tolist(), store_keys))
+        for start, stop in zip(starts, [*starts[1:], len(entries)]):
+            bucket = int(buckets[start])
+            if self.next_bucket is not None and bucket < self.next_bucket:
+                for entry in entries[start:stop]:
+                    heapq.heappush(self.heap, entry)
+            else:
+                self.pending.setdefault(bucket, []).extend(entries[start:stop])
 
     def take(self, before: int) -> list[tuple[int, bytes]]:
         """The entries with time < before, in (time, store key) order, removed from the index."""
@@ -209,11 +229,32 @@ class OwnedKeys:
         shard, entries = owner_entries(key) if owner_entries is not None else (0, self.store)
         owners = self.owners.get(shard)
         if owners is None:
-            owners = self.owners[shard] = {}
-            for store_key in entries:
-                owners.setdefault(store_key[:-WINDOW_SUFFIX], set()).add(store_key)
+            owners = self._group(shard, entries)
         found = self.keys[key] = owners.setdefault(key, set())
         return found
+
+    def get_many(self, keys: list[bytes]) -> list[AbstractSet[bytes]]:
+        """What get() gives each key (read only), the shards of those not asked for yet read at
+        once; a key that owns nothing is not remembered (get() makes it a set to add to)."""
+        owner_shards = getattr(self.store, "owner_shards", None)
+        if owner_shards is None:
+            return [self.get(key) for key in keys]
+        found = self.keys
+        asked = [key for key in keys if key not in found]
+        for key, (shard, entries) in zip(asked, owner_shards(asked)):
+            owners = self.owners.get(shard)
+            if owners is None:
+                owners = self._group(shard, entries)
+            owned = owners.get(key)
+            if owned is not None:
+                found[key] = owned
+        return [found.get(key, _NOTHING) for key in keys]
+
+    def _group(self, shard: int, entries: Iterable[bytes]) -> dict[bytes, set[bytes]]:
+        owners: dict[bytes, set[bytes]] = self.owners.setdefault(shard, {})
+        for store_key in entries:
+            owners.setdefault(store_key[:-WINDOW_SUFFIX], set()).add(store_key)
+        return owners
 
     def add(self, key: bytes, store_key: bytes) -> None:
         self.get(key).add(store_key)

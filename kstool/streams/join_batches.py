@@ -16,13 +16,14 @@ oracle), because:
   and the unmatched store do, and the walk keeps them in order;
 - a late record that waits unmatched takes a seqnum (`_late_key`), numbered here with the
   stored records before any store key is made.
-A batch whose seqnums would meet a stored entry's, or whose keys and times do not fit one int64
-sort key, returns False and goes record by record.
+The batch's stored records are put into their stores before the walk (none is read back in
+it: a record's partners from the batch are its own records). A batch whose seqnums would meet
+a stored entry's, or whose keys and times do not fit one int64 sort key, returns False and goes
+record by record.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -63,13 +64,15 @@ def join_batch(join: "StreamStreamJoin", records: list[Record], state: TaskState
     if len(waiting):  # they take seqnums too: the stored records' move on, and may reorder partners
         batch.number(state.sequence, waiting)
         matches = _matches(join, batch, horizon, indexes)
-    store_keys = batch.store_keys([state.stores[name] for name in join.stores[:2]])
-    if matches is None or store_keys is None:
+    if matches is None:
         return False
+    store_keys = batch.store_keys()
+    if not state.put_all_new(batch.stored_entries(join.stores, store_keys)):
+        return False  # a seqnum meets a stored entry's: the record path takes the next free one
     state.stream_time = int(stream_times[-1])
     _write(join, batch, state, store_keys, matches, stream_times, indexes)
     state.sequence = batch.last_sequence
-    _expire(join, records, state, indexes, store_keys, newest, keep)
+    _expire(join, batch, state, indexes, store_keys, newest, keep)
     return True
 
 
@@ -135,17 +138,19 @@ class _Batch:
         self.waiting_seqs = {} if waiting is None else dict(zip(waiting.tolist(), sequences[np.isin(numbered, waiting)].tolist()))
         self.last_sequence = int(sequences[-1]) if len(numbered) else sequence
 
-    def store_keys(self, stores: list[MutableMapping[bytes, StoreValue]]) -> dict[int, bytes] | None:
-        """Each stored record's window store key (position -> key), or None when a seqnum meets
-        a stored entry's (the record path takes the next free one)."""
-        store_keys = {}
-        for position, seqnum in zip(self.positions.tolist(), self.sequences.tolist()):
+    def store_keys(self) -> dict[int, bytes]:
+        """Each stored record's window store key (position -> key)."""
+        records = self.records
+        return {position: window_store_key(cast(bytes, records[position].key), records[position].timestamp, seqnum)
+                for position, seqnum in zip(self.positions.tolist(), self.sequences.tolist())}
+
+    def stored_entries(self, stores: tuple[str, ...], store_keys: dict[int, bytes]) -> dict[str, list[tuple[bytes, StoreValue]]]:
+        """What each side's window store gets: its stored records."""
+        entries: dict[str, list[tuple[bytes, StoreValue]]] = {stores[LEFT]: [], stores[RIGHT]: []}
+        for position, store_key in store_keys.items():
             record = self.records[position]
-            store_key = window_store_key(cast(bytes, record.key), record.timestamp, seqnum)
-            if store_key in stores[record.side]:
-                return None
-            store_keys[position] = store_key
-        return store_keys
+            entries[stores[record.side]].append((store_key, StoreValue(record.value, record.timestamp)))
+        return entries
 
     def late_and_waiting(self, join: "StreamStreamJoin", matches: list[tuple[int, int, bytes | None]],
                          stream_times: np.ndarray) -> np.ndarray:
@@ -175,8 +180,8 @@ class _Batch:
         # the other side's candidates: its entries from earlier batches for these keys (position
         # -1), and this batch's stored records
         held_keys, held_ids, held_times, held_seqs = [], [], [], []
-        for key, key_id in ids.items():
-            for store_key in other_by_key.get(key):
+        for key_id, owned in enumerate(other_by_key.get_many(list(ids))):  # ids: in key_id order
+            for store_key in owned:
                 _, ts, seqnum = split_window_store_key(store_key)
                 held_keys.append(store_key)
                 held_ids.append(key_id)
@@ -237,8 +242,8 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
             if record.timestamp == stream_times[position]:
                 join._emit_unmatched(state, indexes.unmatched, record.timestamp)
         store_key = store_keys.get(position)
-        if store_key is not None:
-            state.put_new(stores[record.side], store_key, StoreValue(record.value, record.timestamp))
+        if store_key is not None:  # put before the walk: log it in its place
+            state.log_put(stores[record.side], store_key, record.value, record.timestamp)
         elif late[position]:
             state.emit(record.key, record.value, record.timestamp, LATE)
         matched = False
@@ -258,17 +263,17 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
             join.no_partner(state, record, store_key, int(stream_times[position]), indexes.unmatched)
 
 
-def _expire(join: "StreamStreamJoin", records: list[Record], state: TaskState, indexes: "_JoinIndexes",
+def _expire(join: "StreamStreamJoin", batch: _Batch, state: TaskState, indexes: "_JoinIndexes",
             store_keys: dict[int, bytes], newest: dict[int, np.ndarray], keep: int) -> None:
     """The batch's stored records into the expiry indexes, then what each side no longer holds
     out of its store (not logged: a window store's expiry writes no tombstone). The batch is
     done: nothing asks `indexes.by_key` again."""
-    touched = set()
-    for position, store_key in store_keys.items():
-        record = records[position]
-        indexes.expiries[record.side].add(record.timestamp, store_key)
-        touched.add(record.side)
-    for side in touched:
+    stored = batch.positions
+    for side in (LEFT, RIGHT):
+        mine = stored[batch.sides[stored] == side]
+        if not len(mine):
+            continue
+        indexes.expiries[side].add_many(batch.times[mine], [store_keys[position] for position in mine.tolist()])
         expired = indexes.expiries[side].take(int(newest[side][-1]) - keep)
         if expired:
             state.prefetch(join.stores[side], (store_key for _, store_key in expired))

@@ -98,16 +98,40 @@ class TaskState:
         self._touch(store, key)
         self.stores[store][key] = value
         if log:
-            self._log_put(store, key, value)
+            self.log_put(store, key, value.value, value.timestamp)
 
     def put_new(self, store: str, key: bytes, value: StoreValue) -> None:
         """put() of an entry the caller knows the store does not hold (no lookup first)."""
         self.changed.setdefault(store, {}).setdefault(key, False)
         self.stores[store][key] = value
-        self._log_put(store, key, value)
+        self.log_put(store, key, value.value, value.timestamp)
 
-    def _log_put(self, store: str, key: bytes, value: StoreValue) -> None:
-        self._record(Emitted(changelog_role(store), key, value.value, value.timestamp, store, key))
+    def put_all_new(self, entries: dict[str, list[tuple[bytes, StoreValue]]]) -> bool:
+        """put_new() of many entries into several stores at once (a sharded store hashes each
+        key once), without their changelog records: the caller logs them (`log_put`) in its
+        order. False, and nothing put, when a store holds one of the keys already."""
+        placements: dict[str, list[int] | None] = {}
+        for name, items in entries.items():
+            table, keys = self.stores[name], [key for key, _ in items]
+            if isinstance(table, dict):  # a store held whole (tests, the oracle)
+                placements[name] = None if any(key in table for key in keys) else []
+            else:
+                placements[name] = table.placed(keys)  # type: ignore[attr-defined]
+            if placements[name] is None:
+                return False
+        for name, items in entries.items():
+            changed, table = self.changed.setdefault(name, {}), self.stores[name]
+            for key, _ in items:
+                changed.setdefault(key, False)
+            if isinstance(table, dict):
+                table.update(items)
+            else:
+                table.add_placed(placements[name], items)  # type: ignore[attr-defined]
+        return True
+
+    def log_put(self, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
+        """The changelog record of a put (see put_all_new)."""
+        self._record(Emitted(changelog_role(store), key, value, timestamp, store, key))
 
     def delete(self, store: str, key: bytes, timestamp: int, log: bool = True) -> None:
         if key not in self.stores[store]:
@@ -122,16 +146,22 @@ class TaskState:
         self._record(Emitted(role, key, value, timestamp, store, store_key))
 
     def _record(self, emitted: Emitted) -> None:
-        self.record_all((emitted,))
+        if emitted.role in self.cached_roles:
+            self._cache(emitted)
+        else:
+            self.out.append(emitted)
+
+    def _cache(self, emitted: Emitted) -> None:
+        slot = (emitted.role, emitted.key)
+        self.cache.pop(slot, None)  # re-insert: the order is that of the last update
+        self.cache[slot] = emitted
 
     def record_all(self, emitted: Iterable[Emitted]) -> None:
         """Records in order (a processor's batch loop hands over many at once)."""
-        cached, cache, out = self.cached_roles, self.cache, self.out
+        cached, out = self.cached_roles, self.out
         for record in emitted:
             if record.role in cached:
-                slot = (record.role, record.key)
-                cache.pop(slot, None)  # re-insert: the order is that of the last update
-                cache[slot] = record
+                self._cache(record)
             else:
                 out.append(record)
 

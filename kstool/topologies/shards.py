@@ -110,11 +110,16 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
     def owner_entries(self, owner: bytes) -> tuple[int, dict[bytes, StoreValue]]:
         """The shard (number, entries) that holds every entry whose key begins with `owner`
         (a store with a `suffix`; do not change the entries: use the store)."""
+        return self.owner_shards([owner])[0]
+
+    def owner_shards(self, owners: list[bytes]) -> list[tuple[int, dict[bytes, StoreValue]]]:
+        """owner_entries() of each owner, the shards read at once."""
         if not self.directory.suffix:
             raise RuntimeError("a store kept in an older layout: its keys are not sharded by owner")
-        shard = self.directory.owner_shard(owner)
-        self._load({shard})
-        return shard, self.shards[shard]
+        owner_shard = self.directory.owner_shard
+        shards = [owner_shard(owner) for owner in owners]
+        self._load(set(shards))
+        return [(shard, self.shards[shard]) for shard in shards]
 
     def write_back(self) -> None:
         """Persist the shards this batch changed, split first while the store has outgrown them."""
@@ -129,13 +134,34 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
         self.bulk.write_many(writes)
         self.dirty.clear()
 
-    def _grow(self) -> None:
-        """Split shards while the store holds more than SHARD_ENTRIES per shard on average: the
-        directory takes every split first, then the entries of the shards it split go where it
-        now sends them, each hashed once however many splits a batch's growth takes."""
+    def placed(self, keys: list[bytes]) -> list[int] | None:
+        """The shards of keys about to be added (`add_placed`), read in at once, the store grown
+        for them first so that they never move; None when the store holds one of them."""
+        self._grow(len(keys))
+        shard_of = self.directory.shard_of
+        shards = [shard_of(key) for key in keys]
+        self._load(set(shards))
+        held = self.shards
+        if any(key in held[shard] for shard, key in zip(shards, keys)):
+            return None
+        return shards
+
+    def add_placed(self, shards: list[int], entries: Iterable[tuple[bytes, StoreValue]]) -> None:
+        """Add the entries whose keys `placed` gave these shards."""
+        held = self.shards
+        for shard, (key, value) in zip(shards, entries):
+            held[shard][key] = value
+        self.directory.entries += len(shards)
+        self.dirty.update(shards)
+
+    def _grow(self, coming: int = 0) -> None:
+        """Split shards while the store (with `coming` entries more) holds more than
+        SHARD_ENTRIES per shard on average: the directory takes every split first, then the
+        entries of the shards it split go where it now sends them, each hashed once however
+        many splits a batch's growth takes."""
         directory = self.directory
         before, split = directory.shards, set()
-        while directory.entries > directory.shards * SHARD_ENTRIES:
+        while directory.entries + coming > directory.shards * SHARD_ENTRIES:
             split.add(directory.split)
             directory.split += 1
             if directory.split == 1 << directory.level:

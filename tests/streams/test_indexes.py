@@ -5,6 +5,7 @@ in time that make it read the index whole; a KeyIndex keeps each key's set."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,8 @@ from kstool.streams.windows import WindowSpec
 
 operations = st.lists(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(-5, 50)),
                                          st.tuples(st.just("add"), st.integers(0, 5_000)),
+                                         # add_many: a batch's stored records at once
+                                         st.tuples(st.just("add"), st.lists(st.integers(-5, 60), max_size=9)),
                                          st.tuples(st.just("take"), st.integers(-5, 5_100))),
                                max_size=12), max_size=8)
 
@@ -32,7 +35,13 @@ def test_time_index_takes_what_a_sorted_list_would(batches, bucket_ms):
         index = TimeIndex(state, "index", b"T", bucket_ms)
         assert index.newest == newest
         for op, time in batch:
-            if op == "add":
+            if op == "add" and isinstance(time, list):
+                keys = [b"k%d" % (number + 1 + i) for i in range(len(time))]
+                number += len(time)
+                index.add_many(np.array(time, np.int64), keys)
+                model += zip(time, keys)
+                newest = max([newest, *time])
+            elif op == "add":
                 number += 1
                 key = b"k%d" % number
                 index.add(time, key)

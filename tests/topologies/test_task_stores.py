@@ -14,6 +14,7 @@ import pytest
 from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
 from kstool.contract import owner_suffixes
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
+from kstool.streams.indexes import OwnedKeys
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
@@ -220,3 +221,71 @@ def test_a_store_emptied_leaves_no_shard_behind():
 def test_a_shard_round_trips_values_timestamps_and_bookkeeping():
     entries = {b"": StoreValue(None, 0), b"\x00k": StoreValue(b"", -5, "{\"a\": 1}"), b"k": StoreValue(b"v", 2**62)}
     assert {k: StoreValue(v, t, a) for k, v, t, a in decode_shard(encode_shard(entries))} == entries
+
+
+def test_new_entries_put_at_once_land_where_their_keys_hash_and_a_held_key_puts_none(monkeypatch):
+    """TaskState.put_all_new (a stream-stream join's batch) against stores held whole: the
+    sharded store grows for the entries before they go in (shards of 16 here), each in the
+    shard its key hashes to; when one store already holds a key, neither store changes."""
+    monkeypatch.setattr(shards, "SHARD_ENTRIES", 16)
+    held_entry = {b"held": StoreValue(b"x", 1)}
+    maps = {"l": sharded(held_entry), "r": sharded({})}
+    lazy = TaskState({name: store_of(*maps[name]) for name in maps})
+    whole = TaskState({"l": dict(held_entry), "r": {}})
+    new = [(b"k%d" % i, StoreValue(b"v%d" % i, i)) for i in range(500)]
+    for state in (lazy, whole):
+        assert not state.put_all_new({"r": new, "l": [(b"held", StoreValue(b"y", 2))]})
+        assert len(state.stores["r"]) == 0 and state.stores["l"][b"held"] == StoreValue(b"x", 1)
+        assert state.put_all_new({"l": new[:100], "r": new})
+    added = {"l": {key: False for key, _ in new[:100]}, "r": {key: False for key, _ in new}}  # none existed before
+    assert lazy.changed == whole.changed == added
+    for name in ("l", "r"):
+        assert {k: lazy.stores[name][k] for k in lazy.stores[name]} == whole.stores[name]
+        store = cast(ShardedStore, lazy.stores[name])
+        store.write_back()
+        state, directory = maps[name][0], store.directory
+        assert directory.entries == len(whole.stores[name]) <= directory.shards * 16
+        for shard_id, (blob,) in state.data.items():
+            assert all(directory.shard_of(key) == int.from_bytes(shard_id, "big") for key, *_ in decode_shard(blob))
+
+
+def test_many_owners_entries_are_found_with_their_shards_read_at_once():
+    """OwnedKeys.get_many over a store hashed by record key: each owner's entries, as get()
+    finds them in the store held whole, from one read of the shards they are in."""
+    entries = {window_store_key(b"key-%d" % (i % 5_000), i, i): StoreValue(b"v", i) for i in range(50_000)}
+    state, directory = sharded(entries, WINDOW_SUFFIX)
+    owners = [b"key-%d" % i for i in range(0, 5_000, 7)] + [b"absent", b"key-3", b"key-7"]
+    calls = []
+    get_many = state.get_many
+    state.get_many = lambda keys: calls.append(len(keys)) or get_many(keys)  # type: ignore[method-assign]
+    found = OwnedKeys(store_of(state, directory)).get_many(owners)
+    whole = OwnedKeys(entries)
+    assert found == [whole.get(owner) for owner in owners]
+    assert sum(len(keys) for keys in found) == 10 * (len(owners) - 1)  # 10 entries each, none for "absent"
+    assert len(calls) == 1 and calls[0] <= directory.shards
+
+
+@pytest.mark.parametrize("how", ["inner", "outer"])
+def test_a_stream_stream_join_over_sharded_stores_that_split_within_its_batches_gives_what_whole_stores_give(
+        monkeypatch, how):
+    """Three batches of a join whose stores grow from nothing to ~1,000 entries a side, in
+    shards of 16: each batch's records find their partners (shards read under the directory
+    before the batch's growth), the store grows for the batch's records and they go in at once,
+    and what comes out and what the stores hold is what stores held whole in dicts give."""
+    monkeypatch.setattr(shards, "SHARD_ENTRIES", 16)
+    rng = random.Random(5)
+    batches = [[Record(b"k%d" % rng.randrange(900), b"%s%d" % (b"LR"[side:side + 1], i), 1_000 * n + rng.randrange(900),
+                       side, None, 0, 700 * n + i) for i in range(700) for side in (i % 2,)] for n in range(3)]
+    join = StreamStreamJoin(how, 2_000, 1_000, 0, make_joiner("concat"))
+    maps = {name: sharded({}, owner_suffixes(join).get(name, 0)) for name in task_stores(join)}
+    whole = TaskState.empty(task_stores(join))
+    stream_time, sequence = whole.stream_time, 0
+    for batch in batches:
+        lazy = TaskState({name: store_of(*maps[name]) for name in task_stores(join)}, stream_time, sequence)
+        assert run_task(join, lazy, list(batch)) == run_task(join, whole, list(batch))
+        for name, store in lazy.stores.items():
+            assert {k: store[k] for k in store} == whole.stores[name]
+            cast(ShardedStore, store).write_back()
+            maps[name] = (maps[name][0], cast(ShardedStore, store).directory)
+        stream_time, sequence = lazy.stream_time, lazy.sequence
+    assert maps["join-left"][1].shards > 64  # the stores did split
