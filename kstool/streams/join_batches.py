@@ -230,7 +230,8 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
            matches: list[tuple[int, int, bytes | None]], stream_times: np.ndarray, indexes: "_JoinIndexes") -> None:
     """Store puts (changelog records), late records and join results, in processing order;
     in left and outer joins also what waits unmatched and the null results."""
-    records, late, stores, next_match = batch.records, batch.late, join.stores, 0
+    records, stores, next_match = batch.records, join.stores, 0
+    late, newest = batch.late.tolist(), stream_times.tolist()  # read per record: as lists, not numpy scalars
     inner = join.how == "inner"
     # an inner join skips records without key or value; left/outer ones may give null results
     walked = np.flatnonzero(batch.valid).tolist() if inner else range(len(records))
@@ -239,7 +240,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
         if not inner:
             if join.keyless_result(state, record) or record.key is None or record.value is None:
                 continue
-            if record.timestamp == stream_times[position]:
+            if record.timestamp == newest[position]:
                 join._emit_unmatched(state, indexes.unmatched, record.timestamp)
         store_key = store_keys.get(position)
         if store_key is not None:  # put before the walk: log it in its place
@@ -260,7 +261,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
         if not matched and not inner and join.outer_side(record.side):
             if store_key is None and position in batch.waiting_seqs:
                 store_key = window_store_key(cast(bytes, record.key), record.timestamp, batch.waiting_seqs[position])
-            join.no_partner(state, record, store_key, int(stream_times[position]), indexes.unmatched)
+            join.no_partner(state, record, store_key, newest[position], indexes.unmatched)
 
 
 def _expire(join: "StreamStreamJoin", batch: _Batch, state: TaskState, indexes: "_JoinIndexes",

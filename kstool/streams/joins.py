@@ -165,8 +165,9 @@ class StreamStreamJoin(RecordByRecord):
 
     def partner_found(self, state: TaskState, record: Record, other_ts: int, other_store_key: bytes,
                       other_value: bytes | None) -> None:
-        """The partner no longer waits unmatched; the result has the later of the two times."""
-        if self.how != "inner":
+        """The partner no longer waits unmatched (only an outer side's records wait); the result
+        has the later of the two times."""
+        if self.outer_side(1 - record.side):
             state.delete("join-unmatched", _unmatched_key(1 - record.side, cast(bytes, record.key), other_ts,
                                                           other_store_key[-4:]), other_ts)
         state.emit(record.key, _joined(self.joiner, record.side, record.value, other_value),
