@@ -16,10 +16,10 @@ oracle), because:
   and the unmatched store do, and the walk keeps them in order;
 - a late record that waits unmatched takes a seqnum (`_late_key`), numbered here with the
   stored records before any store key is made.
-The batch's stored records are put into their stores before the walk (none is read back in
-it: a record's partners from the batch are its own records). A batch whose seqnums would meet
-a stored entry's, or whose keys and times do not fit one int64 sort key, returns False and goes
-record by record.
+The batch's stored records go into their stores at once before the walk, which never reads
+them back (a partner from the same batch is read from its record). A batch whose seqnums would
+meet a stored entry's, or whose keys and times do not fit one int64 sort key, returns False and
+goes record by record.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
     """Store puts (changelog records), late records and join results, in processing order;
     in left and outer joins also what waits unmatched and the null results."""
     records, stores, next_match = batch.records, join.stores, 0
-    late, newest = batch.late.tolist(), stream_times.tolist()  # read per record: as lists, not numpy scalars
+    late, stream_time_at = batch.late.tolist(), stream_times.tolist()  # read per record: lists, not numpy scalars
     inner = join.how == "inner"
     # an inner join skips records without key or value; left/outer ones may give null results
     walked = np.flatnonzero(batch.valid).tolist() if inner else range(len(records))
@@ -240,7 +240,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
         if not inner:
             if join.keyless_result(state, record) or record.key is None or record.value is None:
                 continue
-            if record.timestamp == newest[position]:
+            if record.timestamp == stream_time_at[position]:
                 join._emit_unmatched(state, indexes.unmatched, record.timestamp)
         store_key = store_keys.get(position)
         if store_key is not None:  # put before the walk: log it in its place
@@ -261,7 +261,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
         if not matched and not inner and join.outer_side(record.side):
             if store_key is None and position in batch.waiting_seqs:
                 store_key = window_store_key(cast(bytes, record.key), record.timestamp, batch.waiting_seqs[position])
-            join.no_partner(state, record, store_key, newest[position], indexes.unmatched)
+            join.no_partner(state, record, store_key, stream_time_at[position], indexes.unmatched)
 
 
 def _expire(join: "StreamStreamJoin", batch: _Batch, state: TaskState, indexes: "_JoinIndexes",

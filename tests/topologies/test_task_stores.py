@@ -274,8 +274,13 @@ def test_a_stream_stream_join_over_sharded_stores_that_split_within_its_batches_
     and what comes out and what the stores hold is what stores held whole in dicts give."""
     monkeypatch.setattr(shards, "SHARD_ENTRIES", 16)
     rng = random.Random(5)
-    batches = [[Record(b"k%d" % rng.randrange(900), b"%s%d" % (b"LR"[side:side + 1], i), 1_000 * n + rng.randrange(900),
-                       side, None, 0, 700 * n + i) for i in range(700) for side in (i % 2,)] for n in range(3)]
+
+    def record(batch: int, i: int) -> Record:  # the sides in turn, 900 keys, times within 900 ms of the batch's second
+        side = i % 2
+        return Record(b"k%d" % rng.randrange(900), b"LR"[side:side + 1] + b"%d" % i,
+                      1_000 * batch + rng.randrange(900), side, None, 0, 700 * batch + i)
+
+    batches = [[record(n, i) for i in range(700)] for n in range(3)]
     join = StreamStreamJoin(how, 2_000, 1_000, 0, make_joiner("concat"))
     maps = {name: sharded({}, owner_suffixes(join).get(name, 0)) for name in task_stores(join)}
     whole = TaskState.empty(task_stores(join))
