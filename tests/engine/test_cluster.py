@@ -33,7 +33,6 @@ from tests.helpers import (
 )
 from tests.isolation import read_committed
 from tests.oracles import word_counts
-from tests.topologies.test_join import STREAM_TABLE_OUTPUT, TABLE_STREAM, TABLE_UPDATES, _output
 from tests.topologies.test_windowed_aggregate import TWO_RUNS, TWO_RUNS_OUTPUT, TWO_RUNS_WINDOW, _windowed
 
 BEFORE = ["the cat sat", "on the mat"]
@@ -268,39 +267,27 @@ def test_a_worker_killed_while_its_tasks_run_a_stream_table_join_batch_loses_not
         **{(table, p): end for p, end in end_offsets(kafka, table).items()}}
 
 
-def test_windows_and_join_tables_come_back_from_their_changelogs(kafka, spark_cluster, topic_name, tmp_path):
-    """The two-run scripts of the windowed and join tests; between the runs the worker is
-    replaced and both checkpoints are deleted: the runs refuse, `state restore` brings the
-    stores back from the changelogs, and the second runs give the hand-computed outputs."""
-    windowed, joined = topic_name + "-w", topic_name + "-j"
+def test_windows_come_back_from_their_changelog(kafka, spark_cluster, topic_name, tmp_path):
+    """The windowed test's two-run script; between the runs the worker is replaced and the
+    checkpoint deleted: the run refuses, `state restore` brings the store back from the
+    changelog, and the second run gives the hand-computed output. (Every topology's restore
+    takes this way: tests/state/test_restore.py runs the others in local mode.)"""
+    windowed, app = topic_name + "-w", topic_name + "-w-app"
     create_topic(kafka, windowed, 1)
-    create_topic(kafka, joined + "-l", 1)
-    create_topic(kafka, joined + "-r", 1)
-    window_args = ("--input", windowed, "--output", windowed + "-out", *TWO_RUNS_WINDOW,
-                   "--checkpoint-location", str(tmp_path / "w"))
-    join_args = ("--left", joined + "-l", "--right", joined + "-r", "--output", joined + "-out", "--kind",
-                 "stream-table", "--how", "left", "--joiner", "concat", "--separator", "+",
-                 "--checkpoint-location", str(tmp_path / "j"))
-    for run_index in (0, 1):
-        produce_keyed(kafka, windowed, TWO_RUNS[run_index])
-        # the join's inputs split in time: stream records up to 20 s, table updates up to 22 s
-        produce_keyed(kafka, joined + "-l", (TABLE_STREAM[:2], TABLE_STREAM[2:])[run_index])
-        produce_keyed(kafka, joined + "-r", (TABLE_UPDATES[:2], TABLE_UPDATES[2:])[run_index])
-        for topology, app, args in (("aggregate", windowed + "-app", window_args),
-                                    ("join", joined + "-app", join_args)):
-            result = _once(spark_cluster, topology, app, *args)
-            if run_index == 1:  # the checkpoint is gone: refused, then restored
-                assert result.exit_code == 1 and f"kstool state restore --app-id {app}" in result.stderr
-                assert cli("state", "restore", "--app-id", app, "--yes").exit_code == 0
-                result = _once(spark_cluster, topology, app, *args)
-            assert result.exit_code == 0, result.stderr
-        if run_index == 0:
-            spark_cluster.kill_workers()
-            spark_cluster.start_workers()
-            shutil.rmtree(tmp_path / "w")
-            shutil.rmtree(tmp_path / "j")
+    args = ("--input", windowed, "--output", windowed + "-out", *TWO_RUNS_WINDOW,
+            "--checkpoint-location", str(tmp_path / "w"))
+    produce_keyed(kafka, windowed, TWO_RUNS[0])
+    assert _once(spark_cluster, "aggregate", app, *args).exit_code == 0
+    spark_cluster.kill_workers()
+    spark_cluster.start_workers()
+    shutil.rmtree(tmp_path / "w")
+    produce_keyed(kafka, windowed, TWO_RUNS[1])
+    refused = _once(spark_cluster, "aggregate", app, *args)
+    assert refused.exit_code == 1 and f"kstool state restore --app-id {app}" in refused.stderr
+    assert cli("state", "restore", "--app-id", app, "--yes").exit_code == 0
+    result = _once(spark_cluster, "aggregate", app, *args)
+    assert result.exit_code == 0, result.stderr
     assert _windowed(read_all(kafka, windowed + "-out")) == TWO_RUNS_OUTPUT
-    assert _output(kafka, joined + "-out") == STREAM_TABLE_OUTPUT["left"]
 
 
 def test_state_lost_with_a_worker_is_reported_in_one_line(kafka, spark_cluster, topic_name, tmp_path):
