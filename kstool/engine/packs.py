@@ -15,6 +15,7 @@ from kstool.contract import PACK
 # about a pack's keys and values (Spark moves a pack as one row): a pack ends where their running
 # total passes a multiple of it, so it holds less than this plus its first record
 PACK_BYTES = 4 << 20
+COMPRESSED = pa.ipc.IpcWriteOptions(compression="zstd")
 EMITTED_SCHEMA = pa.schema([pa.field("role", pa.string(), nullable=False), ("key", pa.binary()), ("value", pa.binary()),
                          pa.field("event_time", pa.int64(), nullable=False)])
 
@@ -29,8 +30,13 @@ def pieces(records: pa.RecordBatch, pack_bytes: int) -> list[pa.RecordBatch]:
 
 
 def ipc(records: pa.RecordBatch) -> bytes:
+    """The records as a zstd-compressed Arrow IPC stream (a pack, or a shard of a task's state):
+    each of its bytes is copied several times on its way (into the JVM's rows, the shuffle, and
+    for state pickled, into a protobuf message, RocksDB and its changelog file). zstd takes a
+    shard of 4,096 join entries from 188 to 82 KB for ~0.5 ms; a stream-stream join over 2 x 1M
+    records ran ~12% faster (bench/README.md). A stream written uncompressed reads the same."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, records.schema) as writer:
+    with pa.ipc.new_stream(sink, records.schema, options=COMPRESSED) as writer:
         writer.write_batch(records)
     return sink.getvalue().to_pybytes()
 

@@ -1,12 +1,12 @@
 """A task's store as few large entries in Spark's state: shards of a few thousand store entries.
 
-Every PySpark state call costs 30-70 µs whatever it carries (pickling, the state server's
+Every PySpark state call costs 30-70 µs however little it carries (pickling, the state server's
 protobuf message, the JVM's conversion, RocksDB), so a store kept as one state entry per key
 spent most of a large batch on calls. Here a store's entries are grouped into shards by a
-hash of their key, and a shard is one state entry: an Arrow IPC stream (key, value,
-timestamp, aux) under its 4-byte shard number. A batch reads and rewrites the shards it
-touches, so a large batch makes tens of state calls and a 10-record batch touches at most
-about ten shards, however large the store.
+hash of their key, and a shard is one state entry: a compressed Arrow IPC stream (key,
+value, timestamp, aux; kstool.engine.packs.ipc) under its 4-byte shard number. A batch reads
+and rewrites the shards it touches, so a large batch makes tens of state calls and a 10-record
+batch touches at most about ten shards, however large the store.
 
 Shards follow linear hashing: shard numbers are the low bits of the key's CRC-32, `level` of
 them, except that shards below `split` have already been split by the next bit. When the
@@ -31,6 +31,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
+from kstool.engine.packs import ipc
 from kstool.streams.task import StoreValue
 from kstool.topologies.map_state import BulkState, PipelinedMapState
 
@@ -74,10 +75,7 @@ def encode_shard(entries: dict[bytes, StoreValue]) -> bytes:
         pa.array(list(entries), pa.binary()), pa.array([v.value for v in values], pa.binary()),
         pa.array([v.timestamp for v in values], pa.int64()), pa.array([v.stored_aux() for v in values], pa.string()),
     ], schema=SHARD_SCHEMA)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, SHARD_SCHEMA) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return ipc(batch)
 
 
 def decode_shard(blob: bytes) -> list[tuple[bytes, bytes | None, int, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import cast
 
+import pyarrow as pa
 import pytest
 
 from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
@@ -221,6 +222,29 @@ def test_a_store_emptied_leaves_no_shard_behind():
 def test_a_shard_round_trips_values_timestamps_and_bookkeeping():
     entries = {b"": StoreValue(None, 0), b"\x00k": StoreValue(b"", -5, "{\"a\": 1}"), b"k": StoreValue(b"v", 2**62)}
     assert {k: StoreValue(v, t, a) for k, v, t, a in decode_shard(encode_shard(entries))} == entries
+
+
+def test_a_shard_written_uncompressed_reads_and_is_rewritten_compressed():
+    """Apps whose shards were written before they were compressed go on: a batch reads them as
+    they are, and the shards it changes are written compressed (under half their size here)."""
+    entries = {window_store_key(b"k%d" % i, 1_700_000_000_000 + i, i): StoreValue(b"v%d" % i, 1_700_000_000_000 + i)
+               for i in range(SHARD_ENTRIES)}
+    values = entries.values()
+    plain = pa.BufferOutputStream()
+    with pa.ipc.new_stream(plain, shards.SHARD_SCHEMA) as writer:  # as kstool wrote a shard before
+        writer.write_batch(pa.record_batch([
+            pa.array(list(entries)), pa.array([v.value for v in values]), pa.array([v.timestamp for v in values]),
+            pa.array([v.aux for v in values], pa.string())], schema=shards.SHARD_SCHEMA))
+    state, directory = CountingMapState(), Directory(entries=len(entries))
+    state.data[shards.SHARD_ID.pack(0)] = (plain.getvalue().to_pybytes(),)
+    store = store_of(state, directory)
+    assert dict(store) == entries
+    first = next(iter(entries))
+    store[first] = StoreValue(b"changed", 1)
+    store.write_back()
+    (blob,) = state.data[shards.SHARD_ID.pack(0)]
+    assert 2 * len(blob) < plain.getvalue().size
+    assert {k: StoreValue(v, t, a) for k, v, t, a in decode_shard(blob)} == {**entries, first: StoreValue(b"changed", 1)}
 
 
 def test_new_entries_put_at_once_land_where_their_keys_hash_and_a_held_key_puts_none(monkeypatch):
