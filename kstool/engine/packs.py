@@ -33,8 +33,8 @@ def ipc(records: pa.RecordBatch) -> bytes:
     """The records as a zstd-compressed Arrow IPC stream (a pack, or a shard of a task's state):
     each of its bytes is copied several times on its way (into the JVM's rows, the shuffle, and
     for state pickled, into a protobuf message, RocksDB and its changelog file). zstd takes a
-    shard of 4,096 join entries from 188 to 82 KB for ~0.5 ms; a stream-stream join over 2 x 1M
-    records ran ~12% faster (bench/README.md). A stream written uncompressed reads the same."""
+    shard of 4,096 join entries from 188 to 82 KB for ~0.5 ms; a cold stream-stream join over
+    2 x 1M records ran ~12% faster (bench/README.md). A stream written uncompressed reads the same."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, records.schema, options=COMPRESSED) as writer:
         writer.write_batch(records)
