@@ -111,3 +111,41 @@ def latency(kstool: list[str], env, bootstrap: str, rate: int, seconds: int, app
     lags = [seen[m] - t for m, t in sent.items() if m in seen]
     return {"app": app, "rate": rate, "seconds": seconds, "markers": len(sent), "seen": len(lags),
             "p50_s": round(percentile(lags, 50) or -1, 3), "p99_s": round(percentile(lags, 99) or -1, 3)}
+
+
+def main() -> None:
+    """`python -m bench.latency [--apps windowed,...] [--runs 3]`: the latency step alone, each
+    run with an embedded broker and kstool home of its own (in `make bench` the apps share the
+    broker that holds every step's input, after those steps); figures are the runs' medians.
+    Results: bench/results/latency-<time>.json."""
+    import argparse
+    import statistics
+
+    from bench.__main__ import KSTOOL, kstool, machine, write_results
+    from bench.measure import cold_env
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--apps", default=",".join(APPS))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=int, default=30)
+    args = parser.parse_args()
+    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    figures: dict = {}
+    for app in args.apps.split(","):
+        runs = results["runs"][app] = []
+        for _ in range(args.runs):
+            env = cold_env()
+            bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
+            try:
+                runs.append(latency(KSTOOL, env, bootstrap, args.rate, args.seconds, app))
+            finally:
+                kstool(env, "broker", "stop")
+        name = "latency" if app == "wordcount" else f"latency_{app}"  # the full bench's figure names
+        for quantile in ("p50_s", "p99_s"):
+            figures[f"{name}_{quantile}"] = statistics.median(run[quantile] for run in runs)
+    write_results(results, figures, prefix="latency-")
+
+
+if __name__ == "__main__":
+    main()
