@@ -14,6 +14,7 @@ import pytest
 
 from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
 from kstool.contract import owner_suffixes
+from kstool.engine import packs
 from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.indexes import OwnedKeys
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
@@ -224,26 +225,23 @@ def test_a_shard_round_trips_values_timestamps_and_bookkeeping():
     assert {k: StoreValue(v, t, a) for k, v, t, a in decode_shard(encode_shard(entries))} == entries
 
 
-def test_a_shard_written_uncompressed_reads_and_is_rewritten_compressed():
+def test_a_shard_written_uncompressed_reads_and_is_rewritten_compressed(monkeypatch):
     """Apps whose shards were written before they were compressed go on: a batch reads them as
     they are, and the shards it changes are written compressed (under half their size here)."""
     entries = {window_store_key(b"k%d" % i, 1_700_000_000_000 + i, i): StoreValue(b"v%d" % i, 1_700_000_000_000 + i)
                for i in range(SHARD_ENTRIES)}
-    values = entries.values()
-    plain = pa.BufferOutputStream()
-    with pa.ipc.new_stream(plain, shards.SHARD_SCHEMA) as writer:  # as kstool wrote a shard before
-        writer.write_batch(pa.record_batch([
-            pa.array(list(entries)), pa.array([v.value for v in values]), pa.array([v.timestamp for v in values]),
-            pa.array([v.aux for v in values], pa.string())], schema=shards.SHARD_SCHEMA))
+    with monkeypatch.context() as before:  # as kstool wrote a shard before
+        before.setattr(packs, "COMPRESSED", pa.ipc.IpcWriteOptions())
+        plain = encode_shard(entries)
     state, directory = CountingMapState(), Directory(entries=len(entries))
-    state.data[shards.SHARD_ID.pack(0)] = (plain.getvalue().to_pybytes(),)
+    state.data[shards.SHARD_ID.pack(0)] = (plain,)
     store = store_of(state, directory)
     assert dict(store) == entries
     first = next(iter(entries))
     store[first] = StoreValue(b"changed", 1)
     store.write_back()
     (blob,) = state.data[shards.SHARD_ID.pack(0)]
-    assert 2 * len(blob) < plain.getvalue().size
+    assert 2 * len(blob) < len(plain)
     assert {k: StoreValue(v, t, a) for k, v, t, a in decode_shard(blob)} == {**entries, first: StoreValue(b"changed", 1)}
 
 
