@@ -22,8 +22,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench import latency as continuous
 from bench import scale_out, scaling
-from bench.latency import latency
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import PeakRss, cold_env
 from kstool.kafka.client import BULK_READ_SETTINGS
@@ -46,12 +46,8 @@ TARGETS = {
     "table_table_join_2x1m_records_per_s": (">=", 150_000),
     "stream_table_join_records_per_s": (">=", 150_000),
     "stream_stream_join_records_per_s": (">=", 150_000),
-    "latency_p50_s": ("<=", 1.0),
-    "latency_p99_s": ("<=", 2.0),
-    "latency_windowed_p50_s": ("<=", 1.0),
-    "latency_windowed_p99_s": ("<=", 2.0),
-    "latency_stream_table_join_p50_s": ("<=", 1.0),
-    "latency_stream_table_join_p99_s": ("<=", 2.0),
+    **{f"{continuous.step_name(app)}_{quantile}": ("<=", limit) for app in continuous.APPS
+       for quantile, limit in (("p50_s", 1.0), ("p99_s", 2.0))},
     "consume_jsonl_records_per_s": (">=", 150_000),
     "help_start_s": ("<=", 0.15),  # #36
     # #38: rate on 2 workers / (2 × rate on 1), one core each
@@ -305,11 +301,9 @@ def main() -> None:
             ("stream_stream_join", lambda: run_once(env, "bench-join", "bench-stream-join", args.master, "join",
                                                          ("--kind", "stream-stream", "--within", "1m"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
-            ("latency", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds)),
-            ("latency_windowed", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds,
-                                                 "windowed")),
-            ("latency_stream_table_join", lambda: latency(KSTOOL, env, bootstrap, args.rate, args.latency_seconds,
-                                                          "stream_table_join")),
+            *((continuous.step_name(app), lambda app=app: continuous.latency(KSTOOL, env, bootstrap, args.rate,
+                                                                              args.latency_seconds, app))
+              for app in continuous.APPS),
             ("produce_100k_lines", lambda: produce_lines(env, bootstrap)),
             ("state_scaling", lambda: scaling.state_scaling(run_once, env, bootstrap, args.master,
                                                             args.scaling_keys)),
@@ -349,12 +343,8 @@ def main() -> None:
         "stream_table_join_records_per_s": runs["stream_table_join"]["records_per_s"],
         "stream_stream_join_records_per_s": runs["stream_stream_join"]["records_per_s"],
         "stream_stream_join_vs_quix_ratio": vs_quix("stream_stream_join", "quix_interval_join"),
-        "latency_p50_s": runs["latency"]["p50_s"],
-        "latency_p99_s": runs["latency"]["p99_s"],
-        "latency_windowed_p50_s": runs["latency_windowed"]["p50_s"],
-        "latency_windowed_p99_s": runs["latency_windowed"]["p99_s"],
-        "latency_stream_table_join_p50_s": runs["latency_stream_table_join"]["p50_s"],
-        "latency_stream_table_join_p99_s": runs["latency_stream_table_join"]["p99_s"],
+        **{f"{continuous.step_name(app)}_{quantile}": runs[continuous.step_name(app)][quantile] for app in continuous.APPS
+           for quantile in ("p50_s", "p99_s")},
         "consume_jsonl_records_per_s": runs["consume_jsonl"]["records_per_s"],
         "help_start_s": runs["help_start_s"],
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
@@ -500,9 +490,8 @@ def print_runs(runs: dict) -> None:
             rows.append([label, runs[name].get("records_per_s"), runs[name].get("seconds"), "", ""])
     rows.append(["kstool consume -o jsonl", runs["consume_jsonl"]["records_per_s"], runs["consume_jsonl"]["seconds"], "", ""])
     print(tabulate(rows, headers=["job", "records/s", "wall s", "spark start s", "peak RSS MB"]))
-    for name, label in (("latency", "wordcount"), ("latency_windowed", "windowed count"),
-                        ("latency_stream_table_join", "stream-table join")):
-        lat = runs[name]
+    for app, label in continuous.LABELS.items():
+        lat = runs[continuous.step_name(app)]
         print(f"\ncontinuous {label} at {lat['rate']}/s: p50 {lat['p50_s']}s, p99 {lat['p99_s']}s "
               f"({lat['seen']}/{lat['markers']} markers)")
     print(f"kstool --help: {runs['help_start_s']}s\n")

@@ -26,6 +26,12 @@ APPS = {
     "windowed": ("aggregate", "--window", "tumbling:1s"),
     "stream_table_join": ("join", "--kind", "stream-table", "--how", "left"),
 }
+LABELS = {"wordcount": "wordcount", "windowed": "windowed count", "stream_table_join": "stream-table join"}
+
+
+def step_name(app: str) -> str:
+    """An app's step and figure name in the full bench (wordcount's came first, unsuffixed)."""
+    return "latency" if app == "wordcount" else f"latency_{app}"
 
 
 def _record(app: str, name: bytes) -> tuple[bytes | None, bytes]:
@@ -141,9 +147,8 @@ def main() -> None:
                 runs.append(latency(KSTOOL, env, bootstrap, args.rate, args.seconds, app))
             finally:
                 kstool(env, "broker", "stop")
-        name = "latency" if app == "wordcount" else f"latency_{app}"  # the full bench's figure names
         for quantile in ("p50_s", "p99_s"):
-            figures[f"{name}_{quantile}"] = statistics.median(run[quantile] for run in runs)
+            figures[f"{step_name(app)}_{quantile}"] = statistics.median(run[quantile] for run in runs)
     write_results(results, figures, prefix="latency-")
 
 
