@@ -228,6 +228,7 @@ def main() -> None:
     parser.add_argument("--join-records", type=int, default=1_000_000, help="records per side of the stream-stream and stream-table joins")
     parser.add_argument("--rate", type=int, default=10_000, help="records/s in the latency test")
     parser.add_argument("--latency-seconds", type=int, default=30)
+    parser.add_argument("--latency-warmup-seconds", type=int, default=15)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-quix", action="store_true")
     parser.add_argument("--only-produce", action="store_true", help="only the produce one-liner step")
@@ -302,7 +303,8 @@ def main() -> None:
                                                          ("--kind", "stream-stream", "--within", "1m"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
             *((continuous.step_name(app), lambda app=app: continuous.latency(KSTOOL, env, bootstrap, args.rate,
-                                                                              args.latency_seconds, app))
+                                                                              args.latency_seconds, app,
+                                                                              args.latency_warmup_seconds))
               for app in continuous.APPS),
             ("produce_100k_lines", lambda: produce_lines(env, bootstrap)),
             ("state_scaling", lambda: scaling.state_scaling(run_once, env, bootstrap, args.master,
@@ -352,7 +354,8 @@ def main() -> None:
         **scale_out.figures(runs["scale_out"]),
     }
     full = all(getattr(args, name) == parser.get_default(name) for name in
-               ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "rate", "skip_quix"))
+               ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "latency_warmup_seconds",
+                "rate", "skip_quix"))
     write_results(results, figures, prefix="" if full else "reduced-")
 
 
@@ -493,7 +496,8 @@ def print_runs(runs: dict) -> None:
     for app, label in continuous.LABELS.items():
         lat = runs[continuous.step_name(app)]
         print(f"\ncontinuous {label} at {lat['rate']}/s: p50 {lat['p50_s']}s, p99 {lat['p99_s']}s "
-              f"({lat['seen']}/{lat['markers']} markers)")
+              f"(first {lat['warmup_s']}s: {lat['start_p50_s']}s, {lat['start_p99_s']}s; "
+              f"{lat['seen']}/{lat['markers']} markers)")
     print(f"kstool --help: {runs['help_start_s']}s\n")
 
 
