@@ -3,8 +3,9 @@
 for the others); latency = when the marker's result is in the output topic - when it was
 produced (p50/p99). The figures are the steady state: the markers sent after the first
 `warmup` seconds at the rate. A new app's JVM is still compiling Spark's per-batch code then
-(its batches take up to twice as long: bench/README.md, "Continuous latency"), so the
-markers of those seconds are reported apart (`start_p50_s`, `start_p99_s`), not dropped.
+(its first batches take two to three times as long: bench/README.md, "Continuous latency: an
+app's first seconds"), so the markers of those seconds are reported apart (`start_p50_s`,
+`start_p99_s`), not dropped.
 
 Apps: wordcount; a windowed count (`aggregate --window tumbling:1s`, every update emitted);
 a stream-table join (`--how left`, so every stream record has a result) against a table of the
