@@ -46,8 +46,9 @@ def _record(app: str, name: bytes) -> tuple[bytes | None, bytes]:
 
 
 def latency(kstool: list[str], env, bootstrap: str, rate: int, seconds: int, app: str = "wordcount",
-            warmup: int = 15) -> dict:
-    topic = f"bench-latency-{app.replace('_', '-')}"
+            warmup: int = 15, app_id: str | None = None) -> dict:
+    """app_id: the app's id and input topic (each run through one engine is a new app)."""
+    topic = app_id or f"bench-latency-{app.replace('_', '-')}"
     create_topic(bootstrap, topic, PARTITIONS)
     args = [*APPS[app], "--input", topic]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
@@ -133,10 +134,12 @@ def latency(kstool: list[str], env, bootstrap: str, rate: int, seconds: int, app
 
 
 def main() -> None:
-    """`python -m bench.latency [--apps windowed,...] [--runs 3]`: the latency step alone, each
-    run with an embedded broker and kstool home of its own (in `make bench` the apps share the
-    broker that holds every step's input, after those steps); figures are the runs' medians.
-    Results: bench/results/latency-<time>.json."""
+    """`python -m bench.latency [--apps windowed,...] [--runs 3] [--engine]`: the latency step
+    alone, each run with an embedded broker of its own (in `make bench` the apps share the broker
+    that holds every step's input, after those steps); figures are the runs' medians. Each run
+    has a kstool home of its own and no engine, or with `--engine` every run is a new app through
+    one engine, as `kstool run` goes by default: the first run starts it, later runs find its JVM
+    warm. Results: bench/results/latency-<time>.json (latency-engine-<time>.json)."""
     import argparse
     import statistics
 
@@ -149,22 +152,28 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--warmup-seconds", type=int, default=15)
+    parser.add_argument("--engine", action="store_true")
     args = parser.parse_args()
     results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
     figures: dict = {}
-    for app in args.apps.split(","):
-        runs = results["runs"][app] = []
-        for _ in range(args.runs):
-            env = cold_env()
-            bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-            try:
-                runs.append(latency(KSTOOL, env, bootstrap, args.rate, args.seconds, app, args.warmup_seconds))
-            finally:
-                kstool(env, "broker", "stop")
-        for quantile in ("p50_s", "p99_s"):
-            figures[f"{step_name(app)}_{quantile}"] = statistics.median(run[quantile] for run in runs)
-    write_results(results, figures, prefix="latency-")
-
+    engine_env = {**cold_env(), "KSTOOL_ENGINE": "on"} if args.engine else None
+    try:
+        for app in args.apps.split(","):
+            runs = results["runs"][app] = []
+            for number in range(args.runs):
+                env = engine_env or cold_env()
+                bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
+                try:
+                    runs.append(latency(KSTOOL, env, bootstrap, args.rate, args.seconds, app, args.warmup_seconds,
+                                        f"bench-latency-{app.replace('_', '-')}-{number}"))
+                finally:
+                    kstool(env, "broker", "stop")
+            for quantile in ("p50_s", "p99_s", "start_p50_s", "start_p99_s"):
+                figures[f"{step_name(app)}_{quantile}"] = statistics.median(run[quantile] for run in runs)
+    finally:
+        if engine_env:
+            kstool(engine_env, "engine", "stop")
+    write_results(results, figures, prefix="latency-engine-" if args.engine else "latency-")
 
 if __name__ == "__main__":
     main()
