@@ -45,10 +45,15 @@ def _record(app: str, name: bytes) -> tuple[bytes | None, bytes]:
     return name, b"1"
 
 
+def app_id_of(app: str) -> str:
+    """The app's id and input topic (the output and table topics take suffixes)."""
+    return f"bench-latency-{app.replace('_', '-')}"
+
+
 def latency(kstool: list[str], env, bootstrap: str, rate: int, seconds: int, app: str = "wordcount",
             warmup: int = 15, app_id: str | None = None) -> dict:
-    """app_id: the app's id and input topic (each run through one engine is a new app)."""
-    topic = app_id or f"bench-latency-{app.replace('_', '-')}"
+    """app_id: in place of app_id_of(app) where each run must be a new app (runs through one engine)."""
+    topic = app_id or app_id_of(app)
     create_topic(bootstrap, topic, PARTITIONS)
     args = [*APPS[app], "--input", topic]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
@@ -165,7 +170,7 @@ def main() -> None:
                 bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
                 try:
                     runs.append(latency(KSTOOL, env, bootstrap, args.rate, args.seconds, app, args.warmup_seconds,
-                                        f"bench-latency-{app.replace('_', '-')}-{number}"))
+                                        f"{app_id_of(app)}-{number}"))
                 finally:
                     kstool(env, "broker", "stop")
             for quantile in ("p50_s", "p99_s", "start_p50_s", "start_p99_s"):
@@ -174,6 +179,7 @@ def main() -> None:
         if engine_env:
             kstool(engine_env, "engine", "stop")
     write_results(results, figures, prefix="latency-engine-" if args.engine else "latency-")
+
 
 if __name__ == "__main__":
     main()
