@@ -33,7 +33,8 @@ def list_(state_dir, output):
     rows = ops.list_apps(state_dir)
     emit(Listing(rows, [Column("app_id"), Column("topology"), Column("input_topics"),
                         Column("output_topics"), Column("last_batch", justify="right"),
-                        Column("running_pid", "RUNNING PID", justify="right")]), output)
+                        Column("running_pid", "RUNNING PID", justify="right"),
+                        Column("engine_pid", "IN ENGINE", justify="right")]), output)
 
 
 @apps.command()
@@ -53,7 +54,7 @@ def describe(g: Globals, app_id, state_dir, offline, output):
                       Column("key_format"), Column("value_format")])
     title = (f"app {doc['app_id']}: {doc['topology']}, last committed batch "
              f"{doc['last_committed_batch']}, "
-             f"{'running (pid %s)' % doc['running_pid'] if doc['running_pid'] else 'not running'}, "
+             f"{_running(doc)}, "
              f"group lag {group['total_lag'] if group else '-'}")
     history = doc["history"]
     first = history["first_batch"]
@@ -125,7 +126,7 @@ _TOP_COLUMNS = [Column("name", "APP"), Column("state"), Column("in", "IN/S", jus
 
 def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> Listing:
     shown = [{**row, "name": row["name"] + (" (group)" if row["kind"] == "group" else ""),
-              "state": f"running ({row['running_pid']})" if row["running_pid"] else row["state"],
+              "state": _running(row) if row["running_pid"] else row["state"],
               "in": row["input_rate"], "out": row["output_rate"], "time_lag": format_duration(row["time_lag_ms"]),
               "batch": row["last_batch"], "took": format_duration(row["last_batch_ms"]),
               "trend": sparkline(list(trends[row["name"]])) if trends is not None else None} for row in rows]
@@ -133,3 +134,11 @@ def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> L
     title = time.strftime("kstool apps top  %H:%M:%S") + ("  (q quits)" if trends is not None else "")
     errors = [f"{row['name']}: {row['error']}" for row in rows if row["error"]]
     return Listing(shown, columns, title=title, footer=errors)
+
+
+def _running(doc) -> str:
+    """Who runs an app, for a table: the command's pid, and the warm engine's when it hosts the run."""
+    if not doc["running_pid"]:
+        return "not running"
+    engine = f", in the warm engine (pid {doc['engine_pid']})" if doc["engine_pid"] else ""
+    return f"running (pid {doc['running_pid']}{engine})"

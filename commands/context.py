@@ -17,7 +17,7 @@ import click
 
 from kstool.base.timeutil import time_zone
 from kstool.config import ClientConfig, build_client_config
-from kstool.output import show_times_in
+from kstool.output import show_times_in, warn
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -36,6 +36,9 @@ class Globals:
         if self._config is None:
             self._config = build_client_config(
                 self.bootstrap, self.command_config, self.overrides, self.timeout_s, self.debug)
+            if self._config.ignored_properties:
+                warn(f"{self.command_config}: left out {', '.join(self._config.ignored_properties)} "
+                     "(Java client properties librdkafka does not take)")
         return self._config
 
     def clients(self):
@@ -69,7 +72,7 @@ def global_options() -> list[click.Option]:
         click.Option(["-b", "--bootstrap-servers", "--bootstrap-server", "bootstrap"],
                      metavar="HOST:PORT[,...]",
                      help="Kafka bootstrap servers. [env KSTOOL_BOOTSTRAP_SERVERS; else the running "
-                          "embedded broker; else localhost:9092]", **common),
+                          "embedded broker (an error when it is stopped); else localhost:9092]", **common),
         click.Option(["--command-config", "command_config"], type=click.Path(dir_okay=False),
                      metavar="FILE", help="Client properties file (Java .properties, as Kafka's "
                                           "tools take: security settings etc.).", **common),

@@ -142,10 +142,12 @@ def setting_option(setting: Setting, for_describe: bool = False):
     help_text = (setting.describe_help if for_describe else setting.help) or None
     if setting.kind == FLAG:
         return click.option(setting.flag, setting.name, is_flag=True, help=help_text)
+    default = None if for_describe and not setting.choices else setting.default
     return click.option(
         setting.flag, setting.name, required=setting.required and not for_describe,
         type=click.Choice(setting.choices) if setting.choices else None,
-        default=None if for_describe and not setting.choices else setting.default,
+        # click 8.3+ takes an explicit default=None as a value given: a required option would pass unset
+        **({} if default is None else {"default": default}),
         show_default=setting.default is not None and setting.default is not False,
         metavar=setting.metavar, help=help_text,
         shell_complete=complete_topics if setting.kind == TOPIC else None)

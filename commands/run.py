@@ -166,6 +166,16 @@ def execute(g: Globals, topology, app_id: str | None, once: bool, restore_missin
         bad += f", {summary.late_records} late record(s)" if summary.late_records else ""
         info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
              f"in {summary.processing_seconds:.1f}s, written {format_counts(summary.written)}{bad}")
+    if once:  # a continuous run ends by a signal; bounded work cut short is not done (cron must see it)
+        _fail_if_cut_short(summary, "run the same command to go on from there")
+
+
+def _fail_if_cut_short(summary, finish: str) -> None:
+    from kstool.base.errors import Interrupted
+    from kstool.engine.stopping import last_stop_signal
+
+    if summary.stopped_by_signal:
+        raise Interrupted(f"interrupted: {summary.where_it_stopped()}; {finish}", last_stop_signal())
 
 
 @click.group(help=f"Run a topology ({', '.join(REGISTRY)}) on Spark, reading and writing Kafka topics.")
@@ -223,12 +233,13 @@ def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_par
                                    progress=progress_for(app_id, engine.quiet), use_engine=not engine.no_engine)
     if as_json:
         click.echo(dumps(result.to_dict()))
-    elif not engine.quiet:
+    elif not engine.quiet and not result.run.stopped_by_signal:
         run_summary = result.run
         info(f"kstool: {app_id}: reprocessed from " + (from_time or "the beginning")
              + (f" to {to_time}" if to_time else "")
              + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
              + format_counts(run_summary.written))
+    _fail_if_cut_short(result.run, "run the same reprocess again to finish it")
 
 
 def _show_plan(plan, output: str, dry_run: bool) -> None:

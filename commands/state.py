@@ -8,6 +8,7 @@ import functools
 
 import click
 
+from kstool.base.errors import UsageError
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
@@ -199,6 +200,8 @@ def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
 @pass_globals
 def changes(g: Globals, from_batch, to_batch, output, source: ops.StateSource):
     """The change feed: per committed batch, the keys that changed and their new values."""
+    if to_batch is not None and to_batch < from_batch:
+        raise UsageError(f"--to-batch {to_batch} is before --from-batch {from_batch}")
     backend, _ = _open(g, source)
     rows = [c.to_dict() for c in backend.changes(from_batch, to_batch)]
     emit(Listing(rows, [Column("batch_id", "BATCH", justify="right"), Column("change_type", "CHANGE"),

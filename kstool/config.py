@@ -1,7 +1,8 @@
 """Effective Kafka client configuration: bootstrap, connection profile, --command-config, -X.
 
 Precedence for the bootstrap address: -b, $KSTOOL_BOOTSTRAP_SERVERS, bootstrap.servers in
---command-config, the running embedded broker, localhost:9092. Client properties: the
+--command-config, the running embedded broker, localhost:9092 unless this home's embedded broker
+is known and stopped (an error then). Client properties: the
 embedded broker's profile (only when talking to that broker), then --command-config, then -X.
 """
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 from kstool.base.errors import UsageError
-from kstool.broker.profile import load_running_profile
+from kstool.broker.exceptions import BrokerStoppedError
+from kstool.broker.profile import load_profile, load_running_profile
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 MASK = "********"
@@ -138,6 +140,8 @@ class ClientConfig:
     timeout_s: float = 10.0
     debug: bool = False
     schema_registry: dict[str, str] = field(default_factory=dict)  # SchemaRegistryClient settings
+    # --command-config properties of Java's client alone (librdkafka refuses them): left out, named in a warning
+    ignored_properties: list[str] = field(default_factory=list)
 
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
         """(host, port) of each bootstrap server (`host:port`, `[v6]:port`, `PROTOCOL://host:port`);
@@ -182,11 +186,16 @@ def build_client_config(
     file_props: dict[str, str] = {}
     if command_config:
         path = Path(command_config).expanduser()
-        try:
-            file_props = parse_properties(path.read_text(encoding="utf-8"), str(path))
+        try:  # java.util.Properties.load(InputStream), as Kafka's tools read it: ISO-8859-1, \uXXXX for the rest
+            file_props = parse_properties(path.read_text(encoding="latin-1"), str(path))
         except OSError as exc:
             raise UsageError(f"cannot read --command-config {path}: {exc.strerror}") from None
+    registry = _schema_registry_settings(file_props)
+    ignored = _java_only_properties(file_props)
+    for key in ignored:
+        del file_props[key]
     x_props = parse_key_values(overrides)
+    registry.update(_schema_registry_settings(x_props))
     user_props = {**file_props, **x_props}
     profile = load_running_profile()
 
@@ -199,9 +208,9 @@ def build_client_config(
     elif profile is not None:
         servers, source = profile.bootstrap_servers, "embedded broker"
     else:
+        _refuse_if_embedded_broker_stopped()
         servers, source = DEFAULT_BOOTSTRAP, "default"
     user_props.pop("bootstrap.servers", None)
-    registry = _schema_registry_settings(user_props)
 
     common, producer, consumer, profile_name, tail = {}, {}, {}, None, False
     if profile is not None and profile.bootstrap_servers == servers:
@@ -219,7 +228,39 @@ def build_client_config(
         timeout_s=timeout_s,
         debug=debug,
         schema_registry=registry,
+        ignored_properties=ignored,
     )
+
+
+def _java_only_properties(props: dict[str, str]) -> list[str]:
+    """The properties librdkafka does not take by themselves: unknown to it (`default.api.timeout.ms`)
+    or Java's alone (`ssl.truststore.location`: JKS). A file shared with Kafka's tools holds them;
+    kstool goes on without them. Each is tried alone on a client that is made and dropped (~1 ms)."""
+    from confluent_kafka import KafkaException, Producer
+
+    ignored = []
+    for key, value in props.items():
+        if key == "bootstrap.servers":  # known, and a client given it would connect
+            continue
+        try:
+            Producer({key: value, "log_level": "0"})
+        except KafkaException as exc:
+            reason = exc.args[0].str()
+            if reason.startswith(("No such configuration property", "Java ")):
+                ignored.append(key)
+        except (TypeError, ValueError):
+            pass  # the client made with the whole file says what is wrong
+    return ignored
+
+
+def _refuse_if_embedded_broker_stopped() -> None:
+    """The default address may be another home's broker: a command meant for this home's
+    stopped one (a reset, say) must not reach it silently."""
+    stopped = load_profile()
+    if stopped is not None:
+        raise BrokerStoppedError(
+            f"this kstool home's embedded broker ({stopped.bootstrap_servers}) is not running: start it with "
+            "`kstool broker start`, or name a broker with -b HOST:PORT (or KSTOOL_BOOTSTRAP_SERVERS)")
 
 
 def _schema_registry_settings(props: dict[str, str]) -> dict[str, str]:

@@ -9,7 +9,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from kstool.config import parse_properties
+from kstool.config import build_client_config, parse_properties
 from tests.conftest import KSTOOL, cli
 from tests.helpers import create_topic, produce_values
 
@@ -36,6 +36,36 @@ def test_command_config_parses_java_properties_completely():
                      "key=with:separators": "v=1", "empty.value": ""}
 
 
+def test_command_config_is_read_as_java_reads_it_iso_8859_1(tmp_path):
+    """java.util.Properties.load(InputStream), which Kafka's tools use: a Latin-1 byte is that
+    character (it crashed kstool with UnicodeDecodeError), and \\uXXXX stands for the rest."""
+    props = tmp_path / "client.properties"
+    props.write_bytes(b"sasl.username=ren\xe9\nsasl.password=p\\u00e9ss\u20ac\n")
+    config = build_client_config("127.0.0.1:9", str(props))
+    assert (config.common["sasl.username"], config.common["sasl.password"]) == ("ren\u00e9", "p\u00e9ss\u20ac")
+    shown = cli("config", "show", "-b", "127.0.0.1:9", "--command-config", str(props), "-o", "json")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["common"]["sasl.username"] == "ren\u00e9"
+
+
+def test_java_only_client_properties_are_left_out_with_a_warning_and_the_command_goes_on(kafka, tmp_path):
+    """A file shared with Kafka's tools holds properties of Java's client alone: librdkafka
+    refused them and the command failed."""
+    props = tmp_path / "client.properties"
+    props.write_text("default.api.timeout.ms=60000\nssl.truststore.location=/etc/kafka/truststore.jks\n"
+                     f"ssl.truststore.password={SECRET}\nclient.id=ops\n")
+    listed = cli("topics", "list", "--command-config", str(props), "-o", "json")
+    assert listed.exit_code == 0, listed.stderr
+    assert listed.stderr == (f"kstool: warning: {props}: left out default.api.timeout.ms, ssl.truststore.location, "
+                             "ssl.truststore.password (Java client properties librdkafka does not take)\n")
+    assert isinstance(json.loads(listed.stdout), list)
+    config = build_client_config(None, str(props))
+    assert config.common == {"client.id": "ops"}
+    # typed on the command line, a property is the user's own: refused as librdkafka refuses it
+    typed = cli("topics", "list", "-X", "default.api.timeout.ms=1")
+    assert typed.exit_code == 1 and "default.api.timeout.ms" in typed.stderr
+
+
 def test_config_show_reads_a_multiline_jaas_file_and_masks_the_password(tmp_path):
     props = tmp_path / "client.properties"
     props.write_text("sasl.jaas.config=x.PlainLoginModule required \\\n  username=\"bob\" \\\n"
@@ -58,7 +88,9 @@ def test_config_show_masks_secrets_and_debug_output_never_shows_them(kafka, tmp_
     doc = json.loads(shown.stdout)
     assert doc["common"]["sasl.username"] == "ops"
     assert all(doc["common"][k] == "********" for k in
-               ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client.secret", "my.custom.secret"))
+               ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client.secret"))
+    # not a client property of librdkafka's: left out, named (never its value)
+    assert "my.custom.secret" not in doc["common"] and "left out my.custom.secret" in shown.stderr
     # the registry's settings, as confluent-kafka's client names them, kept from librdkafka's
     assert doc["schema_registry"] == {"url": "http://sr:8081", "basic.auth.user.info": "********"}
     assert not [k for k in doc["common"] if "schema" in k or "basic.auth" in k]

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
 from kstool import __version__
 from kstool.application.exceptions import AppBusyError, IncompatibleRunError
+from kstool.base.documents import RunningPids
 from kstool.base.errors import NotFoundError
 from kstool.base.home import kstool_home, private_dir, read_json, write_private_json
 from kstool.base.names import validate_name
@@ -164,9 +167,11 @@ def iter_apps(state_dir: Path) -> Iterator[tuple[AppPaths, Manifest]]:
 
 def check_compatible(existing: Manifest, wanted: Manifest) -> None:
     """Refuse a run that would reuse state built from other inputs or another topology."""
+    if existing.topology != wanted.topology:  # its settings are another topology's: not changes of these
+        raise IncompatibleRunError(
+            f"app {existing.app_id!r} runs topology {existing.topology}, not {wanted.topology}; "
+            f"use another --app-id, or `kstool reset --app-id {existing.app_id}` to start over")
     problems = []
-    if existing.topology != wanted.topology:
-        problems.append(f"topology {existing.topology} -> {wanted.topology}")
     if sorted(existing.input_topics) != sorted(wanted.input_topics):
         problems.append(f"input topics {existing.input_topics} -> {wanted.input_topics}")
     if sorted(existing.output_topics) != sorted(wanted.output_topics):
@@ -191,6 +196,50 @@ def save_manifest(paths: AppPaths, manifest: Manifest) -> None:
 RUN, RUN_PARKED, REWRITE = "run", "run-parked", "rewrite"
 
 
+@dataclass(frozen=True)
+class LockHolder:
+    """Who runs an app: the command's process, and the warm engine's when it hosts the run
+    (killing the engine stops every app in it, so it is not shown as the app's)."""
+
+    pid: int
+    engine_pid: int | None = None
+
+    def __str__(self) -> str:
+        return f"pid {self.pid}" + (f", in the warm engine, pid {self.engine_pid}" if self.engine_pid else "")
+
+    def encode(self) -> bytes:
+        return f"{self.pid} {self.engine_pid or ''}".strip().encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "LockHolder":
+        fields = [int(f) for f in data.decode(errors="replace").split() if f.isdigit()]
+        return cls(fields[0], fields[1] if len(fields) > 1 else None) if fields else cls(-1)
+
+
+def running_pids(holder: LockHolder | None) -> RunningPids:
+    """The JSON fields that say who runs an app."""
+    return {"running_pid": holder.pid if holder else None, "engine_pid": holder.engine_pid if holder else None}
+
+
+# set by the warm engine around a run it hosts for a client (kstool.engine.daemon.server)
+_hosted_for: ContextVar[int | None] = ContextVar("kstool_hosted_for", default=None)
+
+
+@contextmanager
+def hosted_for(client_pid: int) -> Iterator[None]:
+    """Locks taken inside this block name the client as the app's process, the engine beside it."""
+    token = _hosted_for.set(client_pid)
+    try:
+        yield
+    finally:
+        _hosted_for.reset(token)
+
+
+def _this_holder() -> LockHolder:
+    client = _hosted_for.get()
+    return LockHolder(os.getpid()) if client is None else LockHolder(client, os.getpid())
+
+
 class AppLock:
     """One run per app at a time: a second run fails at once (cron must not pile up)."""
 
@@ -208,11 +257,11 @@ class AppLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            holder = LockHolder.decode(os.read(fd, 64))
             os.close(fd)
-            raise AppBusyError(f"app {self.paths.app_id!r} is already running (pid {holder})") from None
+            raise AppBusyError(f"app {self.paths.app_id!r} is already running ({holder})") from None
         os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, _this_holder().encode())
         self._fd = fd
         if AppLock.on_taken is not None:
             try:
@@ -235,14 +284,18 @@ def stopped_app(paths: AppPaths, before: str) -> Manifest:
     manifest = load_manifest(paths)
     if manifest is None:
         raise NotFoundError(f"no kstool app {paths.app_id!r} in {paths.state_dir}")
-    pid = running_pid(paths)
-    if pid is not None:
-        raise AppBusyError(f"app {paths.app_id!r} is running (pid {pid}); stop it before {before}")
+    refuse_if_running(paths, before)
     return manifest
 
 
-def running_pid(paths: AppPaths) -> int | None:
-    """The pid holding the app's run lock, or None when the app is not running."""
+def refuse_if_running(paths: AppPaths, before: str) -> None:
+    holder = lock_holder(paths)
+    if holder is not None:
+        raise AppBusyError(f"app {paths.app_id!r} is running ({holder}); stop it before {before}")
+
+
+def lock_holder(paths: AppPaths) -> LockHolder | None:
+    """Who holds the app's run lock, or None when the app is not running."""
     if not paths.lock.exists():
         return None
     fd = os.open(paths.lock, os.O_RDONLY)
@@ -251,7 +304,6 @@ def running_pid(paths: AppPaths) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     except BlockingIOError:
-        text = os.read(fd, 32).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else -1
+        return LockHolder.decode(os.read(fd, 64))
     finally:
         os.close(fd)

@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 
 import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
-from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, running_pid
+from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, lock_holder, running_pids
 from kstool.base.documents import AppDescription, AppRow
 from kstool.base.errors import NotFoundError
 from kstool.base.names import validate_name
@@ -25,7 +25,7 @@ def list_apps(state_dir: Path) -> list[AppRow]:
         batch, _ = committed_offsets(app_checkpoint(paths, manifest))
         rows.append({"app_id": manifest.app_id, "topology": manifest.topology,
                      "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,
-                     "last_batch": batch, "running_pid": running_pid(paths)})
+                     "last_batch": batch, **running_pids(lock_holder(paths))})
     return rows
 
 
@@ -44,7 +44,7 @@ def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> 
         "stores": stored["stores"], "kstool_version": manifest.kstool_version,
         "state_dir": str(paths.root),
         "checkpoint_location": checkpoint.uri,
-        "running_pid": running_pid(paths),
+        **running_pids(lock_holder(paths)),
         "last_committed_batch": batch,
         "processed_offsets": [{"topic": t, "partition": p, "offset": o}
                               for (t, p), o in sorted(offsets.items())],

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
 from kstool.application.metrics import read_metrics
-from kstool.application.model import AppPaths, Manifest, checkpoint_uri, iter_apps, running_pid
+from kstool.application.model import AppPaths, Manifest, checkpoint_uri, iter_apps, lock_holder, running_pids
 from kstool.apps.exceptions import LagLimitError
 from kstool.base.documents import AppTopRow
 from kstool.base.errors import KstoolError
@@ -63,7 +63,7 @@ class Top:
                 rows.append(self._app_row(paths, manifest))
             except KstoolError as failure:
                 row = self._row(manifest.app_id, "app", "error", None, None, None, None)
-                rows.append({**row, "running_pid": running_pid(paths), "error": str(failure)})
+                rows.append({**row, **running_pids(lock_holder(paths)), "error": str(failure)})
         return rows + [self._group_row(group) for group in self.options.groups]
 
     def watch(self, wait: Callable[[float], bool]) -> Iterator[list[AppTopRow]]:
@@ -74,17 +74,17 @@ class Top:
                 return
 
     def _app_row(self, paths: AppPaths, manifest: Manifest) -> AppTopRow:
-        pid = running_pid(paths)
+        holder = lock_holder(paths)
         inputs = set(manifest.input_topics)
         self.clients.require_topics(manifest.input_topics)  # a deleted input: say which
         positions = {tp: o for tp, o in self._processed(paths, manifest).items() if tp[0] in inputs}
         lag, time_lag = self._lags(positions) if positions else (None, None)
         metrics = read_metrics(paths)
         last = metrics[-1] if metrics else None
-        row = self._row(manifest.app_id, "app", "running" if pid else "stopped",
+        row = self._row(manifest.app_id, "app", "running" if holder else "stopped",
                         sum(positions.values()) if positions else None, lag, time_lag,
                         self._output_end(manifest.output_topics))
-        row.update({"running_pid": pid,
+        row.update({**running_pids(holder),
                     "last_batch": last["batch_id"] if last else None,
                     "last_batch_ms": last["duration_ms"] if last else None,
                     "last_batch_at": last["time_ms"] if last else None,
@@ -120,7 +120,7 @@ class Top:
         now = _Position(at, committed, output_end)
         before = self._before.get((kind, name))
         self._before[(kind, name)] = now
-        return {"name": name, "kind": kind, "state": state, "running_pid": None,
+        return {"name": name, "kind": kind, "state": state, "running_pid": None, "engine_pid": None,
                 "input_rate": _rate(before, now, "committed"), "output_rate": _rate(before, now, "output_end"),
                 "lag": lag, "time_lag_ms": time_lag,
                 "last_batch": None, "last_batch_ms": None, "last_batch_at": None,

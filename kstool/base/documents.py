@@ -78,13 +78,19 @@ class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --for
     value_schema_id: NotRequired[int | None]
 
 
+class RunningPids(TypedDict):  # who runs an app
+    running_pid: int | None  # the command that runs the app (the client, when the warm engine hosts it)
+    engine_pid: int | None  # the warm engine hosting the run; None: the command runs it itself
+
+
 class AppRow(TypedDict):  # apps list
     app_id: str
     topology: str
     input_topics: list[str]
     output_topics: list[str]
     last_batch: int | None
-    running_pid: int | None
+    running_pid: int | None  # the command that runs the app (the client, when the warm engine hosts it)
+    engine_pid: int | None  # the warm engine hosting the run; None: the command runs it itself
 
 
 class ProcessedOffset(TypedDict):
@@ -116,7 +122,8 @@ class AppDescription(TypedDict):  # apps describe: the manifest, then progress
     kstool_version: str
     state_dir: str
     checkpoint_location: str  # a URI
-    running_pid: int | None
+    running_pid: int | None  # the command that runs the app (the client, when the warm engine hosts it)
+    engine_pid: int | None  # the warm engine hosting the run; None: the command runs it itself
     last_committed_batch: int | None
     processed_offsets: list[ProcessedOffset]
     history: AppHistory
@@ -141,7 +148,8 @@ class AppTopRow(TypedDict):  # apps top: one row per kstool app, then per --grou
     name: str  # the app id (its consumer group), or the group given
     kind: str  # "app" | "group"
     state: str  # apps: "running" | "stopped" | "error"; groups: the group's state, e.g. "STABLE"
-    running_pid: int | None
+    running_pid: int | None  # the command that runs the app (the client, when the warm engine hosts it)
+    engine_pid: int | None  # the warm engine hosting the run; None: the command runs it itself
     input_rate: float | None  # records/s the group's committed offsets moved over the interval
     output_rate: float | None  # records/s written to the app's output topics (apps only)
     lag: int | None  # records not yet processed; None: nothing committed yet

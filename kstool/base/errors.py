@@ -5,7 +5,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 1
 EXIT_BUSY = 75  # EX_TEMPFAIL: cron may retry later
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it (143 for SIGTERM)
 
 
 class KstoolError(Exception):
@@ -35,6 +35,10 @@ class BrokerUnreachableError(KstoolError):
 
 
 class Interrupted(KstoolError):
-    """Ctrl-C cut bounded work short: the message says how far it got."""
+    """Ctrl-C (or SIGTERM) cut bounded work short: the message says how far it got."""
 
     exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, signum: int = 2):
+        super().__init__(message)
+        self.exit_code = 128 + signum  # as shells report a process that a signal ended

@@ -20,7 +20,8 @@ from kstool.broker.profile import (
     Profile,
     broker_dir,
     load_profile,
-    profile_path,
+    load_running_profile,
+    mark_stopped,
     save_profile,
 )
 
@@ -66,8 +67,7 @@ def broker_binary() -> str:
 
 
 def status() -> BrokerStatus:
-    profile = load_profile()
-    alive = profile if profile is not None and pid_alive(profile.pid) else None
+    alive = load_running_profile()
     return BrokerStatus(
         running=alive is not None,
         pid=alive.pid if alive else None,
@@ -141,17 +141,10 @@ def start(port: int = DEFAULT_PORT, foreground: bool = False) -> BrokerStatus:
     finally:
         os.close(log_fd)
     _wait_until_serving(proc, port)
-    save_profile(
-        Profile(
-            name="embedded",
-            bootstrap_servers=f"{HOST}:{port}",
-            pid=proc.pid,
-            port=port,
-            producer=dict(EMBEDDED_PRODUCER_SETTINGS),
-            consumer=dict(EMBEDDED_CONSUMER_SETTINGS),
-            single_record_tail=True,
-        )
-    )
+    profile = Profile(name="embedded", bootstrap_servers=f"{HOST}:{port}", pid=proc.pid, port=port,
+                      producer=dict(EMBEDDED_PRODUCER_SETTINGS), consumer=dict(EMBEDDED_CONSUMER_SETTINGS),
+                      single_record_tail=True)
+    save_profile(profile)
     if foreground:
         try:
             proc.wait()
@@ -159,7 +152,7 @@ def start(port: int = DEFAULT_PORT, foreground: bool = False) -> BrokerStatus:
             proc.terminate()
             proc.wait()
         finally:
-            profile_path().unlink(missing_ok=True)
+            mark_stopped(profile)
     return status() if not foreground else BrokerStatus(
         False, None, f"{HOST}:{port}", str(log_path()), str(broker_dir().parent))
 
@@ -174,5 +167,7 @@ def stop(timeout_s: float = 10.0) -> BrokerStatus:
             time.sleep(0.05)
         if pid_alive(before.pid):
             os.kill(before.pid, signal.SIGKILL)
-    profile_path().unlink(missing_ok=True)
+    profile = load_profile()
+    if profile is not None:
+        mark_stopped(profile)
     return before

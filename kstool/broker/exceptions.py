@@ -11,3 +11,7 @@ class BrokerNotInstalledError(BrokerError):
 
 class PortInUseError(BrokerError):
     pass
+
+
+class BrokerStoppedError(BrokerError):
+    """This home's embedded broker is stopped and no other broker was named."""

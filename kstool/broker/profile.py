@@ -29,6 +29,9 @@ class Profile:
     consumer: dict[str, str] = field(default_factory=dict)
     # bulk writers may batch if each partition's last batch holds one record (kstool.kafka.bulk)
     single_record_tail: bool = False
+    # kept after `broker stop`: commands given no address then say the broker is stopped instead
+    # of trying a default where another broker may listen
+    stopped: bool = False
 
 
 def broker_dir() -> Path:
@@ -56,6 +59,11 @@ def load_profile() -> Profile | None:
 def load_running_profile() -> Profile | None:
     """The profile of an embedded broker that is still running, else None."""
     profile = load_profile()
-    if profile is None or not pid_alive(profile.pid):
+    if profile is None or profile.stopped or not pid_alive(profile.pid):
         return None
     return profile
+
+
+def mark_stopped(profile: Profile) -> None:
+    profile.stopped = True
+    save_profile(profile)

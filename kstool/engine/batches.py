@@ -95,7 +95,11 @@ def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None
 
 def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
             progress: Progress) -> None:
-    """One batch's progress, once (seen: the batches accounted)."""
+    """One batch's progress, once (seen: the batches accounted). A trigger that ran no batch
+    reports the id of the batch it would have run: were it taken for that batch once the sink
+    has reported it, the batch's own report would come as seen, its records never counted."""
+    if not ran_a_batch(batch_progress):
+        return
     batch_id = batch_progress["batchId"]
     rows = batch_progress["numInputRows"]
     records = _observed(batch_progress, INPUT_METRICS, "records") if rows else 0
@@ -115,12 +119,13 @@ def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], sum
     summary.bad_records += bad
     summary.late_records += report.late if report else 0
     summary.last_batch = batch_id
+    summary.lag = _lag(batch_progress)
     written = report.written if report else {}
     for topic, n in written.items():
         summary.written[topic] = summary.written.get(topic, 0) + n
     progress.batch(BatchStatus(batch_id, rows, rate,
                                (batch_progress.get("durationMs") or {}).get("triggerExecution", 0),
-                               written, report.seconds if report else 0.0, _lag(batch_progress), bad,
+                               written, report.seconds if report else 0.0, summary.lag, bad,
                                report.late if report else 0))
 
 

@@ -65,6 +65,13 @@ class RunSummary:
     processing_seconds: float = 0.0
     total_seconds: float = 0.0
     stopped_by_signal: bool = False
+    lag: int | None = None  # records left to read after the last batch, as Spark last saw the input
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+    def where_it_stopped(self) -> str:
+        """Where a run cut short left its app, for the one line that says so."""
+        batch = "before its first batch" if self.last_batch is None else f"after batch {self.last_batch}"
+        left = f" with {self.lag} record(s) left to read" if self.lag else ""
+        return f"{self.app_id} stopped {batch}{left}"

@@ -11,6 +11,17 @@ from contextvars import ContextVar
 from typing import Iterator
 
 _hosted: ContextVar[threading.Event | None] = ContextVar("kstool_stop_request", default=None)
+_last_signal: int = signal.SIGINT  # what asked this process's run to stop: its exit code says which
+
+
+def note_stop_signal(signum: int) -> None:
+    global _last_signal
+    _last_signal = signum
+
+
+def last_stop_signal() -> int:
+    """The signal that last asked a run of this process to stop (SIGINT: 130, SIGTERM: 143)."""
+    return _last_signal
 
 
 @contextmanager
@@ -31,7 +42,11 @@ def stop_request() -> Iterator[threading.Event]:
         yield event
         return
     event = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: event.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def request_stop(signum: int, _frame: object) -> None:
+        note_stop_signal(signum)
+        event.set()
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield event
     finally:

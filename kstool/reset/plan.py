@@ -7,8 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kstool.application.exceptions import AppBusyError
-from kstool.application.model import AppPaths, load_manifest, running_pid
+from kstool.application.model import AppPaths, load_manifest, refuse_if_running
 from kstool.base.documents import GroupMember
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members
@@ -84,9 +83,8 @@ def detect_internal_topics(app_id: str, topics: list[str], excluded: set[str]) -
 def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     paths = AppPaths(options.state_dir, options.app_id)
     manifest = load_manifest(paths)
-    pid = running_pid(paths) if manifest is not None else None
-    if pid is not None:
-        raise AppBusyError(f"app {options.app_id!r} is running (pid {pid}); stop it before a reset")
+    if manifest is not None:
+        refuse_if_running(paths, "a reset")
     warnings: list[str] = []
     inputs = options.input_topics if options.input_topics is not None else (
         manifest.input_topics if manifest is not None else [])

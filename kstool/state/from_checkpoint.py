@@ -20,15 +20,21 @@ class CheckpointBackend:
         batches = committed_batches(checkpoint)
         if not batches:
             raise StateReadError(f"app {app_id!r} has no committed batch in {checkpoint.uri}")
-        if batch_id is not None and batch_id not in batches:
-            raise StateReadError(f"batch {batch_id} is not a committed batch of {app_id!r} "
-                                 f"(committed: {batches[0]}..{batches[-1]})")
+        if batch_id is not None:
+            self._require_committed(batch_id, batches, app_id)
+        self.app_id, self.batches = app_id, batches
         self.checkpoint, self.store, self.spark_options = checkpoint, store, spark_options
         # a per-task store's entries in shards (kstool.topologies.shards), or an entry per key
         self.sharded = sharded and bool(store.spark_state_var)
         self.batch_id = batches[-1] if batch_id is None else batch_id
         self.description = f"checkpoint {checkpoint.uri} at batch {self.batch_id}"
         self._spark = None
+
+    @staticmethod
+    def _require_committed(batch_id: int, batches: list[int], app_id: str) -> None:
+        if batch_id not in batches:
+            raise StateReadError(f"batch {batch_id} is not a committed batch of {app_id!r} "
+                                 f"(committed: {batches[0]}..{batches[-1]})")
 
     def _session(self):
         if self._spark is None:
@@ -100,11 +106,14 @@ class CheckpointBackend:
     def changes(self, from_batch: int, to_batch: int | None) -> list[Change]:
         from pyspark.sql import functions as F
 
+        to_batch = self.batch_id if to_batch is None else to_batch
+        for batch_id in (from_batch, to_batch):  # Spark's own errors for these are raw and unclear
+            self._require_committed(batch_id, self.batches, self.app_id)
         if self.sharded:
-            return self._sharded_changes(from_batch, self.batch_id if to_batch is None else to_batch)
+            return self._sharded_changes(from_batch, to_batch)
         reader = (self._reader().option("readChangeFeed", "true")
                   .option("changeStartBatchId", from_batch)
-                  .option("changeEndBatchId", self.batch_id if to_batch is None else to_batch))
+                  .option("changeEndBatchId", to_batch))
         feed = reader.load(self.checkpoint.uri)
         key, value = self._fields(feed)
         table = feed.select("batch_id", "change_type", F.col(key).alias("k"), F.col(value).alias("v"),

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from kstool.application.exceptions import AppBusyError
-from kstool.application.model import AppLock, AppPaths
+from kstool.application.model import AppLock, AppPaths, LockHolder, hosted_for, lock_holder
 
 
 def test_a_second_taker_of_an_apps_lock_fails_at_once_naming_the_holder(tmp_path):
@@ -19,6 +19,19 @@ def test_a_second_taker_of_an_apps_lock_fails_at_once_naming_the_holder(tmp_path
                 pass
     with AppLock(paths):  # let go of: free again
         pass
+
+
+def test_a_run_the_engine_hosts_is_the_clients_with_the_engine_named_beside_it(tmp_path):
+    """Killing the engine stops every app in it: its pid must not pass for the app's."""
+    paths = AppPaths(tmp_path, "app")
+    with hosted_for(4242), AppLock(paths):
+        assert lock_holder(paths) == LockHolder(4242, os.getpid())
+        with pytest.raises(AppBusyError, match=rf"already running \(pid 4242, in the warm engine, pid {os.getpid()}\)"):
+            with AppLock(paths):
+                pass
+    assert lock_holder(paths) is None
+    with AppLock(paths):  # outside a hosted call: this process alone
+        assert lock_holder(paths) == LockHolder(os.getpid())
 
 
 def test_a_failing_hook_lets_go_of_the_lock(tmp_path, monkeypatch):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
+from kstool.base.processes import pid_alive
 from tests.conftest import cli_subprocess
+from tests.helpers import wait_until
 
 
 def test_broker_lifecycle_in_its_own_home(fresh_home):
@@ -26,6 +30,34 @@ def test_broker_lifecycle_in_its_own_home(fresh_home):
     assert stopped.exit_code == 0
     status = json.loads(cli_subprocess("broker", "status", "-o", "json").stdout)
     assert status["running"] is False and status["pid"] is None
+
+
+def test_a_stopped_or_dead_embedded_broker_is_never_replaced_by_the_default_address(fresh_home):
+    """After `broker stop`, commands given no address went to localhost:9092, where another
+    home's broker may listen (a reset would have reset a group there): they refuse instead."""
+    from tests.cluster import free_ports
+
+    address = cli_subprocess("broker", "start", "--port", "0").stdout.strip()
+    assert cli_subprocess("broker", "stop").exit_code == 0
+    for command in (("topics", "list"), ("reset", "--app-id", "a", "--input-topics", "t", "--yes"), ("config", "show")):
+        refused = cli_subprocess(*command)
+        assert refused.exit_code == 1, (command, refused.stderr)
+        assert refused.stderr == (f"kstool: error: this kstool home's embedded broker ({address}) is not running: "
+                                  "start it with `kstool broker start`, or name a broker with -b HOST:PORT "
+                                  "(or KSTOOL_BOOTSTRAP_SERVERS)\n"), command
+    closed = f"127.0.0.1:{free_ports(1)[0]}"  # an address given is tried as given
+    named = cli_subprocess("topics", "list", "-b", closed, "--timeout", "2")
+    assert named.exit_code == 1 and closed in named.stderr and "embedded broker" not in named.stderr
+    assert cli_subprocess("topics", "list", env={"KSTOOL_BOOTSTRAP_SERVERS": closed}).exit_code == 1
+
+    # a broker that died without `broker stop` (killed, the machine restarted) is stopped too
+    restarted = cli_subprocess("broker", "start", "--port", "0")
+    pid = json.loads(cli_subprocess("broker", "status", "-o", "json").stdout)["pid"]
+    assert cli_subprocess("topics", "list").exit_code == 0
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(pid), "the broker to die")
+    died = cli_subprocess("topics", "list")
+    assert died.exit_code == 1 and f"embedded broker ({restarted.stdout.strip()}) is not running" in died.stderr
 
 
 def test_broker_port_taken_is_a_clear_error(fresh_home):

@@ -193,3 +193,17 @@ def test_the_latest_report_alone_is_read_unless_batches_can_have_run_since_the_l
     ended = _Reports([*kept.reports[:99], _progress(99, rows=0, ran=False)])
     assert progress_since(ended, 97) == ended.reports and ended.full_reads == 1
     assert progress_since(_Reports([]), -1) == []
+
+
+def test_a_trigger_that_ran_nothing_is_not_taken_for_the_batch_whose_id_it_reports():
+    """After an idle start: the sink has reported batch 1 while Spark's latest report is still
+    the idle trigger's, which bears batch 1's id (a continuous run counted 0 of 3 records so)."""
+    from kstool.engine.batches import account
+    from kstool.engine.sink import BatchReport
+
+    summary, messages, seen = RunSummary("app"), _Messages(), set()
+    reports = {1: BatchReport(1, {"out": 3}, 0.1)}
+    for report in (_progress(1, rows=0, ran=False), _progress(1, rows=3), _progress(2, rows=0, ran=False)):
+        account(report, reports, seen, summary, messages)
+    assert messages.batches == [1]
+    assert (summary.batches, summary.input_records, summary.written) == (1, 3, {"out": 3})

@@ -194,8 +194,12 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     client.wait(180)
     reader.join(30)
     stderr = "".join(lines)
-    assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
-    batches = int(stderr.strip().splitlines()[-1].split(f"kstool: {app}: ")[1].split(" batch")[0])
+    # bounded work cut short is not done: cron sees 130, and where the app stands
+    assert client.returncode == 130 and "stopping after the current batch" in stderr, stderr
+    summary_line, interrupted = stderr.strip().splitlines()[-2:]
+    assert interrupted.startswith(f"kstool: interrupted: {app} stopped after batch ")
+    assert interrupted.endswith("record(s) left to read; run the same command to go on from there"), interrupted
+    batches = int(summary_line.split(f"kstool: {app}: ")[1].split(" batch")[0])
     assert 1 <= batches < len(words[10:]) // 10
     assert _parked(app)
     rerun = cli(*args)
@@ -203,7 +207,7 @@ def test_ctrl_c_stops_a_parked_querys_run_after_its_batch(kafka, engine, topic_n
     counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
     assert counts == dict(oracle(words))
     said = [int(run.strip().splitlines()[-1].split(" records in")[0].rsplit(" ", 1)[1])
-            for run in (first.stderr, stderr, rerun.stderr)]
+            for run in (first.stderr, summary_line, rerun.stderr)]
     assert sum(said) == len(words), f"the three runs' summaries say {said} records"
 
 
@@ -323,6 +327,11 @@ def test_ctrl_c_stops_the_hosted_run_after_its_batch(kafka, engine, topic_name):
     app = topic_name + "-app"
     client = _continuous(topic_name, app)
     _wait_for_first_output(kafka, app, client)
+    # the app's process is the client; the engine, hosting every app, is named beside it
+    listed = {row["app_id"]: row for row in json.loads(cli("apps", "list", "-o", "json").stdout)}
+    assert (listed[app]["running_pid"], listed[app]["engine_pid"]) == (client.pid, _status()["pid"])
+    described = cli("apps", "describe", app, "--offline")
+    assert f"running (pid {client.pid}, in the warm engine (pid {_status()['pid']}))" in described.stdout
     client.send_signal(signal.SIGINT)
     _, stderr = client.communicate(timeout=180)
     assert client.returncode == 0, stderr

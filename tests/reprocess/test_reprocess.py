@@ -9,13 +9,16 @@ the app runs over the first in several batches, the second arrives after that ru
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import cli
-from tests.helpers import T0, app_digest, create_topic, read_all
+from tests.conftest import KSTOOL, cli
+from tests.helpers import T0, app_digest, create_topic, read_all, wait_until
 
 KEYS = 6
 FIRST, LATER = 200, 40  # records per input before the first run, and after it
@@ -184,6 +187,36 @@ def test_a_reprocess_that_stops_midway_is_finished_by_running_it_again(kafka, sp
     assert finished.exit_code == 0, finished.stderr
     assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
                "--once", "--on-error", "skip").exit_code == 0
+    assert _final(kafka, output) == _final(kafka, output + "-oracle")
+
+
+def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(kafka, spark, topic_name):
+    """Cron's `kstool reprocess ... || alert` must fire when a signal cut the work short (it
+    exited 0 with most of the input left), and the same command then finishes it."""
+    source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    _write(kafka, source, _inputs("wordcount", FIRST)["input"])
+    args = ["--app-id", app, "--max-records-per-batch", "5"]
+    assert cli("run", "wordcount", "--input", source, "--output", output, "--once", *args).exit_code == 0
+    reprocess = [*KSTOOL, "reprocess", *args, "--from-time", f"@{T0}", "--yes"]
+    proc = subprocess.Popen(reprocess, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    wait_until(lambda: any(f"kstool: {app}: batch " in line for line in lines) or proc.poll() is not None,
+               lambda: f"the reprocess's first batch; it printed {lines[-3:]}")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(180)
+    reader.join(30)
+    assert proc.returncode == 143, lines[-3:]
+    last = lines[-1].strip()
+    assert last.startswith(f"kstool: interrupted: {app} stopped after batch ") and "left to read" in last, last
+    assert last.endswith("run the same reprocess again to finish it"), last
+    assert not any("reprocessed from" in line for line in lines), "no line says it was done"
+    finished = cli("reprocess", *args, "--from-time", f"@{T0}", "--yes")
+    assert finished.exit_code == 0, finished.stderr
+    assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
+               "--once").exit_code == 0
     assert _final(kafka, output) == _final(kafka, output + "-oracle")
 
 

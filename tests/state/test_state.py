@@ -55,6 +55,14 @@ def test_state_queries_time_travel_and_change_feed(kafka, spark, topic_name):
         changed = {r["key"]: r["value"] for r in feed if r["batch_id"] == batch}
         running = oracle(PART1 if batch == 0 else PART1 + PART2)
         assert changed == {w: running[w] for w in oracle(lines)}
+    # a range beyond the committed batches, or reversed: one line each, not Spark's errors
+    beyond = cli("state", "changes", "--app-id", app, "--from-batch", "3", "--to-batch", "5")
+    assert (beyond.exit_code, beyond.stderr) == (1, f"kstool: error: batch 3 is not a committed batch of {app!r} "
+                                                    "(committed: 0..1)\n")
+    reversed_range = cli("state", "changes", "--app-id", app, "--from-batch", "1", "--to-batch", "0")
+    assert (reversed_range.exit_code, reversed_range.stderr) == (2, "kstool: error: --to-batch 0 is before "
+                                                                    "--from-batch 1\n")
+    assert cli("state", "changes", "--app-id", app, "--from-batch", "1", "--to-batch", "4").exit_code == 1
 
     from_changelog = _as_dict(_query("all", "--app-id", app, "--from-changelog"))
     assert from_changelog == _as_dict(_query("all", "--app-id", app)) == dict(total)

@@ -88,6 +88,23 @@ def test_incompatible_run_is_refused(kafka, spark, topic_name):
     result = cli("run", "wordcount", "--input", source + "-other", "--output", sink, "--app-id", app, "--once")
     assert result.exit_code == 2
     assert "created with other settings" in result.stderr and "input topics" in result.stderr
+    # without its required topics: a usage error naming the option, before anything is written
+    missing = cli("run", "wordcount", "--app-id", app, "--once")
+    assert (missing.exit_code, missing.stderr) == (2, "kstool: error: Missing option '--input'. "
+                                                      "(see 'kstool run wordcount --help')\n")
+    another = cli("run", "aggregate", "--input", source, "--output", sink, "--app-id", app, "--once")
+    assert another.exit_code == 2
+    assert f"app '{app}' runs topology wordcount, not aggregate;" in another.stderr, another.stderr
+
+
+def test_a_run_missing_its_required_topics_is_a_usage_error_and_writes_nothing(tmp_path):
+    """click 8.3+ took an explicit default=None for a value given: the run crashed on a None
+    topic and left an empty app folder."""
+    state_dir = tmp_path / "apps"
+    for args in (("--output", "out"), ("--input", "in")):
+        result = cli("run", "wordcount", "--app-id", "brandnew", "--once", "--state-dir", state_dir, *args)
+        assert result.exit_code == 2 and "Missing option" in result.stderr, result.stderr
+    assert not state_dir.exists()
 
 
 def test_second_concurrent_run_exits_75(kafka, topic_name, tmp_path):

@@ -36,6 +36,7 @@ from kstool.engine.daemon.protocol import (
 )
 from kstool.engine.progress import Progress
 from kstool.engine.session import SparkOptions
+from kstool.engine.stopping import note_stop_signal
 from kstool.kafka.client import KafkaClients
 
 
@@ -226,7 +227,8 @@ class _ForwardedStopSignals:
         self.sock = sock
         self.previous: dict = {}
 
-    def _request_stop(self, *_: Any) -> None:
+    def _request_stop(self, signum: int, _frame: Any) -> None:
+        note_stop_signal(signum)
         try:
             send(self.sock, "stop")
         except OSError:

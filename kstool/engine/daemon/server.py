@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kstool import __version__
+from kstool.application.model import hosted_for
 from kstool.base.documents import EngineRun, EngineStatus
 from kstool.base.errors import KstoolError
 from kstool.base.home import private_dir, write_private_text
@@ -166,7 +167,7 @@ class Engine:
         try:
             fn, args = request["fn"], request["args"]
             _log.info("%s: %s for client pid %s", call.name, fn.__qualname__, call.client_pid)
-            with hosted(call.stop):
+            with hosted(call.stop), hosted_for(call.client_pid):
                 clients = KafkaClients(request["config"]) if request["config"] is not None else None
                 result = fn(clients, *args, RemoteProgress(conn, send_lock))
             reply: tuple = ("result", result)
