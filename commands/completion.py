@@ -43,6 +43,11 @@ def _clients(ctx: click.Context):
     return g.clients()
 
 
+def complete_from(values: tuple[str, ...]):
+    """A completer offering fixed values (e.g. `--window`'s kinds, each followed by what to type)."""
+    return _quiet(lambda ctx: values)
+
+
 @_quiet
 def complete_topics(ctx):
     from kstool.kafka.topics import list_topics

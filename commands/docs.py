@@ -144,7 +144,8 @@ def summaries() -> str:
 
 def generated_files() -> dict[str, str]:
     files = {f"completions/{filename}": completion_script(shell) for shell, filename in COMPLETION_FILES.items()}
-    files.update({f"man/{name}": text for name, text in man_pages().items()})
+    # man/man1: where `man` looks for section 1 under a MANPATH entry
+    files.update({f"man/man1/{name}": text for name, text in man_pages().items()})
     files["commands/summaries.py"] = summaries()
     return files
 

@@ -14,7 +14,7 @@ from kstool.base.errors import KstoolError, UsageError
 from kstool.base.serdes import FORMATS as SERDE_FORMATS
 from kstool.base.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 from kstool.base.timeutil import parse_time
-from kstool.commands.completion import complete_topics
+from kstool.commands.completion import complete_from, complete_topics
 from kstool.output import FORMATS
 from kstool.schemas.formats import SchemaOptions
 from kstool.schemas.windowed import LAYOUTS as WINDOWED_LAYOUTS
@@ -150,7 +150,8 @@ def setting_option(setting: Setting, for_describe: bool = False):
         **({} if default is None else {"default": default}),
         show_default=setting.default is not None and setting.default is not False,
         metavar=setting.metavar, help=help_text,
-        shell_complete=complete_topics if setting.kind == TOPIC else None)
+        shell_complete=complete_topics if setting.kind == TOPIC else
+        complete_from(setting.suggestions) if setting.suggestions else None)
 
 
 @dataclasses.dataclass(frozen=True)

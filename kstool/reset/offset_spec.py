@@ -67,7 +67,8 @@ def parse_offsets_csv(text: str, origin: str = "--from-file") -> dict[tuple[str,
         if len(row) != 3:
             raise ResetPlanError(f"{origin}:{lineno}: expected topic,partition,offset")
         topic, partition, offset = (cell.strip() for cell in row)
-        if not topic or not partition.isdigit() or not offset.isdigit():
+        # isdecimal, not isdigit: '²' is a digit that int() refuses
+        if not topic or not partition.isdecimal() or not offset.isdecimal():
             raise ResetPlanError(f"{origin}:{lineno}: expected topic,partition,offset with "
                                  f"non-negative integers, got {','.join(row)!r}")
         offsets[(topic, int(partition))] = int(offset)

@@ -12,9 +12,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+WINDOW_KINDS = ("tumbling", "hopping", "sliding", "session")  # --window KIND:...
+
+
 @dataclass(frozen=True)
 class WindowSpec:
-    kind: str  # tumbling | hopping | sliding | session
+    kind: str  # one of WINDOW_KINDS
     size: int  # ms; the time difference for sliding windows, the inactivity gap for sessions
     advance: int  # ms; == size for tumbling, unused for sliding windows and sessions
 

@@ -18,6 +18,7 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
 from kstool.streams.aggregation import AGGREGATIONS, STORE, TEXT_AGGREGATIONS, output_value, store_value
+from kstool.streams.windows import WINDOW_KINDS
 from kstool.topologies import aggregate_inputs, combiners
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
@@ -161,7 +162,8 @@ TYPE = TopologyType(
              "tumbling:SIZE | hopping:SIZE,ADVANCE (epoch-aligned) | sliding:DIFFERENCE (a window "
              "[t - D, t] per record, as Kafka Streams' SlidingWindows) | session:GAP.",
              metavar="SPEC", describe_help="aggregate: tumbling:SIZE | hopping:SIZE,ADVANCE | sliding:DIFFERENCE "
-                                           "| session:GAP."),
+                                           "| session:GAP.",
+             suggestions=tuple(f"{kind}:" for kind in WINDOW_KINDS)),
      Setting("grace", "--grace",
              "How long after a window's end records are still accepted (later: dropped, counted).",
              default="0ms", kind=DURATION, metavar="DURATION"),

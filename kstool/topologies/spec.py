@@ -30,6 +30,7 @@ class Setting:
     # for `topology describe`: offered there (with this help), and a stand-in when not given
     describe_help: str | None = None
     describe_default: Any = None
+    suggestions: tuple[str, ...] = ()  # what shell completion offers (the user types the rest)
 
 
 @dataclass(frozen=True)

@@ -56,17 +56,40 @@ def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
 
 @pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
 def test_man_pages_render_without_warnings_and_cover_every_option():
-    for page in sorted((REPO / "man").glob("*.1")):
+    for page in sorted((REPO / "man" / "man1").glob("*.1")):
         result = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", str(page)], capture_output=True, text=True)
         assert result.returncode == 0 and result.stderr == "", (page.name, result.stderr)
     for path, command in _commands(cli):
-        page = (REPO / "man" / f"kstool-{path[0]}.1").read_text(encoding="utf-8").replace("\\-", "-")
+        page = (REPO / "man" / "man1" / f"kstool-{path[0]}.1").read_text(encoding="utf-8").replace("\\-", "-")
         assert " ".join(("kstool",) + path) in page, path
         assert "global options" in page.lower()  # listed once, on kstool(1)
         for param in command.params:
             if isinstance(param, click.Option) and param.name not in GLOBAL_OPTION_NAMES:
                 for opt in param.opts + param.secondary_opts:
                     assert re.search(rf"(^|[ ,]){re.escape(opt)}\b", page, re.M), (path, opt)
-    root_page = (REPO / "man" / "kstool.1").read_text(encoding="utf-8").replace("\\-", "-")
+    root_page = (REPO / "man" / "man1" / "kstool.1").read_text(encoding="utf-8").replace("\\-", "-")
     for name in cli.commands:
         assert f"kstool-{name}" in root_page
+
+
+def test_the_readme_s_completion_and_man_lines_work_in_a_new_home(tmp_path):
+    """Run as a new user would: the `cp`s need their folders made, and `man kstool-reset`
+    finds the page through MANPATH (pages must sit in man/man1)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Shell completions and man pages", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(lines) == 4, lines  # bash, zsh, fish, man
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"], "MANPAGER": "cat", "PAGER": "cat", "MANWIDTH": "80"}
+    for line in lines:
+        result = subprocess.run(["bash", "-c", f"set -e; {line}"], cwd=REPO, env=env, capture_output=True, text=True)
+        assert result.returncode == 0, (line, result.stderr)
+    assert (tmp_path / ".local/share/bash-completion/completions/kstool").read_text() == \
+        (REPO / "completions/kstool.bash").read_text()
+    assert (tmp_path / ".zfunc/_kstool").is_file() and (tmp_path / ".config/fish/completions/kstool.fish").is_file()
+    assert "kstool reset" in result.stdout and "--application-id" in result.stdout
+
+
+def test_window_kinds_complete():
+    assert _complete("kstool run aggregate --window ") == ["tumbling:", "hopping:", "sliding:", "session:"]
+    assert _complete("kstool run aggregate --window ses") == ["session:"]

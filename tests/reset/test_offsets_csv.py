@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,14 @@ def test_offsets_csv_parser(text):
     except ResetPlanError:
         return
     assert offsets and all(p >= 0 and o >= 0 for (_, p), o in offsets.items())
+
+
+def test_a_digit_that_is_not_a_number_is_the_one_line_reset_error():
+    """'²' is a digit to str.isdigit, not to int(): it crashed with ValueError."""
+    for line in ("t,²,1", "t,1,³", "t,⑦,1"):
+        with pytest.raises(ResetPlanError, match=r"^offsets.csv:1: expected topic,partition,offset with non-negative"):
+            parse_offsets_csv(line + "\n", "offsets.csv")
+    assert parse_offsets_csv("t,٣,42\n") == {("t", 3): 42}  # a decimal digit of another script, as Java's parseInt
 
 
 @given(st.integers(0, 10**6), st.integers(0, 10**12), st.text(alphabet="abc-._", min_size=1, max_size=10))
