@@ -52,16 +52,20 @@ def describe(g: Globals, app_id, state_dir, offline, output):
     stores = Listing([s for s in doc["stores"]],
                      [Column("name", "STORE"), Column("kind"), Column("changelog_topic"),
                       Column("key_format"), Column("value_format")])
-    title = (f"app {doc['app_id']}: {doc['topology']}, last committed batch "
-             f"{doc['last_committed_batch']}, "
-             f"{_running(doc)}, "
-             f"group lag {group['total_lag'] if group else '-'}")
+    batch = doc["last_committed_batch"]
+    missing = doc["missing_input_topics"]
+    lag_text = (f"input topic(s) {', '.join(missing)} do not exist (deleted?): no lag" if missing
+                else f"group lag {group['total_lag'] if group else '-'}")
+    title = (f"app {doc['app_id']}: {doc['topology']}, "
+             f"{'no committed batch yet' if batch is None else f'last committed batch {batch}'}, {_running(doc)}, "
+             f"{lag_text}")
     history = doc["history"]
     first = history["first_batch"]
     reach = ("its empty state before batch 0" if history["origin"] is not None and first in (0, None)
              else f"batch {first}" if first is not None else "nothing")
-    footer = [f"history: batches {first}..{history['last_batch']} kept (at most {history['kept_batches']}, "
-              f"--history-batches); reprocess reaches back to {reach}"]
+    kept = f"batches {first}..{history['last_batch']}" if first is not None else "no batch"
+    footer = [f"history: {kept} kept (--history-batches {history['kept_batches']}: Spark keeps at least the last "
+              f"{history['kept_batches']}, deleting older ones as it goes); reprocess reaches back to {reach}"]
     emit(Listing(rows, [Column("topic"), Column("partition", justify="right"),
                         Column("offset", "PROCESSED", justify="right"), Column("lag", justify="right")],
                  document=doc, title=title, extra_tables=[stores], footer=footer), output)

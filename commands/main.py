@@ -26,7 +26,7 @@ COMMANDS = {
     "apps": ("apps", "apps"), "broker": ("broker", "broker"), "changelog": ("changelog", "changelog"),
     "completion": ("completion", "completion"), "config": ("config", "config"), "consume": ("consume", "consume"),
     "engine": ("engine", "engine"), "groups": ("groups", "groups"), "produce": ("produce", "produce"),
-    "replay": ("replay", "replay"), "reprocess": ("run", "reprocess"), "reset": ("reset", "reset"),
+    "replay": ("replay", "replay"), "reprocess": ("reprocess", "reprocess"), "reset": ("reset", "reset"),
     "run": ("run", "run"), "state": ("state", "state"), "topics": ("topics", "topics"),
     "topology": ("topology", "topology"),
 }
@@ -102,6 +102,9 @@ def run(argv: list[str] | None = None) -> int:
     try:
         result = cli.main(args=argv, prog_name="kstool", standalone_mode=False)
         return result if isinstance(result, int) else 0
+    except click.exceptions.NoArgsIsHelpError as exc:  # `kstool apps`: its help, not an error line holding it
+        sys.stderr.write(exc.ctx.get_help() + "\n")
+        return EXIT_USAGE
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         return _fail(exc.format_message() + hint, EXIT_USAGE, debug)

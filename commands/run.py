@@ -7,26 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 
 from kstool.base.names import validate_name
-from kstool.base.timeutil import format_time, parse_duration, parse_time
+from kstool.base.timeutil import parse_duration
 from kstool.checkpoint.location import normalize_location
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
     SchemaFlags,
-    confirm_or_refuse,
     gathered,
-    output_option,
     setting_option,
     state_dir_option,
-    yes_option,
 )
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.engine.options import BATCH_RECORDS, COMBINED_BATCH_RECORDS, GUARANTEES, ON_DATA_LOSS, STARTING
-from kstool.output import Column, Listing, RunReporter, dumps, emit, format_counts, info
+from kstool.output import RunReporter, dumps, format_counts, info
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
 
@@ -47,8 +43,6 @@ def app_options(func):
 class EngineArgs:
     """What every run takes besides its topology: run mode, errors, Spark, reporting."""
 
-    trigger: str
-    starting: str
     max_records_per_batch: int | None
     on_error: str
     processing_guarantee: str
@@ -67,6 +61,9 @@ class EngineArgs:
     value_schema: str | None
     no_header: bool
     history_batches: int | None
+    # how a continuous or new app runs: not options of `reprocess`, which runs once from its plan
+    trigger: str = "1s"
+    starting: str = "earliest"
 
 
 # the run options an app keeps in its manifest (the last run's, as given): `reprocess` runs the
@@ -75,12 +72,13 @@ KEPT_SETTINGS = ("max_records_per_batch", "on_error", "processing_guarantee", "l
                  "broker_timeout", "master", "schema_registry", "value_schema", "no_header")
 
 
-engine_options = gathered(
-    "engine", EngineArgs,
+_RUN_MODE_OPTIONS = (
     click.option("--trigger", default="1s", show_default=True, metavar="DURATION",
                  help="Micro-batch interval when running continuously."),
     click.option("--from", "starting", type=click.Choice(STARTING), default="earliest",
                  show_default=True, help="Where a new app starts when its group has no offsets."),
+)
+_ENGINE_OPTIONS = (
     click.option("--max-records-per-batch", type=click.IntRange(min=1), metavar="N",
                  help=f"Admission control: records per micro-batch [default: {BATCH_RECORDS}; "
                       f"{COMBINED_BATCH_RECORDS} where the source combines them]."),
@@ -119,6 +117,8 @@ engine_options = gathered(
                  help="Batches of history the checkpoint keeps: how far back `kstool reprocess` and "
                       "`state --batch-id` reach [default: the app's; 1000 for a new app]."),
 )
+engine_options = gathered("engine", EngineArgs, *_RUN_MODE_OPTIONS, *_ENGINE_OPTIONS)
+once_engine_options = gathered("engine", EngineArgs, *_ENGINE_OPTIONS)  # reprocess
 
 
 def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
@@ -167,10 +167,10 @@ def execute(g: Globals, topology, app_id: str | None, once: bool, restore_missin
         info(f"kstool: {summary.app_id}: {summary.batches} batch(es), {summary.input_records} records "
              f"in {summary.processing_seconds:.1f}s, written {format_counts(summary.written)}{bad}")
     if once:  # a continuous run ends by a signal; bounded work cut short is not done (cron must see it)
-        _fail_if_cut_short(summary, "run the same command to go on from there")
+        fail_if_cut_short(summary, "run the same command to go on from there")
 
 
-def _fail_if_cut_short(summary, finish: str) -> None:
+def fail_if_cut_short(summary, finish: str) -> None:
     from kstool.base.errors import Interrupted
     from kstool.engine.stopping import last_stop_signal
 
@@ -181,83 +181,6 @@ def _fail_if_cut_short(summary, finish: str) -> None:
 @click.group(help=f"Run a topology ({', '.join(REGISTRY)}) on Spark, reading and writing Kafka topics.")
 def run():
     pass
-
-
-@click.command()
-@click.option("--app-id", required=True, help="The kstool app to reprocess.", shell_complete=complete_apps)
-@click.option("--from-time", metavar="TIME", help="Recompute the outputs of the records from this time on.")
-@click.option("--to-time", metavar="TIME", help="... up to and including this time [default: all].")
-@click.option("--from-beginning", is_flag=True,
-              help="Empty state and the whole input from its log start (when the history --from-time needs is gone).")
-@click.option("--accept-partial", is_flag=True,
-              help="Empty state from --from-time, as Kafka's reset tool leaves it: totals count only the "
-                   "records from then on (time windows: from the first window holding it).")
-@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing.")
-@yes_option("rolling the app back (needed when not on a terminal)")
-@output_option()
-@engine_options
-@pass_globals
-def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_partial, dry_run, yes, output,
-              engine: EngineArgs):
-    """Recompute APP's outputs from a time, as one uninterrupted run would have written them: the
-    app goes back to its state just before that time (its checkpoint keeps the history), then
-    runs once. Plan first; exit 0 done, 1 failed or refused, 75 app busy."""
-    from kstool.application.model import AppPaths, load_manifest
-    from kstool.reprocess.apply import reprocess as carry_out
-    from kstool.reprocess.exceptions import HistoryGoneError
-    from kstool.reprocess.plan import build_plan
-
-    if from_beginning and (accept_partial or from_time):
-        raise click.UsageError("--from-beginning reads the whole input: give no --from-time or --accept-partial")
-    mode = "beginning" if from_beginning else "partial" if accept_partial else "rollback"
-    paths = AppPaths(engine.state_dir, validate_name(app_id))
-    manifest = load_manifest(paths)
-    context = click.get_current_context()
-    for name, value in (manifest.run_settings if manifest else {}).items():
-        if name in KEPT_SETTINGS and context.get_parameter_source(name) is ParameterSource.DEFAULT:
-            setattr(engine, name, value)  # as the app last ran, unless given here
-    options = build_run_options(g, app_id, True, engine)
-    clients = g.clients()
-    plan = build_plan(clients, paths, parse_time(from_time) if from_time else None,
-                      parse_time(to_time) if to_time else None, mode)
-    as_json = output in ("json", "jsonl") or engine.report == "json"
-    if not as_json or dry_run or plan.refusal:
-        _show_plan(plan, "json" if as_json else output, dry_run)
-    if plan.refusal:
-        raise HistoryGoneError(plan.refusal)
-    if dry_run:
-        info("dry run: nothing was changed")
-        return
-    confirm_or_refuse(f"Reprocess {app_id} as planned?", yes)
-    result = run_here_or_in_engine(carry_out, clients, plan, options, name=app_id, spark=options.spark,
-                                   progress=progress_for(app_id, engine.quiet), use_engine=not engine.no_engine)
-    if as_json:
-        click.echo(dumps(result.to_dict()))
-    elif not engine.quiet and not result.run.stopped_by_signal:
-        run_summary = result.run
-        info(f"kstool: {app_id}: reprocessed from " + (from_time or "the beginning")
-             + (f" to {to_time}" if to_time else "")
-             + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
-             + format_counts(run_summary.written))
-    _fail_if_cut_short(result.run, "run the same reprocess again to finish it")
-
-
-def _show_plan(plan, output: str, dry_run: bool) -> None:
-    rows = [{**p.__dict__, "restart_at": format_time(p.restart_time)} for p in plan.partitions]
-    if plan.mode == "rollback" and plan.restart_batch is not None:
-        back = ("before its first batch (empty state)" if plan.restart_batch < 0 else
-                f"to batch {plan.restart_batch} (run {format_time(plan.restart_batch_time)})")
-        title = (f"reprocess plan for {plan.app_id}: roll back {back}, undoing {plan.batches_undone} "
-                 f"batch(es); read {plan.records} records")
-    else:
-        title = f"reprocess plan for {plan.app_id} ({plan.mode}): read {plan.records} records"
-    footer = [f"rewrites: {', '.join(plan.rewritten_topics)}", *(f"note: {n}" for n in plan.notes)]
-    emit(Listing(rows, [Column("topic"), Column("partition", justify="right"),
-                        Column("from_time_offset", "FROM-TIME OFFSET", justify="right"),
-                        Column("processed", justify="right"), Column("restart", justify="right"),
-                        Column("end", justify="right"), Column("records", justify="right"),
-                        Column("restart_at", "FIRST RECORD AT")],
-                 document={**plan.to_dict(), "dry_run": dry_run}, title=title, footer=footer), output)
 
 
 def topology_command(kind: TopologyType) -> click.Command:

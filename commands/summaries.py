@@ -11,7 +11,7 @@ SUMMARIES = {
     'groups': 'Consumer groups (= application ids), members, committed offsets and lag.',
     'produce': 'Write records to TOPIC from stdin (or --file), one per line.',
     'replay': 'Copy records for reprocessing: keys, values, headers and timestamps kept, plus provenance headers (source topic, partition, offset).',
-    'reprocess': "Recompute APP's outputs from a time, as one uninterrupted run would have written them: the app goes back to its state just before that time (its checkpoint keeps the history), then runs once. Plan first; exit 0 done, 1 failed or refused, 75 app busy.",
+    'reprocess': "Recompute APP's outputs from a time, as one uninterrupted run would have written them: the app goes back to its state just before that time (its checkpoint keeps the history), then runs once. Plan first; exit 0 done (or nothing to do), 1 failed or refused, 75 app busy, 130/143 cut short by a signal.",
     'reset': "Reset an application so it reprocesses its input: plan, then commit the new offsets, delete its internal topics and its local state (what Kafka's tool leaves to you).",
     'run': 'Run a topology (wordcount, aggregate, join, table-aggregate) on Spark, reading and writing Kafka topics.',
     'state': 'Query state stores from outside the app (read-only; safe while it runs), or restore them from their changelogs.',

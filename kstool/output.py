@@ -62,6 +62,11 @@ def show_times_in(zone: tzinfo) -> None:
     _shown_zone[0] = zone
 
 
+def shown_time(ms: int | None) -> str | None:
+    """A time as tables show it: in --tz's zone."""
+    return format_time(ms, _shown_zone[0])
+
+
 _FOR_PEOPLE = {"time": lambda ms: format_time(int(ms), _shown_zone[0]), "bytes": _size,
                "seconds": lambda s: format_duration(round(s * 1000)), "ms": lambda ms: format_duration(int(ms))}
 

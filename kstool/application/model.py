@@ -5,6 +5,7 @@ any Hadoop URI)."""
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import os
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Any, Callable, ClassVar, Iterator
 from kstool import __version__
 from kstool.application.exceptions import AppBusyError, IncompatibleRunError
 from kstool.base.documents import RunningPids
-from kstool.base.errors import NotFoundError
+from kstool.base.errors import KstoolError, NotFoundError
 from kstool.base.home import kstool_home, private_dir, read_json, write_private_json
 from kstool.base.names import validate_name
 
@@ -146,6 +147,18 @@ def origin_offsets(document: dict[str, int]) -> dict[tuple[str, int], int]:
 def load_manifest(paths: AppPaths) -> Manifest | None:
     data = read_json(paths.manifest)
     return Manifest.from_dict(data) if isinstance(data, dict) else None
+
+
+def existing_app(paths: AppPaths, error: type[KstoolError] = NotFoundError, hint: str = "") -> Manifest:
+    """The app's manifest; else the one error every command gives for an unknown app id, naming
+    the nearest app when one is close (a typo at 3 a.m.)."""
+    manifest = load_manifest(paths)
+    if manifest is not None:
+        return manifest
+    known = [f.name for f in paths.state_dir.iterdir() if (f / MANIFEST).is_file()] if paths.state_dir.is_dir() else []
+    close = difflib.get_close_matches(paths.app_id, known, n=1)
+    suggestion = f"; did you mean {close[0]!r}?" if close else ""
+    raise error(f"no kstool app {paths.app_id!r} in {paths.state_dir}{suggestion}{hint}")
 
 
 def checkpoint_uri(paths: AppPaths, location: str | None) -> str:
@@ -281,9 +294,7 @@ class AppLock:
 
 def stopped_app(paths: AppPaths, before: str) -> Manifest:
     """The manifest of an app that is not running, for an operation that changes it ("a restore")."""
-    manifest = load_manifest(paths)
-    if manifest is None:
-        raise NotFoundError(f"no kstool app {paths.app_id!r} in {paths.state_dir}")
+    manifest = existing_app(paths)
     refuse_if_running(paths, before)
     return manifest
 

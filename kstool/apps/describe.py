@@ -8,9 +8,8 @@ import io
 from pathlib import Path
 
 import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
-from kstool.application.model import MANIFEST, AppPaths, iter_apps, load_manifest, lock_holder, running_pids
+from kstool.application.model import AppPaths, existing_app, iter_apps, lock_holder, running_pids
 from kstool.base.documents import AppDescription, AppRow
-from kstool.base.errors import NotFoundError
 from kstool.base.names import validate_name
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import committed_batches, committed_offsets
@@ -31,9 +30,7 @@ def list_apps(state_dir: Path) -> list[AppRow]:
 
 def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> AppDescription:
     paths = AppPaths(state_dir, validate_name(app_id))
-    manifest = load_manifest(paths)
-    if manifest is None:
-        raise NotFoundError(f"no app {app_id!r} in {state_dir} (no {MANIFEST})")
+    manifest = existing_app(paths)
     checkpoint = app_checkpoint(paths, manifest)
     batch, offsets = committed_offsets(checkpoint)
     batches = committed_batches(checkpoint)
@@ -51,8 +48,11 @@ def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> 
         "history": {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
                     "last_batch": batch, "origin": manifest.origin},
         "group": None,
+        "missing_input_topics": [],
     }
     if clients is not None:
+        existing = clients.metadata().topics
+        doc["missing_input_topics"] = [t for t in manifest.input_topics if t not in existing]
         try:
             group = describe_group(clients, app_id)
             doc["group"] = {"state": group["state"], "total_lag": group["total_lag"],

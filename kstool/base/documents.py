@@ -128,6 +128,7 @@ class AppDescription(TypedDict):  # apps describe: the manifest, then progress
     processed_offsets: list[ProcessedOffset]
     history: AppHistory
     group: AppGroup | None
+    missing_input_topics: list[str]  # input topics the broker does not have (deleted?): the lag leaves them out
 
 
 class BatchMetrics(TypedDict):  # one line of an app's metrics.jsonl, per micro-batch

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, load_manifest
-from kstool.base.errors import KstoolError, NotFoundError
+from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, existing_app, load_manifest
+from kstool.base.errors import KstoolError
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import last_committed_batch, rollback_files
 from kstool.engine.options import RunOptions, RunSummary
@@ -36,9 +36,7 @@ class ReprocessResult:
 def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
               progress: Progress | None = None) -> ReprocessResult:
     paths = AppPaths(options.state_dir, plan.app_id)
-    manifest = load_manifest(paths)
-    if manifest is None:
-        raise NotFoundError(f"no kstool app {plan.app_id!r} in {options.state_dir}")
+    manifest = existing_app(paths)
     if plan.refusal is not None:
         raise HistoryGoneError(plan.refusal)
     options = dataclasses.replace(

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
-from kstool.application.model import AppPaths, Manifest, origin_offsets, stopped_app
+from kstool.application.model import AppPaths, Manifest, existing_app, lock_holder, origin_offsets, stopped_app
 from kstool.base.errors import UsageError
 from kstool.base.timeutil import check_time_range, format_time
 from kstool.checkpoint.files import app_checkpoint
@@ -75,6 +75,7 @@ class ReprocessPlan:
     refusal: str | None = None  # the plan cannot be carried out exactly: why, and the ways on
     checkpoint_files: int = 0  # files the rollback deletes
     reset: ResetPlan | None = None  # beginning, partial: the reset that starts the state over
+    nothing_to_do: bool = False  # no input record is at or after --from-time
 
     def restart_offsets(self) -> dict[TP, int]:
         return {(p.topic, p.partition): p.restart for p in self.partitions}
@@ -83,22 +84,44 @@ class ReprocessPlan:
         """Where the run stops, when --to-time gives an end (else it reads to the inputs' end)."""
         return {(p.topic, p.partition): p.end for p in self.partitions} if self.to_time is not None else {}
 
+    def steps(self) -> list[dict[str, str]]:
+        """Every change carrying the plan out makes, in order: the destructive ones named."""
+        if self.nothing_to_do or self.refusal:
+            return []
+        steps = [{"step": "move the group's offsets", "target": f"{self.app_id}: to each partition's restart"}]
+        if self.mode == "rollback" and self.restart_batch == ORIGIN:
+            steps.append({"step": "delete the checkpoint", "target": "all of it: the state starts empty"})
+        elif self.mode == "rollback" and self.batches_undone:
+            steps.append({"step": "delete checkpoint files", "target": f"{self.checkpoint_files} of batches "
+                          f"{(self.restart_batch or 0) + 1}..{self.last_batch}"})
+        elif self.reset is not None:
+            steps += [{"step": "delete topic", "target": topic} for topic in self.reset.topics_to_delete]
+            local = self.reset.local_state
+            if local is not None:
+                steps.append({"step": "delete local state", "target": local.path})
+                if local.checkpoint_location:
+                    steps.append({"step": "delete the checkpoint", "target": local.checkpoint_location})
+        steps.append({"step": "run once", "target": f"read {self.records} records"})
+        return steps + [{"step": "append to topic", "target": topic} for topic in self.rewritten_topics]
+
     def to_dict(self) -> dict:
         document = asdict(self)
         document["reset"] = None if self.reset is None else {
             "topics_to_delete": self.reset.topics_to_delete,
             "local_state": asdict(self.reset.local_state) if self.reset.local_state else None}
+        document["steps"] = self.steps()
         return document
 
 
 def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to_time: int | None = None,
-               mode: str = "rollback") -> ReprocessPlan:
+               mode: str = "rollback", plan_only: bool = False) -> ReprocessPlan:
+    """plan_only: a plan to look at (a dry run), shown even while the app runs."""
     if mode not in MODES:
         raise UsageError(f"reprocess mode must be one of {', '.join(MODES)}")
     if from_time is None and mode != "beginning":
         raise UsageError("give --from-time, or --from-beginning")
     check_time_range(from_time or 0, to_time)
-    manifest = stopped_app(paths, "reprocessing")
+    manifest = existing_app(paths) if plan_only else stopped_app(paths, "reprocessing")
     if manifest.restore_pending and mode == "rollback":
         raise UsageError(f"app {paths.app_id!r} waits for its state to be restored from the changelogs: run it once "
                          "first (or reprocess --from-beginning)")
@@ -113,11 +136,19 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
         paths.app_id, manifest.topology, mode, from_time, to_time, last, None, None, 0,
         {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
          "last_batch": last}, [], _rewritten(manifest), 0)
+    holder = lock_holder(paths) if plan_only else None
+    if holder is not None:
+        plan.notes.append(f"the app is running ({holder}): stop it before reprocessing (the plan may differ then)")
+    from_offsets = offsets_for_time(clients, tps, from_time) if from_time is not None else {}
+    if from_time is not None and all(from_offsets[tp] >= ends[tp][1] for tp in tps):
+        plan.nothing_to_do = True
+        plan.notes.append(f"no record of {', '.join(manifest.input_topics)} is at or after {format_time(from_time)}: "
+                          "nothing to reprocess")
+        return plan
     if mode == "rollback":
-        assert from_time is not None
-        _plan_rollback(clients, plan, manifest, checkpoint, batches, tps, ends, processed, stops, from_time)
+        _plan_rollback(plan, manifest, checkpoint, batches, tps, ends, processed, stops, from_offsets)
     else:
-        _plan_reset(clients, plan, manifest, paths, tps, processed, stops, from_time)
+        _plan_reset(clients, plan, manifest, paths, tps, processed, stops, from_time, plan_only)
     starts = first_timestamps(clients, {tp: r for tp, r in plan.restart_offsets().items() if r < stops[tp]})
     for p in plan.partitions:
         p.restart_time = starts.get((p.topic, p.partition))
@@ -125,10 +156,9 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     return plan
 
 
-def _plan_rollback(clients: KafkaClients, plan: ReprocessPlan, manifest: Manifest, checkpoint: CheckpointFiles,
-                   batches: list[int], tps: list[TP], ends: dict[TP, tuple[int, int]], processed: dict[TP, int],
-                   stops: dict[TP, int], from_time: int) -> None:
-    from_offsets = offsets_for_time(clients, tps, from_time)
+def _plan_rollback(plan: ReprocessPlan, manifest: Manifest, checkpoint: CheckpointFiles, batches: list[int],
+                   tps: list[TP], ends: dict[TP, tuple[int, int]], processed: dict[TP, int], stops: dict[TP, int],
+                   from_offsets: dict[TP, int]) -> None:
     origin = origin_offsets(manifest.origin) if manifest.origin is not None else None
     restart, restart_offsets = _restart_batch(checkpoint, batches, origin, from_offsets)
     plan.partitions = [PartitionPlan(t, p, from_offsets[(t, p)] if from_offsets[(t, p)] < ends[(t, p)][1] else None,
@@ -209,7 +239,7 @@ def _ways_on(app_id: str) -> str:
 
 
 def _plan_reset(clients: KafkaClients, plan: ReprocessPlan, manifest: Manifest, paths: AppPaths, tps: list[TP],
-                processed: dict[TP, int], stops: dict[TP, int], from_time: int | None) -> None:
+                processed: dict[TP, int], stops: dict[TP, int], from_time: int | None, plan_only: bool) -> None:
     """beginning and partial: Kafka's way, the state starts over empty at the inputs' start or
     at the time (for time windows, the start of the first window holding it)."""
     if plan.mode == "beginning":
@@ -224,7 +254,7 @@ def _plan_reset(clients: KafkaClients, plan: ReprocessPlan, manifest: Manifest, 
                                                     if start != from_time else "")
                           + ("; a session that this cuts is rewritten with its later records only"
                              if str(manifest.parameters.get("window", "")).startswith("session") else ""))
-    reset = build_reset_plan(clients, ResetOptions(plan.app_id, spec, paths.state_dir))
+    reset = build_reset_plan(clients, ResetOptions(plan.app_id, spec, paths.state_dir, plan_only=plan_only))
     plan.reset = reset
     targets = reset.new_offsets()
     plan.partitions = [PartitionPlan(t, p, None, processed.get((t, p)), targets[(t, p)], stops[(t, p)],

@@ -34,6 +34,8 @@ class ResetOptions:
     state_dir_given: bool = False
     keep_local_state: bool = False
     force: bool = False
+    # a plan to look at (a dry run): a running kstool app is no reason to refuse showing it
+    plan_only: bool = False
 
 
 @dataclass
@@ -83,7 +85,7 @@ def detect_internal_topics(app_id: str, topics: list[str], excluded: set[str]) -
 def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     paths = AppPaths(options.state_dir, options.app_id)
     manifest = load_manifest(paths)
-    if manifest is not None:
+    if manifest is not None and not options.plan_only:
         refuse_if_running(paths, "a reset")
     warnings: list[str] = []
     inputs = options.input_topics if options.input_topics is not None else (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, load_manifest
+from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, existing_app
 from kstool.base.errors import UsageError
 from kstool.base.names import validate_name
 from kstool.base.serdes import SCHEMA_FORMATS
@@ -45,9 +45,7 @@ class StateSource:
 
 def list_stores(state_dir: Path, app_id: str) -> list[dict]:
     paths = AppPaths(state_dir, validate_name(app_id))
-    manifest = load_manifest(paths)
-    if manifest is None:
-        raise StoreNotFoundError(f"no kstool app {app_id!r} in {state_dir}")
+    manifest = existing_app(paths, StoreNotFoundError)
     checkpoint = app_checkpoint(paths, manifest)
     batches = committed_batches(checkpoint)
     partitions = _state_partitions(checkpoint)
@@ -63,10 +61,8 @@ def _state_partitions(checkpoint: CheckpointFiles) -> int | None:
 
 
 def _store(state_dir: Path, app_id: str, name: str | None) -> tuple[Manifest, StoreSpec]:
-    manifest = load_manifest(AppPaths(state_dir, validate_name(app_id)))
-    if manifest is None:
-        raise StoreNotFoundError(f"no kstool app {app_id!r} in {state_dir}; for a Kafka Streams "
-                                 "app give --changelog-topic with --key-format/--value-format")
+    manifest = existing_app(AppPaths(state_dir, validate_name(app_id)), StoreNotFoundError,
+                            " (for a Kafka Streams app give --changelog-topic with --key-format/--value-format)")
     for store in manifest.stores:
         if name is None or store.name == name:
             return manifest, store

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.application.exceptions import StateMissingError
-from kstool.application.model import REWRITE, AppLock, AppPaths, load_manifest, save_manifest, stopped_app
-from kstool.base.errors import NotFoundError, UsageError
+from kstool.application.model import REWRITE, AppLock, AppPaths, existing_app, save_manifest, stopped_app
+from kstool.base.errors import UsageError
 from kstool.base.names import validate_name
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import committed_batches
@@ -68,9 +68,7 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
     paths = AppPaths(state_dir, plan.app_id)
     # no run may start meanwhile, nor may a query of the engine, or a store Spark left loaded, write to it
     with AppLock(paths, REWRITE):
-        manifest = load_manifest(paths)
-        if manifest is None:
-            raise NotFoundError(f"no kstool app {plan.app_id!r} in {state_dir}")
+        manifest = existing_app(paths)
         # marked first: a checkpoint deleted without the mark would restart empty
         manifest.restore_pending = True
         manifest.origin = None  # the restored state is not empty at any offsets

@@ -81,3 +81,11 @@ def test_unknown_command_is_usage_error():
 def test_version():
     result = cli("--version")
     assert result.exit_code == 0 and "kstool" in result.stdout
+
+
+def test_a_command_group_alone_prints_its_help_not_an_error_line_holding_it():
+    for args in ((), ("apps",), ("state",)):
+        result = cli(*args)
+        assert result.exit_code == 2, args
+        assert result.stderr.startswith(f"Usage: kstool {' '.join(args)}".rstrip() + " [OPTIONS] COMMAND"), result.stderr
+        assert "error" not in result.stderr.splitlines()[0] and result.stdout == ""

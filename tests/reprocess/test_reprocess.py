@@ -9,6 +9,7 @@ the app runs over the first in several batches, the second arrives after that ru
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -153,6 +154,8 @@ def test_a_lost_history_is_refused_with_the_ways_on_and_from_beginning_is_exact(
     assert refused.exit_code == 1
     error = refused.stderr.strip().splitlines()[-1]
     assert "is gone" in error and "keeps batches" in error and "--from-beginning" in error and "--accept-partial" in error
+    assert refused.stdout.startswith(f"reprocess of {app} REFUSED, nothing was changed")  # not a plan to carry out
+    assert "STEPS" not in refused.stdout
     assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
 
     rebuilt = cli("reprocess", "--app-id", app, "--from-beginning", "--yes", "-o", "json")
@@ -218,6 +221,51 @@ def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(
     assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
                "--once").exit_code == 0
     assert _final(kafka, output) == _final(kafka, output + "-oracle")
+
+
+def test_the_plan_names_every_step_and_says_when_there_is_nothing_to_do(kafka, spark, topic_name):
+    """A new operator's reading of the plan: nothing to do after the last record (it planned 'undoing
+    0 batches' and ran), each destructive step listed, a dry run while the app runs, --tz, -q."""
+    from kstool.application.model import AppLock, AppPaths, default_state_dir
+
+    source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    _write(kafka, source, _inputs("wordcount", 40)["input"])
+    assert cli("run", "wordcount", "--input", source, "--output", output, "--app-id", app, "--once",
+               "--max-records-per-batch", "4").exit_code == 0
+    before = (app_digest(_app_folder(app)), _group(app), _ends(kafka, output))
+
+    late = cli("reprocess", "--app-id", app, "--from-time", "2030-01-01", "--yes")
+    assert late.exit_code == 0, late.stderr
+    assert late.stdout.startswith(f"reprocess plan for {app}: nothing to do")
+    assert "is at or after 2030-01-01T00:00:00.000Z: nothing to reprocess" in late.stdout
+    assert late.stderr == "nothing was changed\n" and "STEPS" not in late.stdout
+    assert json.loads(cli("reprocess", "--app-id", app, "--from-time", "2030-01-01", "--yes", "-o", "json")
+                      .stdout)["nothing_to_do"] is True
+    assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
+
+    with AppLock(AppPaths(default_state_dir(), app)):  # the app runs: a dry run still shows the plan
+        dry = cli("reprocess", "--app-id", app, "--from-beginning", "--dry-run", "-o", "json")
+        assert cli("reprocess", "--app-id", app, "--from-beginning", "--yes").exit_code == 75
+    assert dry.exit_code == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert any(note.startswith("the app is running (pid ") for note in plan["notes"])
+    steps = [(s["step"], s["target"]) for s in plan["steps"]]
+    assert steps[0] == ("move the group's offsets", f"{app}: to each partition's restart")
+    assert ("delete topic", f"{app}-counts-changelog") in steps
+    assert ("delete local state", str(_app_folder(app))) in steps
+    assert steps[-2:] == [("append to topic", output), ("append to topic", f"{app}-counts-changelog")]
+
+    paris = cli("reprocess", "--app-id", app, "--from-time", f"@{T0 + 10_000}", "--dry-run", "--tz", "Europe/Paris")
+    assert paris.exit_code == 0, paris.stderr
+    assert re.search(r" 2026-01-01T01:00:\d\d\.000\+01:00\n", paris.stdout) and "00.000Z" not in paris.stdout
+    assert "STEPS, IN ORDER" in paris.stdout and "delete checkpoint files" in paris.stdout
+    assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
+
+    quiet = cli("reprocess", "--app-id", app, "--from-time", f"@{T0 + 10_000}", "--yes", "-q")  # cron's line
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+    options = cli("reprocess", "--help").stdout
+    assert "--trigger" not in options and "--from [" not in options and "--from-time" in options
 
 
 def test_a_rollback_stopped_anywhere_leaves_a_checkpoint_spark_goes_on_from(tmp_path):

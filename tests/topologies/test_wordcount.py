@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import time
 
+from confluent_kafka.admin import AdminClient
+
 from tests.conftest import KSTOOL, cli
-from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all, source_rows
+from tests.helpers import (
+    as_long,
+    create_topic,
+    end_offsets,
+    latest_per_key,
+    produce_values,
+    read_all,
+    source_rows,
+    wait_until,
+)
 from tests.oracles import word_counts as oracle
 
 CORPUS = [
@@ -201,7 +213,30 @@ def test_apps_list_and_describe(kafka, spark, topic_name):
     assert doc["group"]["total_lag"] == 0
     assert doc["stores"][0]["changelog_topic"] == f"{app}-counts-changelog"
     missing = cli("apps", "describe", "no-such-app")
-    assert missing.exit_code == 1 and "no app" in missing.stderr
+    assert missing.exit_code == 1 and "no kstool app 'no-such-app' in " in missing.stderr
+    # a typo: every command says it alike, with the app meant
+    for command in (("apps", "describe", app[:-1]), ("state", "all", "--app-id", app[:-1]),
+                    ("reprocess", "--app-id", app[:-1], "--from-beginning", "--dry-run")):
+        typo = cli(*command)
+        assert typo.exit_code == 1 and typo.stderr.startswith(f"kstool: error: no kstool app {app[:-1]!r} in "), command
+        assert f"; did you mean {app!r}?" in typo.stderr, (command, typo.stderr)
+    shown = cli("apps", "describe", app).stdout
+    assert shown.startswith(f"app {app}: wordcount, last committed batch {summary['last_batch']}, not running, "
+                            "group lag 0")
+    assert "history: batches 0..0 kept (--history-batches 1000: Spark keeps at least the last 1000" in shown
+
+    from kstool.application.model import AppPaths, default_state_dir, load_manifest, save_manifest
+
+    never_ran = app + "-new"  # a manifest, no batch committed yet
+    manifest = load_manifest(AppPaths(default_state_dir(), app))
+    save_manifest(AppPaths(default_state_dir(), never_ran), dataclasses.replace(manifest, app_id=never_ran))
+    assert cli("apps", "describe", never_ran).stdout.startswith(f"app {never_ran}: wordcount, no committed batch yet, ")
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([source])[source].result(10)
+    wait_until(lambda: json.loads(cli("apps", "describe", app, "-o", "json").stdout)["missing_input_topics"] == [source],
+               "the deleted input topic to be named")
+    assert f"input topic(s) {source} do not exist (deleted?): no lag" in cli("apps", "describe", app).stdout
 
 
 def test_recreated_input_topic_is_detected_as_data_loss(kafka, spark, topic_name):
