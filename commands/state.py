@@ -185,11 +185,18 @@ def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
     """Window and session stores: KEY's windows or sessions in a time range."""
     backend, store = _open(g, source)
     kind = store.kind if store else backend.formats.key.layout
-    entries = list(ops.fetch(backend.entries(), ops.typed_key(key, source, store), time_from, time_to, kind))
-    _emit(entries, output)
-    if not entries and not (source.from_changelog or source.changelog_topic):
-        info(f"no open {'session' if kind == 'session' else 'window'} of {key!r} in that range: closed ones leave "
-             "the store (its retention is size + grace); --from-changelog reads them from the changelog topic")
+    every, wanted = backend.entries(), ops.typed_key(key, source, store)
+    entries = list(ops.fetch(every, wanted, time_from, time_to, kind))
+    if entries or output != "table":
+        _emit(entries, output)
+    if entries:
+        return
+    window = "session" if kind == "session" else "window"
+    elsewhere = len(list(ops.fetch(every, wanted, None, None, kind)))
+    closed = ("" if source.from_changelog or source.changelog_topic else
+              f"; closed {window}s leave it (its retention is size + grace): --from-changelog reads them")
+    raise KeyNotFoundError(f"not found: no {window} of {key!r} in that range ({elsewhere} outside it)" if elsewhere
+                           else f"not found: no {window} of {key!r} in the store{closed}")
 
 
 @state.command()

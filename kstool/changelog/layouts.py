@@ -26,6 +26,13 @@ LAYOUTS = ("key-value", "window", "session", "time-windowed")
 # timestamps a real window bound can take: 2000-01-01 .. 2100-01-01
 _PLAUSIBLE = (946_684_800_000, 4_102_444_800_000)
 KEY_FORMATS = (*FORMATS, *SCHEMA_FORMATS)
+# the keys of kstool's buffer stores, a FORMAT key inside (`time-first:string`): shown as their parts
+# time-first (a versioned join's stream buffer, Kafka Streams' TimeFirstWindowKeySchema): time(8) ‖ key ‖ seqnum(4)
+# join-side (a stream-stream join's unmatched records, TimestampedKeyAndJoinSide): time(8) ‖ left(1) ‖ key ‖ seqnum(4)
+BUFFER_KEYS = ("time-first", "join-side")
+# the values of a suppression buffer (`buffered:long`): time it entered(8) ‖ present(1) ‖ FORMAT value
+BUFFERED_VALUE = "buffered"
+_TIME, _SEQNUM = struct.Struct(">q"), struct.Struct(">i")
 
 
 @dataclass(frozen=True)
@@ -37,13 +44,16 @@ class KeySpec:
     def parse(cls, text: str) -> "KeySpec":
         """`string`, `windowed:long`, `session:json`, `time-windowed:string`, ..."""
         prefix, sep, fmt = text.partition(":")
+        if prefix in BUFFER_KEYS and fmt in KEY_FORMATS:  # key-value stores whose keys hold more
+            return cls("key-value", text)
         if not sep:
             prefix, fmt = "key-value", text
         layout = {"windowed": "window", "window": "window", "session": "session",
                   "time-windowed": "time-windowed", "key-value": "key-value"}.get(prefix)
         if layout is None or fmt not in KEY_FORMATS:
-            raise UsageError(f"invalid key format {text!r}: use FORMAT, windowed:FORMAT, session:FORMAT or "
-                             f"time-windowed:FORMAT with FORMAT one of {', '.join(KEY_FORMATS)}")
+            raise UsageError(f"invalid key format {text!r}: use FORMAT, windowed:FORMAT, session:FORMAT, "
+                             f"time-windowed:FORMAT, time-first:FORMAT or join-side:FORMAT with FORMAT one of "
+                             f"{', '.join(KEY_FORMATS)}")
         return cls(layout, fmt)
 
 
@@ -68,6 +78,9 @@ def _inner_decoder(fmt: str, schemas: Schemas | None, part: str) -> Callable[[by
 
 def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[bytes | None], DecodedKey]:
     """schemas: for avro keys (around which the window and session layouts sit)."""
+    buffer, _, fmt = spec.key_format.rpartition(":")
+    if buffer in BUFFER_KEYS:
+        return _buffer_key_decoder(buffer, fmt, _inner_decoder(fmt, schemas, "key"))
     inner = _inner_decoder(spec.key_format, schemas, "key")
 
     def decode(data: bytes | None) -> DecodedKey:
@@ -81,6 +94,21 @@ def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[byte
             return DecodedKey(raw(data), ok=False)
         key, start, end, seqnum = bounds
         return _checked(inner(key), spec.key_format, start=start, end=end, seqnum=seqnum)
+    return decode
+
+
+def _buffer_key_decoder(buffer: str, fmt: str, inner: Callable[[bytes | None], Any]) -> Callable[[bytes | None], DecodedKey]:
+    head = _TIME.size + (1 if buffer == "join-side" else 0)
+
+    def decode(data: bytes | None) -> DecodedKey:
+        if data is None or len(data) < head + _SEQNUM.size:
+            return DecodedKey(None if data is None else raw(data), ok=data is None)
+        parts: dict[str, Any] = {"time": _TIME.unpack_from(data)[0]}
+        if buffer == "join-side":
+            parts["side"] = "left" if data[_TIME.size] else "right"
+        key = inner(data[head:-_SEQNUM.size])
+        parts.update(key=key, seqnum=_SEQNUM.unpack_from(data, len(data) - _SEQNUM.size)[0])
+        return DecodedKey(parts, ok=not _is_fallback(key, fmt))
     return decode
 
 
@@ -98,11 +126,23 @@ def _is_fallback(value: Any, fmt: str) -> bool:
 
 
 def value_decoder(fmt: str, schemas: Schemas | None = None) -> Callable[[bytes | None], tuple[Any, bool]]:
+    buffered, _, within = fmt.partition(":")
+    if buffered == BUFFERED_VALUE and within:
+        return _buffered_value_decoder(value_decoder(within, schemas))
     inner = _inner_decoder(fmt, schemas, "value")
 
     def decode(data: bytes | None):
         value = inner(data)
         return value, not _is_fallback(value, fmt)
+    return decode
+
+
+def _buffered_value_decoder(inner: Callable[[bytes | None], tuple[Any, bool]]):
+    def decode(data: bytes | None) -> tuple[Any, bool]:
+        if data is None or len(data) < _TIME.size + 1:
+            return (None, True) if data is None else (raw(data), False)
+        value, ok = inner(data[_TIME.size + 1:]) if data[_TIME.size] else (None, True)
+        return {"buffered_at": _TIME.unpack_from(data)[0], "value": value}, ok
     return decode
 
 

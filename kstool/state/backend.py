@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+
+def key_order(key: Any) -> tuple[str, Any]:
+    """How entries sort by key, the same from the checkpoint and the changelog: numbers as numbers,
+    texts as texts, composite keys (a buffer's {time, key, seqnum}, avro records) by their JSON."""
+    if key is None or isinstance(key, (bool, int, float, str, bytes)):
+        return str(type(key)), "" if key is None else key
+    return str(type(key)), json.dumps(key, sort_keys=True, default=str)
 
 
 @dataclass

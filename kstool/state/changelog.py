@@ -8,7 +8,7 @@ from typing import Any
 
 from kstool.changelog.operations import DecodeStats, DumpOptions, Formats, dump
 from kstool.kafka.client import KafkaClients
-from kstool.state.backend import Change, Entry
+from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import UnsupportedQueryError
 from kstool.streams.versioned import latest_versions
 
@@ -31,7 +31,7 @@ class ChangelogBackend:
                 rows = list(dump(self.clients, DumpOptions(self.topic, self.formats, compact=True), DecodeStats()))
             self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r),
                                           r["partition"]) for r in rows),
-                                   key=lambda e: (str(type(e.key)), str(e.key), e.window_start or 0))
+                                   key=lambda e: (*key_order(e.key), e.window_start or 0))
         return self._entries
 
     def _end(self, row: dict) -> int | None:

@@ -9,7 +9,7 @@ from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import committed_batches
 from kstool.engine.session import SparkOptions
-from kstool.state.backend import Change, Entry
+from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import StateReadError
 from kstool.topologies.shards import decode_shard
 
@@ -86,7 +86,7 @@ class CheckpointBackend:
             raw_keys, raw_values, partitions = _unsharded(raw_values, partitions)
         keys, values, starts, ends = self._decoded(raw_keys, raw_values)
         rows = zip(keys, values, starts, ends, partitions)
-        return sorted((Entry(*row) for row in rows), key=lambda e: (_sort_key(e.key), e.window_start or 0))
+        return sorted((Entry(*row) for row in rows), key=lambda e: (key_order(e.key), e.window_start or 0))
 
     def _state(self):
         return self._reader().option("batchId", self.batch_id).load(self.checkpoint.uri)
@@ -122,7 +122,7 @@ class CheckpointBackend:
         columns = [table.column(c).to_pylist() for c in ("batch_id", "change_type")]
         rows = zip(*columns, keys, values, table.column("partition_id").to_pylist(), starts, ends)
         return sorted((Change(*row) for row in rows),
-                      key=lambda c: (c.batch_id, _sort_key(c.key), c.window_start or 0))
+                      key=lambda c: (c.batch_id, key_order(c.key), c.window_start or 0))
 
 
     def _sharded_changes(self, from_batch: int, to_batch: int) -> list[Change]:
@@ -163,7 +163,7 @@ class CheckpointBackend:
         keys, values, starts, ends = self._decoded([row[2] for row in out], [row[3] for row in out])
         changes = [Change(batch, kind, key, value, partition, start, end) for (batch, kind, _, _, partition), key,
                    value, start, end in zip(out, keys, values, starts, ends)]
-        return sorted(changes, key=lambda c: (c.batch_id, _sort_key(c.key), c.window_start or 0))
+        return sorted(changes, key=lambda c: (c.batch_id, key_order(c.key), c.window_start or 0))
 
 
 def _pairs(blob: bytes) -> list[tuple[bytes, bytes | None]]:
@@ -181,7 +181,3 @@ def _unsharded(blobs: list, partitions: list) -> tuple[list, list, list]:
             values.append(value)
             parts.append(partition)
     return keys, values, parts
-
-
-def _sort_key(key: Any):
-    return (str(type(key)), key if key is not None else "")

@@ -6,8 +6,8 @@ make one: each record's left window [t - D, t], and its right window [t + 1, t +
 later record falls in it; records before D share the window [0, D] (processEarly). A new
 window's aggregate is copied from the windows next to it, not recomputed from the records,
 exactly as Kafka Streams does, and updates are forwarded in its order (the store walked
-backwards from t + 1). A record whose left window ended before stream time - grace is late;
-windows that closed are not updated. The store keeps windows for 2D + grace behind the
+backwards from t + 1). A record is late only when its right window [t + 1, t + 1 + D] ends at or
+before stream time - grace; windows that closed are not updated. The store keeps windows for 2D + grace behind the
 newest window start it was given (its retention: older ones are invisible, then dropped).
 `--emit final` emits each window once when its end is before stream time - grace
 (EmitStrategy.onWindowClose), in (end, key) order after the record that closed it.

@@ -33,8 +33,8 @@ from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
                 "join-left-table": "key-value", "join-right-table": "key-value", BUFFER: "key-value",
                 GLOBAL: "key-value", SUBSCRIPTIONS: "key-value"}
-# stores whose keys are bytes (time ‖ side or key ‖ ...)
-_BINARY_KEYS = ("join-unmatched", BUFFER, SUBSCRIPTIONS)
+# the key formats of stores whose keys hold more than the record key (kstool.changelog.layouts)
+_KEY_FORMATS = {"join-unmatched": "join-side:string", BUFFER: "time-first:string", SUBSCRIPTIONS: "hex"}
 
 
 INPUT_FORMATS = ("bytes", *SCHEMA_FORMATS)
@@ -152,7 +152,7 @@ class Join:
     def stores(self, app_id: str) -> list[StoreSpec]:
         retention = self.processor().retention if self.kind == "stream-stream" else None
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
-                          "hex" if name in _BINARY_KEYS else "string", "string",
+                          _KEY_FORMATS.get(name, "string"), "string",
                           spark_state_var=name,
                           retention_ms=retention if _STORE_KINDS[name] == "window" else None,
                           history_ms=self.table_history if name == TABLE else None)

@@ -70,7 +70,9 @@ class TableAggregation:
         return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        values = {TABLE: "string", STORE: "long" if self.agg == "count" else "double", BUFFER: "hex"}
+        # the buffer holds the output values waiting: counts are longs; auto's sums long or double by record
+        output = "long" if self.agg == "count" else "string" if self.value_format != "auto" else "hex"
+        values = {TABLE: "string", STORE: "long" if self.agg == "count" else "double", BUFFER: f"buffered:{output}"}
         return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name], spark_state_var=name)
                 for name in self.processor().stores]
 

@@ -1,14 +1,22 @@
-"""The embedded broker's lifecycle in a home of its own, and a taken port."""
+"""The embedded broker's lifecycle in a home of its own, a taken port, a stopped broker never
+replaced by a default address, and kcat against it."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from kstool.base.processes import pid_alive
 from tests.conftest import cli_subprocess
-from tests.helpers import wait_until
+from tests.helpers import REPO, create_topic, wait_until
 
 
 def test_broker_lifecycle_in_its_own_home(fresh_home):
@@ -70,3 +78,24 @@ def test_broker_port_taken_is_a_clear_error(fresh_home):
         result = cli_subprocess("broker", "start", "--port", str(port))
     assert result.exit_code == 1
     assert f"port {port}" in result.stderr and "already in use" in result.stderr
+
+
+def test_the_readme_s_kcat_line_reaches_the_embedded_broker(kafka, topic_name):
+    """README: kcat on librdkafka 2.0.2 (Debian's) fails against the embedded broker; the line
+    that preloads the wheel's librdkafka 2.16 lists its topics."""
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed (apt-get install kcat)")
+    if not kafka.embedded:
+        pytest.skip("about the embedded broker")
+    create_topic(kafka, topic_name, 1)
+    line = re.search(r"^LD_PRELOAD=.* kcat -b 127\.0\.0\.1:9092 -L$", (REPO / "README.md").read_text(), re.M)
+    assert line, "the README's kcat line"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    listed = subprocess.run(["bash", "-c", line.group(0).replace("127.0.0.1:9092", kafka.bootstrap)],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert listed.returncode == 0 and f'topic "{topic_name}"' in listed.stdout, listed.stderr
+    version = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+    if "librdkafka 2.0." in version:  # Debian's: the failure the README names
+        plain = subprocess.run(["kcat", "-b", kafka.bootstrap, "-L", "-m", "3"], capture_output=True, text=True,
+                               timeout=60)
+        assert plain.returncode != 0 and "Read underflow" in plain.stderr

@@ -93,3 +93,22 @@ def test_the_readme_s_completion_and_man_lines_work_in_a_new_home(tmp_path):
 def test_window_kinds_complete():
     assert _complete("kstool run aggregate --window ") == ["tumbling:", "hopping:", "sliding:", "session:"]
     assert _complete("kstool run aggregate --window ses") == ["session:"]
+
+
+def test_the_readme_s_runs_each_have_an_app_of_their_own():
+    """Followed in order, two examples with the same app id (the topology's name by default) and
+    other settings refused the second: 'created with other settings'."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    runs: dict[str, set[tuple[str, ...]]] = {}
+    for block in blocks:
+        for command in re.sub(r"\\\n\s*", " ", block).splitlines():
+            words = command.split("#")[0].split()
+            if words[:2] != ["kstool", "run"] or len(words) < 3 or "..." in words:
+                continue
+            app = words[words.index("--app-id") + 1] if "--app-id" in words else words[2]
+            settings = tuple(w for w in words[2:] if w not in ("--once", "--restore-missing-state"))
+            runs.setdefault(app, set()).add(settings)
+    assert len(runs) >= 10, runs
+    shared = {app: sorted(settings) for app, settings in runs.items() if len(settings) > 1}
+    assert not shared, f"examples that share an app id with other settings: {shared}"

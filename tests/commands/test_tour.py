@@ -57,7 +57,8 @@ def test_the_readme_tour_runs_as_written(tour_home, tmp_path):
     assert sorted((w["key"]["key"], w["value"]) for w in windows) == [("user42", 2), ("user7", 1)]
     assert len({w["key"]["start"] for w in windows}) == 1
     assert any(re.match(r"user7\s+1\s", line) for line in out)  # its open window, from the store
-    assert "no open window of 'user42' in that range" in done.stderr and "--from-changelog" in done.stderr
+    assert "not found: no window of 'user42' in the store; closed windows leave it" in done.stderr
+    assert "--from-changelog reads them" in done.stderr and "exit 1" in out
     assert any(re.match(r"user42\s+2\s", line) for line in out)  # its closed one, from the changelog
 
     assert [line for line in out if line.startswith(("c1 ", "c2 "))] == [

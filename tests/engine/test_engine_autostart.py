@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_the_first_run_starts_the_engine_and_later_commands_reuse_it(kafka, home
     _feed(kafka, topic_name, LINES[:60])
     first = cli_subprocess(*_wordcount(topic_name, app), timeout=300)
     assert first.exit_code == 0, first.stderr
-    assert "started the warm engine for later runs" in first.stderr
+    assert re.search(r"started the warm engine in \d+\.\ds for later runs", first.stderr), first.stderr
     status = _status()
     assert status["running"] and status["idle_timeout_s"] == 1800  # 30 minutes unless told
     table = cli_subprocess("engine", "status").stdout  # sizes and durations for people

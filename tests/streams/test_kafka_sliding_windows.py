@@ -16,6 +16,7 @@ from kstool.contract import OUTPUT
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
 from kstool.streams.windows import WindowSpec
+from tests.helpers import REPO
 
 
 def _forwarded(difference: int, grace: int, emit: str, piped: list[tuple[str, int, int]]) -> list[tuple]:
@@ -170,3 +171,14 @@ def test_final_results_for_sliding_windows():
     final = [(text(start), count, ts) for _, start, count, _, ts in _forwarded(5, 15, "final", SUPPRESS_SCENARIO)]
     assert final == [("[k1@5/10]", 5, 10), ("[k1@6/11]", 5, 11), ("[k1@8/13]", 5, 13), ("[k1@11/16]", 2, 13),
                      ("[k1@12/17]", 1, 13), ("[k1@19/24]", 1, 24)]
+
+
+def test_the_readme_s_lateness_rule_a_record_is_late_only_when_its_right_window_has_closed():
+    """README "Sliding windows": late when t + 1 + D <= stream time - grace
+    (KStreamSlidingWindowAggregate#process), not when its left window [t - D, t] has ended: at
+    stream time 100 (D 10, no grace) a record at 90, whose left window [80, 90] has closed, still
+    updates [90, 100] and makes its right window [91, 101]; one at 89 is dropped."""
+    forwarded = _forwarded(10, 0, "update", [("A", 1, 100), ("A", 2, 90), ("A", 3, 89)])
+    assert [(start, count, total) for _, start, count, total, _ in forwarded] == [(90, 1, 1), (90, 2, 3), (91, 1, 1)]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "late only when even its right window [t + 1, t + 1 + D] ends at or before stream time - grace" in readme

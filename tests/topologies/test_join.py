@@ -56,6 +56,10 @@ def test_stream_stream(kafka, spark, topic_name, how):
     assert _output(kafka, topic_name + "-out") == STREAM_STREAM_OUTPUT[how]
     assert "1 late record(s)" in result.stderr
     assert [(m.key(), m.value()) for m in read_all(kafka, topic_name + "-late")] == [(b"a", b"L5")]
+    if how == "outer":  # R2@40 still waits unmatched: time ‖ side ‖ key ‖ seqnum, decoded (it was hex)
+        waiting = cli("state", "all", "--app-id", topic_name + "-app", "--store", "join-unmatched", "-o", "json")
+        assert [({k: v for k, v in e["key"].items() if k != "seqnum"}, e["value"])
+                for e in json.loads(waiting.stdout)] == [({"time": T0 + 40_000, "side": "right", "key": "c"}, "R2")]
 
 
 # stream (left): S1 a@10, S2 b@20, S3 a@30, S4 c@35, S5 a@40
@@ -115,6 +119,13 @@ def test_stream_table_against_a_versioned_table_with_grace(kafka, spark, topic_n
         [(k.encode(), v and v.encode()) for k, v, _ in part] for part in VERSIONED_TABLE]
     buffer_log = [m for m in read_all(kafka, topic_name + "-app-join-stream-buffer-changelog")]
     assert sum(m.value() is not None for m in buffer_log) == 7 and sum(m.value() is None for m in buffer_log) == 5
+    # decoded, not hex: the buffer's keys are time ‖ key ‖ seqnum (TimeFirstWindowKeySchema)
+    dumped = [json.loads(line) for line in cli("changelog", "dump", topic_name + "-app-join-stream-buffer-changelog",
+                                               "-o", "jsonl").stdout.splitlines()]
+    waited = sorted((row["key"]["key"], row["key"]["time"], row["value"]) for row in dumped if not row["tombstone"])
+    streamed = [*VERSIONED_STREAM[0], *VERSIONED_STREAM[1], ("a", "S6", 60), ("c", "S7", 70)]
+    assert waited == sorted((k, T0 + ts * 1000, v) for k, v, ts in streamed)  # each stream record waited
+    assert all(isinstance(row["key"]["seqnum"], int) for row in dumped)
     # the table as a versioned store's get(key) answers: each key's newest version by time (b: T3@22,
     # not T4@18 that came later; a: deleted), from the checkpoint and from the changelog alike
     for source in ((), ("--from-changelog",)):

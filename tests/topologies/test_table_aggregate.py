@@ -58,6 +58,9 @@ def test_suppressed_updates_wait_across_runs(kafka, spark, topic_name):
     first = cli(*run)
     assert first.exit_code == 0, first.stderr
     assert _counts(read_all(kafka, topic_name + "-out")) == [("y", 1, 1)]
+    # the buffer holds x, waiting since 30 with its count: decoded, not hex
+    buffer = cli("state", "all", "--app-id", topic_name + "-app", "--store", "suppress-buffer", "-o", "json")
+    assert [(e["key"], e["value"]) for e in json.loads(buffer.stdout)] == [("x", {"buffered_at": T0 + 30_000, "value": 2})]
     produce_keyed(kafka, topic_name, [("d", "z", 45)])
     second = cli(*run)
     assert second.exit_code == 0, second.stderr

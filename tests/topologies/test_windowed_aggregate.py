@@ -70,7 +70,12 @@ def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
                                            "partition": 0}]
     outside = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(19)),
                   "-o", "json")
-    assert json.loads(outside.stdout) == []
+    assert (outside.exit_code, json.loads(outside.stdout)) == (1, [])
+    assert outside.stderr == "kstool: error: not found: no window of 'a' in that range (1 outside it)\n"
+    never = cli("state", "fetch", "--app-id", source + "-app", "never-seen")  # as `get` of a missing key: exit 1
+    assert (never.exit_code, never.stdout) == (1, "")
+    assert never.stderr == ("kstool: error: not found: no window of 'never-seen' in the store; closed windows leave "
+                            "it (its retention is size + grace): --from-changelog reads them\n")
     # the store's change feed, applied batch by batch, gives the store as read at each batch
     # (both read from the checkpoint, the feed by comparing each batch's shards with the batch before)
     feed = json.loads(cli("state", "changes", "--app-id", source + "-app", "--from-batch", "0", "-o", "json").stdout)

@@ -178,15 +178,16 @@ def _in_engine(fn: Callable, clients: KafkaClients | None, args: tuple, name: st
     try:
         sock = connect(paths)
     except EngineNotRunningError:
+        began = time.monotonic()
         try:
             settings = EngineSettings.from_env(spark.master if spark else SparkOptions.master)
             _, started = ensure_started(settings)
             sock = connect(paths)
         except EngineError as exc:
             return False, str(exc)
-        if started:
-            progress.message(f"started the warm engine for later runs (stops after {settings.idle_text()} idle, "
-                             "or with `kstool engine stop`)")
+        if started:  # its start is part of this command's time: say how much, apart from the run's own
+            progress.message(f"started the warm engine in {time.monotonic() - began:.1f}s for later runs (stops "
+                             f"after {settings.idle_text()} idle, or with `kstool engine stop`)")
     with sock:
         return _call(sock, paths, fn, clients, args, name, spark, progress)
 
