@@ -1,6 +1,8 @@
 """Kafka's standard serde encodings, as decoders (bytes -> JSON-able value) and encoders
 (user value -> bytes). Long = 8-byte big-endian, Integer = 4-byte, Double = IEEE-754 8-byte,
-String = UTF-8. Bytes a decoder cannot represent become {"base64": ...}: never mangled.
+String = UTF-8; `number`, kstool's own (an aggregate's `--value-format auto`), is a Long for a
+whole number and a Double otherwise. Bytes a decoder cannot represent become {"base64": ...}:
+never mangled.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Callable
 
 from kstool.base.errors import UsageError
 
-FORMATS = ("string", "bytes", "hex", "base64", "json", "long", "int", "double")
+FORMATS = ("string", "bytes", "hex", "base64", "json", "long", "int", "double", "number")
 # produce and consume also take `raw`: the bytes as they are, kcat's default (a decoded raw value
 # is bytes, so structured outputs show it as {"base64": ...})
 RECORD_FORMATS = (*FORMATS, "raw")
@@ -82,6 +84,22 @@ def _fixed(fmt: str, size: int) -> Callable[[bytes], Any]:
     return decode
 
 
+def _decode_number(data: bytes) -> Any:
+    """A Long where the bits read as one of |v| < 2^52 (the 12 high bits all equal: as a Double
+    that is a subnormal, or NaN or infinite, which no aggregate writes), else a Double."""
+    if len(data) != 8:
+        return raw(data)
+    high = data[0] << 4 | data[1] >> 4
+    return struct.unpack(">q" if high in (0, 0xFFF) else ">d", data)[0]
+
+
+def _encode_number(value: Any) -> bytes:
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        value = int(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return (_pack(">q", int) if whole else _pack(">d", float))(value)
+
+
 DECODERS: dict[str, Callable[[bytes], Any]] = {
     "string": _decode_string,
     "bytes": raw,
@@ -91,6 +109,7 @@ DECODERS: dict[str, Callable[[bytes], Any]] = {
     "long": _fixed(">q", 8),
     "int": _fixed(">i", 4),
     "double": _fixed(">d", 8),
+    "number": _decode_number,
     "raw": lambda data: data,
 }
 
@@ -149,6 +168,7 @@ ENCODERS: dict[str, Callable[[Any], bytes]] = {
     "long": _pack(">q", int),
     "int": _pack(">i", int),
     "double": _pack(">d", float),
+    "number": _encode_number,
     "raw": _encode_text,
 }
 

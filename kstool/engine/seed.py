@@ -20,7 +20,7 @@ from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.consume import ConsumeOptions, consume
 
 KEY_SUFFIX = {"window": 8, "session": 16}  # bytes after the record key: start; end and start
-NUMBERS = ("long", "double")  # 8-byte values
+NUMBERS = ("long", "double", "number")  # 8-byte values
 
 
 class ForeignChangelogError(KstoolError):

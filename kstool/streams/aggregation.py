@@ -80,13 +80,13 @@ class Accumulator:
         return json.dumps([self.count, self.total, _finite(self.low), _finite(self.high), self.whole])
 
     @classmethod
-    def restored(cls, agg: str, stored: bytes) -> "Accumulator":
+    def restored(cls, agg: str, stored: bytes, value_format: str) -> "Accumulator":
         """An accumulator from the store's value alone (a changelog restore): exact for count,
         sum, min and max; integral results are taken as whole; avg restarts from its value as
         one number (the changelog keeps no count)."""
+        result = stored_number(stored, value_format)
         if agg == "count":
-            return cls(count=struct.unpack(">q", stored)[0])
-        result = struct.unpack(">d", stored)[0]
+            return cls(count=int(result))
         return cls(1, result, result, result, result.is_integer())
 
     @classmethod
@@ -133,9 +133,22 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def store_value(agg: str, result: float) -> bytes:
-    """The store's value: count as Kafka's 8-byte Long, everything else an 8-byte Double."""
-    return struct.pack(">q", int(result)) if agg == "count" else struct.pack(">d", float(result))
+def store_format(agg: str, value_format: str) -> str:
+    """The aggregate store's and its changelog's serde: the output's (Kafka Streams' Materialized
+    serde), so that the store, the changelog and the output show one number alike."""
+    if value_format != "auto":
+        return value_format  # string | json: the number as text
+    return "long" if agg == "count" else "number"
+
+
+def stored_number(data: bytes, value_format: str) -> float:
+    """The number a store value (output_value's bytes) holds. 8-byte values are read as
+    kstool's `number` serde, so a changelog written before the store took the output's serde
+    (8-byte Doubles) reads the same."""
+    if value_format != "auto":
+        return float(data)
+    high = data[0] << 4 | data[1] >> 4  # kstool.base.serdes' number: a Long where these bits say so
+    return float(struct.unpack(">q" if high in (0, 0xFFF) else ">d", data)[0])
 
 
 def output_value(agg: str, result: float, whole: bool, value_format: str) -> bytes:
@@ -185,7 +198,7 @@ class WindowAggregation:
 
     def restored_acc(self, stored: bytes) -> Acc:
         if not self.text:
-            return Accumulator.restored(self.agg, stored)
+            return Accumulator.restored(self.agg, stored, self.value_format)
         acc = cast(TextAccumulator, self.new_acc())
         acc.text = stored
         return acc
@@ -196,7 +209,7 @@ class WindowAggregation:
     def stored(self, acc: Acc) -> bytes:
         if isinstance(acc, TextAccumulator):
             return cast(bytes, acc.text)
-        return store_value(self.agg, acc.result(self.agg))
+        return self.output(acc)
 
     def output(self, acc: Acc) -> bytes:
         if isinstance(acc, TextAccumulator):
@@ -337,12 +350,12 @@ class WindowedAggregate(WindowAggregation):
                 changed.setdefault(store_key, True)
                 count += cast(Accumulator, self.acc_of(old)).count
                 stamp = max(stamp, old.timestamp)
-            value = store_value(self.agg, count)
+            value = output_value(self.agg, count, True, self.value_format)
             table[store_key] = StoreValue(value, stamp)
             emitted.append(Emitted(role, store_key, value, stamp, STORE, store_key))
             if update:
                 emitted.append(Emitted(OUTPUT, output_key(key, start, start + size, False, self.key_format),
-                                       output_value(self.agg, count, True, self.value_format), stamp))
+                                       value, stamp))
         state.record_all(emitted)
 
     def _ends(self, state: TaskState) -> TimeIndex:

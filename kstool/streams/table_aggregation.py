@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from kstool.contract import OUTPUT, changelog_role
-from kstool.streams.aggregation import output_value, store_value
+from kstool.streams.aggregation import output_value, stored_number
 from kstool.streams.fields import field_text, json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.task import Record, StoreValue, TableStores, TaskState
@@ -106,8 +106,7 @@ class TableAggregate(TableStores):
                    new: float | None, old: float | None, ts: int) -> None:
         """KTableAggregate#process: the old number taken back, then the new one added."""
         entry = state.get(STORE, group)
-        current = None if entry is None else struct.unpack(">q" if self.agg == "count" else ">d",
-                                                           cast(bytes, entry.value))[0]
+        current = None if entry is None else stored_number(cast(bytes, entry.value), self.value_format)
         result, newest = current, ts
         if old is not None and current is not None:
             result, newest = current - old, max(ts, cast(StoreValue, entry).timestamp)
@@ -117,7 +116,8 @@ class TableAggregate(TableStores):
         if result is None:
             state.delete(STORE, group, newest)
         else:
-            state.put(STORE, group, StoreValue(store_value(self.agg, result), newest))
+            value = output_value(self.agg, result, float(result).is_integer(), self.value_format)
+            state.put(STORE, group, StoreValue(value, newest))  # the output's serde (one for both)
         flushed.pop(group, None)  # re-inserted: the cache's order is that of the last update
         flushed[group] = (None if result is None else float(result), newest)
 

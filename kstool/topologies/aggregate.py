@@ -17,7 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
-from kstool.streams.aggregation import AGGREGATIONS, STORE, TEXT_AGGREGATIONS, output_value, store_value
+from kstool.streams.aggregation import AGGREGATIONS, STORE, TEXT_AGGREGATIONS, output_value, store_format
 from kstool.streams.windows import WINDOW_KINDS
 from kstool.topologies import aggregate_inputs, combiners
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
@@ -56,12 +56,11 @@ class KeyedAggregation:
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         return [StoreSpec(STORE, "key-value", changelog_topic(app_id, STORE), "string",
-                          "long" if self.agg == "count" else "double",
-                          spark_key_field="group_key", spark_value_field="")]
+                          store_format(self.agg, self.value_format), spark_key_field="group_key", spark_value_field="")]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return [SinkTarget(self.output_topic, "out_value"),
-                SinkTarget(changelog_topic(app_id, STORE), "store_value")]
+                SinkTarget(changelog_topic(app_id, STORE), "out_value")]  # one serde: the store holds the output
 
     def check_run(self, partitions: dict[str, int]) -> None:
         pass  # one input
@@ -83,10 +82,10 @@ class KeyedAggregation:
         combined = partial.isNotNull()
         rows = source.filter(F.col("value").isNotNull() | combined).select(
             F.when(restored | combined, F.col("key")).otherwise(self.numbers.group_key()).alias("group_key"),
-            F.when(restored, aggregate_inputs.restored_number(self.agg))
+            F.when(restored, aggregate_inputs.restored_number(self.value_format))
              .when(combined, partial[self.agg] if self.agg in ("sum", "min", "max") else F.lit(None))
              .otherwise(self.numbers.number()).alias("n"),
-            F.when(restored, aggregate_inputs.decode_long(F.col("value")))
+            F.when(restored, aggregate_inputs.restored_number(self.value_format).cast("long"))
              .when(combined, partial["count"]).otherwise(F.lit(1).cast("long")).alias("weight"),
             F.when(combined, partial["whole"].cast("int")).alias("combined_whole"), F.col("timestamp"))
         rows = rows.filter(F.col("group_key").isNotNull())
@@ -102,7 +101,7 @@ class KeyedAggregation:
     def encode(self, updates):
         return updates.select("group_key", "result", "whole", "timestamp").mapInArrow(
             functools.partial(_encode_batches, self.agg, self.value_format),
-            "key binary, timestamp timestamp, out_value binary, store_value binary")
+            "key binary, timestamp timestamp, out_value binary")
 
     def describe(self, app_id: str) -> dict:
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
@@ -110,16 +109,15 @@ class KeyedAggregation:
 
 
 def _encode_batches(agg: str, value_format: str, batches):
-    """Runs where the rows are (executors): results as the output's and the store's bytes."""
+    """Runs where the rows are (executors): results as the output's bytes (the store's too)."""
     import pyarrow as pa
 
     for batch in batches:
         results, wholes = batch.column("result").to_pylist(), batch.column("whole").to_pylist()
         out = [output_value(agg, r, w == 1, value_format) for r, w in zip(results, wholes)]
-        store = [store_value(agg, r) for r in results]
         yield pa.RecordBatch.from_arrays(
-            [batch.column("group_key").cast(pa.binary()), batch.column("timestamp"), pa.array(out, pa.binary()),
-             pa.array(store, pa.binary())], names=["key", "timestamp", "out_value", "store_value"])
+            [batch.column("group_key").cast(pa.binary()), batch.column("timestamp"), pa.array(out, pa.binary())],
+            names=["key", "timestamp", "out_value"])
 
 
 def create(window: str | None = None, grace: int = 0, time: str = "record", emit: str = "update",

@@ -113,12 +113,17 @@ def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, g
                         "key_format": store.key_format, "value_format": store.value_format}]}
 
 
-def restored_number(agg: str):
+def restored_number(value_format: str):
     """A restored store entry's value (kstool.contract.RESTORED rows) as the aggregation's
-    number: a count's long, else the double the store holds."""
+    number, read with the store's serde (kstool.streams.aggregation.store_format): 8 bytes as
+    kstool's `number` (a count's long reads as one), else the number as text."""
     from pyspark.sql import functions as F
 
-    return (decode_long if agg == "count" else decode_double)(F.col("value")).cast("double")
+    value = F.col("value")
+    if value_format != "auto":
+        return F.trim(value.cast("string")).try_cast("double")
+    high = F.shiftrightunsigned(F.conv(F.hex(value), 16, -10).cast("long"), 52)
+    return F.when(high.isin(0, 0xFFF), decode_long(value).cast("double")).otherwise(decode_double(value))
 
 
 def decode_long(column):

@@ -17,6 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import SinkTarget
+from kstool.streams.aggregation import store_format
 from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, STORE, TABLE, TableAggregate
 from kstool.topologies import events
 from kstool.topologies.aggregate_inputs import VALUE_FORMATS
@@ -70,9 +71,8 @@ class TableAggregation:
         return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        # the buffer holds the output values waiting: counts are longs; auto's sums long or double by record
-        output = "long" if self.agg == "count" else "string" if self.value_format != "auto" else "hex"
-        values = {TABLE: "string", STORE: "long" if self.agg == "count" else "double", BUFFER: f"buffered:{output}"}
+        output = store_format(self.agg, self.value_format)  # the store's, the output's and the buffer's alike
+        values = {TABLE: "string", STORE: output, BUFFER: f"buffered:{output}"}
         return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name], spark_state_var=name)
                 for name in self.processor().stores]
 

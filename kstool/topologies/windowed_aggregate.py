@@ -17,7 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
-from kstool.streams.aggregation import STORE, TEXT_AGGREGATIONS, SessionAggregate, WindowedAggregate
+from kstool.streams.aggregation import STORE, TEXT_AGGREGATIONS, SessionAggregate, WindowedAggregate, store_format
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import aggregate_inputs, combiners, events
@@ -80,7 +80,7 @@ class WindowedAggregation:
                 **({"separator": self.separator} if self.text else {})}
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        value_kind = "string" if self.text else "long" if self.agg == "count" else "double"
+        value_kind = "string" if self.text else store_format(self.agg, self.value_format)
         kind = "session" if self.spec.kind == "session" else "window"
         size = self.spec.size if self.spec.kind != "session" else None
         return [StoreSpec(STORE, kind, changelog_topic(app_id, STORE), "string", value_kind,

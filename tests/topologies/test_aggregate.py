@@ -52,9 +52,8 @@ def test_aggregations_match_the_oracle(kafka, spark, topic_name, agg):
     assert set(got) == set(expected)
     for key, (value, whole) in expected.items():
         assert _decode(got[key], whole) == pytest.approx(value), key
-    changelog = latest_per_key(read_all(kafka, f"{topic_name}-app-aggregate-changelog"))
-    assert {k: _decode(v, agg == "count") for k, v in changelog.items()} == pytest.approx(
-        {k: v for k, (v, _) in expected.items()})
+    # one serde for the store and the output: the changelog holds the output's bytes (a whole sum a long)
+    assert latest_per_key(read_all(kafka, f"{topic_name}-app-aggregate-changelog")) == got
 
 
 def test_group_by_json_field_with_double_values_and_bad_records(kafka, spark, topic_name):

@@ -190,6 +190,15 @@ def test_event_time_from_a_json_field_with_sum(kafka, spark, topic_name):
         (b"a" + struct.pack(">q", _ms(0)), struct.pack(">d", 5.5)),
         (b"a" + struct.pack(">q", _ms(10)), struct.pack(">q", 1))]
     assert "1 bad record(s)" in result.stderr
+    # one serde: the store's changelog holds each window's value as the output does (a whole sum as
+    # a Long, not 1.0), and the store and changelog read back as the output's numbers
+    changelog = {m.key()[1:-4]: m.value() for m in read_all(kafka, topic_name + "-app-aggregate-changelog")}
+    assert changelog == {struct.pack(">q", _ms(0)): struct.pack(">d", 5.5), struct.pack(">q", _ms(10)): struct.pack(">q", 1),
+                         struct.pack(">q", _ms(20)): struct.pack(">q", 4)}
+    dumped = cli("changelog", "dump", topic_name + "-app-aggregate-changelog", "-o", "jsonl").stdout.splitlines()
+    assert [json.loads(line)["value"] for line in dumped][-3:] == [5.5, 1, 4]
+    held = json.loads(cli("state", "all", "--app-id", topic_name + "-app", "-o", "json").stdout)
+    assert [(e["window_start"], e["value"]) for e in held] == [(_ms(20), 4)]  # the open window: 4, not 4.0
 
 
 # The input of the tests above in two runs: the second run must know stream time 16 and the
