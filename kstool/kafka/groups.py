@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
 from kstool.base.documents import GroupDescription, GroupMember, GroupPartition, GroupRow
 from kstool.kafka.client import KafkaClients
@@ -12,6 +13,25 @@ from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.timelag import time_lags_ms
 
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
+# a group's coordinator busy for a moment: Apache Kafka answers so while it loads a partition of
+# __consumer_offsets (just created, or moved), and an answer comes once it has
+_COORDINATOR_BUSY = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                     KafkaError.NOT_COORDINATOR)
+T = TypeVar("T")
+
+
+def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T]) -> T:
+    """A group request, asked again while the coordinator is busy, until the command's timeout."""
+    deadline, pause = time.monotonic() + clients.timeout, 0.05
+    while True:
+        try:
+            return request()
+        except KafkaException as exc:
+            busy = isinstance(exc.args[0], KafkaError) and exc.args[0].code() in _COORDINATOR_BUSY
+            if not busy or time.monotonic() + pause > deadline:
+                raise clients.translate(exc) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
 
 
 def list_groups(clients: KafkaClients) -> list[GroupRow]:
@@ -48,11 +68,8 @@ def _state(state: Any) -> str:
 
 def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[GroupMember]]:
     """(state, members) of a group; members carry id, client id, host and assignment."""
-    try:
-        desc = clients.admin().describe_consumer_groups(
-            [group], request_timeout=clients.timeout)[group].result()
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
+    desc = _asked_of_the_coordinator(clients, lambda: clients.admin().describe_consumer_groups(
+        [group], request_timeout=clients.timeout)[group].result())
     members: list[GroupMember] = [{
         "member_id": m.member_id,
         "client_id": m.client_id,
@@ -67,11 +84,8 @@ def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[Group
 def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int], int]:
     """Committed offset per (topic, partition); partitions with nothing committed are left out."""
     request = [ConsumerGroupTopicPartitions(group)]
-    try:
-        result = clients.admin().list_consumer_group_offsets(
-            request, request_timeout=clients.timeout)[group].result()
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
+    result = _asked_of_the_coordinator(clients, lambda: clients.admin().list_consumer_group_offsets(
+        request, request_timeout=clients.timeout)[group].result())
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
             if tp.offset != _NO_OFFSET and tp.offset >= 0}
 
@@ -125,11 +139,8 @@ def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, i
     """Commit offsets for a group that has no active members (as Kafka's tools require)."""
     request = [ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])]
-    try:
-        result = clients.admin().alter_consumer_group_offsets(
-            request, request_timeout=clients.timeout)[group].result()
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
+    result = _asked_of_the_coordinator(clients, lambda: clients.admin().alter_consumer_group_offsets(
+        request, request_timeout=clients.timeout)[group].result())
     failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions if tp.error]
     if failed:
         raise KafkaOperationError(f"offset commit for group {group!r} failed: {', '.join(failed)}")
