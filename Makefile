@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint install java bench docs clean
+.PHONY: run test test-fast lint install java kafka bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ install: $(STAMP)
 java: install
 	@$(BIN)/python -c 'from kstool.engine.java import main; main()'
 
+# Apache Kafka's jars for the tests (tests/reference/pom.xml, from Maven Central into .cache/; once)
+kafka: install
+	@$(BIN)/python -m tests.apache_kafka > /dev/null
+
 run: java
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
@@ -24,7 +28,7 @@ run: java
 # (JVM starts, triggers, the broker), and with two a busy 2-core machine still had 16% idle
 TEST_WORKERS ?= 3
 
-test: java
+test: java kafka
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # no JVM, no broker: parsers, serdes, layouts, processors against their oracles, planning;

@@ -76,7 +76,8 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
                   proc.stderr.decode("utf-8", "replace"), proc.stdout)
 
 
-INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker", "jvm_archive"}
+INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker", "jvm_archive", "apache_kafka",
+                        "on_apache_kafka"}
 
 
 # the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
@@ -100,6 +101,11 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=start_order)
 
 
+# the suite's broker: "apache-kafka" (a KRaft broker of its own per worker, from Maven Central:
+# tests/apache_kafka.py) or "embedded" (kstool's own); KSTOOL_TEST_BOOTSTRAP names any other
+TEST_BROKER = os.environ.get("KSTOOL_TEST_BROKER", "embedded")
+
+
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory) -> Kafka:
     home = tmp_path_factory.mktemp("kstool-home")
@@ -109,6 +115,16 @@ def kafka(tmp_path_factory) -> Kafka:
         os.environ["KSTOOL_BOOTSTRAP_SERVERS"] = external
         yield Kafka(external, embedded=False)
         return
+    if TEST_BROKER == "apache-kafka":
+        from tests.apache_kafka import KafkaBroker
+
+        broker = KafkaBroker(tmp_path_factory.mktemp("apache-kafka")).start()
+        os.environ["KSTOOL_BOOTSTRAP_SERVERS"] = broker.bootstrap
+        try:
+            yield Kafka(broker.bootstrap, embedded=False)
+        finally:
+            broker.stop()
+        return
     os.environ.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
     started = cli_subprocess("broker", "start", "--port", "0", timeout=60)
     assert started.exit_code == 0, started.stderr
@@ -116,6 +132,29 @@ def kafka(tmp_path_factory) -> Kafka:
         yield Kafka(started.stdout.strip(), embedded=True)
     finally:
         cli_subprocess("broker", "stop")
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(kafka, tmp_path_factory) -> Kafka:
+    """An Apache Kafka broker for what the suite's broker lacks (the embedded one: DeleteRecords,
+    CreatePartitions): the suite's own when it is Apache Kafka, else one of this worker's."""
+    if not kafka.embedded:
+        yield kafka
+        return
+    from tests.apache_kafka import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("apache-kafka")).start()
+    try:
+        yield Kafka(broker.bootstrap, embedded=False)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def on_apache_kafka(apache_kafka, monkeypatch) -> Kafka:
+    """The test's commands (given no -b) talk to the Apache Kafka broker."""
+    monkeypatch.setenv("KSTOOL_BOOTSTRAP_SERVERS", apache_kafka.bootstrap)
+    return apache_kafka
 
 
 @pytest.fixture

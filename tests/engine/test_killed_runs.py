@@ -15,8 +15,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-import pytest
-
 from tests.conftest import KSTOOL, cli
 from tests.faults import batches, in_flight, kill_tree
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
@@ -182,13 +180,12 @@ def test_exactly_once_v2_output_and_offsets_commit_together(kafka, spark, topic_
     assert group["total_lag"] == 0
 
 
-def test_retention_gap_fails_loudly(kafka, spark, topic_name):
-    if kafka.embedded:
-        pytest.skip("the embedded broker resets the connection on DeleteRecords (checked), so "
-                    "records cannot be deleted below the log start; run with KSTOOL_TEST_BOOTSTRAP")
+def test_retention_gap_fails_loudly(on_apache_kafka, spark, topic_name):
+    """On Apache Kafka: the embedded broker resets the connection on DeleteRecords."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
+    kafka = on_apache_kafka
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 1)
     produce_values(kafka, source, [b"x"] * 10)
