@@ -5,6 +5,7 @@ JVM) on free ports. `python -m tests.apache_kafka` fetches the jars (what `make 
 from __future__ import annotations
 
 import base64
+import ctypes
 import fcntl
 import os
 import shutil
@@ -67,6 +68,12 @@ def kafka_jars() -> Path:
             partial.rename(lib)
             (CACHE / ".complete").touch()
     return lib
+
+
+def _die_with_parent() -> None:
+    """In the broker's process before it runs Java: SIGTERM when the test process that started it
+    ends, however it ends (a crashed xdist worker left its broker running)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _cluster_id() -> str:
@@ -133,7 +140,8 @@ class KafkaBroker:
             raise ReferenceMissing(f"formatting Apache Kafka's log folder failed: {formatted.stderr.strip()[-300:]}")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self._command("kafka.Kafka", str(properties)), stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
         self._wait_until_serving()
         return self
 
