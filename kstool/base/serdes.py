@@ -84,13 +84,17 @@ def _fixed(fmt: str, size: int) -> Callable[[bytes], Any]:
     return decode
 
 
-def _decode_number(data: bytes) -> Any:
-    """A Long where the bits read as one of |v| < 2^52 (the 12 high bits all equal: as a Double
-    that is a subnormal, or NaN or infinite, which no aggregate writes), else a Double."""
-    if len(data) != 8:
-        return raw(data)
+def decode_number(data: bytes) -> int | float:
+    """kstool's `number` (8 bytes): a Long where the bits read as one of |v| < 2^52 (the 12 high
+    bits all equal: as a Double that is a subnormal, or NaN or infinite, which no aggregate
+    writes), else a Double."""
     high = data[0] << 4 | data[1] >> 4
-    return struct.unpack(">q" if high in (0, 0xFFF) else ">d", data)[0]
+    number: int | float = struct.unpack(">q" if high in (0, 0xFFF) else ">d", data)[0]
+    return number
+
+
+def _decode_number(data: bytes) -> Any:
+    return decode_number(data) if len(data) == 8 else raw(data)
 
 
 def _encode_number(value: Any) -> bytes:

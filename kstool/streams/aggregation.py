@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from kstool.base.serdes import decode_number
 from kstool.base.store_keys import (
     output_key,
     session_store_key,
@@ -145,10 +146,7 @@ def stored_number(data: bytes, value_format: str) -> float:
     """The number a store value (output_value's bytes) holds. 8-byte values are read as
     kstool's `number` serde, so a changelog written before the store took the output's serde
     (8-byte Doubles) reads the same."""
-    if value_format != "auto":
-        return float(data)
-    high = data[0] << 4 | data[1] >> 4  # kstool.base.serdes' number: a Long where these bits say so
-    return float(struct.unpack(">q" if high in (0, 0xFFF) else ">d", data)[0])
+    return float(data) if value_format != "auto" else float(decode_number(data))
 
 
 def output_value(agg: str, result: float, whole: bool, value_format: str) -> bytes:
