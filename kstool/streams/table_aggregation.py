@@ -75,7 +75,7 @@ class TableAggregate(TableStores):
             return None
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
-        flushed: dict[bytes, tuple[float | None, int]] = {}  # the record cache: each group's latest
+        flushed: dict[bytes, tuple[bytes | None, int]] = {}  # the record cache: each group's latest
         for record in records:
             if record.key is None:
                 continue  # KTableSource drops it
@@ -95,14 +95,13 @@ class TableAggregate(TableStores):
                 self._aggregate(state, flushed, old_pair[0], None, old_pair[1], record.timestamp)
             if new_pair:
                 self._aggregate(state, flushed, new_pair[0], new_pair[1], None, record.timestamp)
-        for group, (result, ts) in flushed.items():
-            value = None if result is None else output_value(self.agg, result, result.is_integer(), self.value_format)
+        for group, (value, ts) in flushed.items():
             if self.suppressed:
                 self._suppress(state, group, value, ts)
             else:
                 state.emit(group, value, ts)
 
-    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[float | None, int]], group: bytes,
+    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[bytes | None, int]], group: bytes,
                    new: float | None, old: float | None, ts: int) -> None:
         """KTableAggregate#process: the old number taken back, then the new one added."""
         entry = state.get(STORE, group)
@@ -113,13 +112,14 @@ class TableAggregate(TableStores):
         if new is not None:
             result = (result or 0) + new
             newest = max(ts, entry.timestamp) if entry is not None else ts
-        if result is None:
+        value = None if result is None else output_value(self.agg, result, float(result).is_integer(),
+                                                         self.value_format)
+        if value is None:
             state.delete(STORE, group, newest)
         else:
-            value = output_value(self.agg, result, float(result).is_integer(), self.value_format)
             state.put(STORE, group, StoreValue(value, newest))  # the output's serde (one for both)
         flushed.pop(group, None)  # re-inserted: the cache's order is that of the last update
-        flushed[group] = (None if result is None else float(result), newest)
+        flushed[group] = (value, newest)
 
     def _suppress(self, state: TaskState, group: bytes, value: bytes | None, ts: int) -> None:
         """KTableSuppressProcessor#process: buffer the update (a group already waiting keeps
