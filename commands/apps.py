@@ -8,6 +8,7 @@ from collections import deque
 
 import click
 
+from kstool.application.model import LockHolder
 from kstool.apps import describe as ops
 from kstool.apps.top import Top, TopOptions, check_lag
 from kstool.base.documents import AppTopRow
@@ -141,8 +142,5 @@ def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> L
 
 
 def _running(doc) -> str:
-    """Who runs an app, for a table: the command's pid, and the warm engine's when it hosts the run."""
-    if not doc["running_pid"]:
-        return "not running"
-    engine = f", in the warm engine (pid {doc['engine_pid']})" if doc["engine_pid"] else ""
-    return f"running (pid {doc['running_pid']}{engine})"
+    """Who runs an app, for a table, as the app lock's holder says it everywhere."""
+    return f"running ({LockHolder(doc['running_pid'], doc['engine_pid'])})" if doc["running_pid"] else "not running"

@@ -331,7 +331,7 @@ def test_ctrl_c_stops_the_hosted_run_after_its_batch(kafka, engine, topic_name):
     listed = {row["app_id"]: row for row in json.loads(cli("apps", "list", "-o", "json").stdout)}
     assert (listed[app]["running_pid"], listed[app]["engine_pid"]) == (client.pid, _status()["pid"])
     described = cli("apps", "describe", app, "--offline")
-    assert f"running (pid {client.pid}, in the warm engine (pid {_status()['pid']}))" in described.stdout
+    assert f"running (pid {client.pid}, in the warm engine, pid {_status()['pid']})" in described.stdout
     client.send_signal(signal.SIGINT)
     _, stderr = client.communicate(timeout=180)
     assert client.returncode == 0, stderr
