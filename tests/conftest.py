@@ -19,6 +19,8 @@ from click.testing import CliRunner
 
 from kstool.commands.main import run as kstool_run
 
+pytest_plugins = ["tests.crashes"]  # a dead xdist worker's stacks on the terminal
+
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
 # runs and state reads stay in the test process, on the shared Spark session (and the kill tests'
 # subprocesses on Spark of their own): a command would otherwise start a warm engine. The engine's

@@ -21,6 +21,13 @@ def pid_alive(pid: int) -> bool:
     return not (fields and fields[0] == "Z")  # a zombie: exited, waiting for its parent to reap it
 
 
+def still_running(pid: int, started: str | None) -> bool:
+    """Process `pid` runs and is the one that started at `started` (start_time), not a later
+    process given the same pid once the first ended (pids wrap: 32768 on many machines).
+    `started` None: whichever process has the pid."""
+    return pid_alive(pid) and (started is None or start_time(pid) == started)
+
+
 def start_time(pid: int) -> str | None:
     """The process's start time (/proc/PID/stat, field 22), which tells it from a later process
     with the same pid; None where there is no /proc."""

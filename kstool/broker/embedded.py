@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kstool.base.home import private_dir
-from kstool.base.processes import pid_alive
+from kstool.base.processes import pid_alive, start_time
 from kstool.broker.exceptions import BrokerError, BrokerNotInstalledError, PortInUseError
 from kstool.broker.profile import (
     EMBEDDED_CONSUMER_SETTINGS,
@@ -142,6 +142,7 @@ def start(port: int = DEFAULT_PORT, foreground: bool = False) -> BrokerStatus:
         os.close(log_fd)
     _wait_until_serving(proc, port)
     profile = Profile(name="embedded", bootstrap_servers=f"{HOST}:{port}", pid=proc.pid, port=port,
+                      started=start_time(proc.pid),
                       producer=dict(EMBEDDED_PRODUCER_SETTINGS), consumer=dict(EMBEDDED_CONSUMER_SETTINGS),
                       single_record_tail=True)
     save_profile(profile)

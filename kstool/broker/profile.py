@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.base.home import kstool_home, read_json, write_private_json
-from kstool.base.processes import pid_alive
+from kstool.base.processes import still_running
 
 # The embedded broker answers a wrong high watermark for multi-record batches and joins
 # subscribe() members only after half the session timeout (shared notes, embedded-broker.md).
@@ -32,6 +32,8 @@ class Profile:
     # kept after `broker stop`: commands given no address then say the broker is stopped instead
     # of trying a default where another broker may listen
     stopped: bool = False
+    # the broker's start time (kstool.base.processes.start_time): a later process given its pid is not it
+    started: str | None = None
 
 
 def broker_dir() -> Path:
@@ -59,7 +61,7 @@ def load_profile() -> Profile | None:
 def load_running_profile() -> Profile | None:
     """The profile of an embedded broker that is still running, else None."""
     profile = load_profile()
-    if profile is None or profile.stopped or not pid_alive(profile.pid):
+    if profile is None or profile.stopped or not still_running(profile.pid, profile.started):
         return None
     return profile
 

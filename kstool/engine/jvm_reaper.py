@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from kstool.base.processes import start_time
+from kstool.base.processes import start_time, still_running
 
 # long enough for a JVM's normal exit: Spark's shutdown hooks, a first run's class-data archive
 GRACE_S = 120.0
@@ -36,7 +36,7 @@ def _watch(pid: int, started: str, grace_s: float) -> None:
     """The watcher: after grace_s, kill the process if it is the same one (not another one given
     its pid since)."""
     time.sleep(grace_s)
-    if start_time(pid) == started:
+    if still_running(pid, started):
         os.kill(pid, signal.SIGKILL)
 
 

@@ -68,6 +68,28 @@ def test_a_stopped_or_dead_embedded_broker_is_never_replaced_by_the_default_addr
     assert died.exit_code == 1 and f"embedded broker ({restarted.stdout.strip()}) is not running" in died.stderr
 
 
+def test_a_dead_brokers_pid_taken_by_another_process_is_not_the_broker(fresh_home):
+    """Pids wrap (32768 on many machines): once the broker is dead, its pid may be another
+    process's, which `broker stop` must not kill nor `broker status` call the broker."""
+    from kstool.broker.profile import load_profile, save_profile
+
+    assert cli_subprocess("broker", "start", "--port", "0").exit_code == 0
+    profile = load_profile()
+    os.kill(profile.pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(profile.pid), "the broker to die")
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        profile.pid = bystander.pid  # as if the kernel had given the broker's pid to it
+        save_profile(profile)
+        status = json.loads(cli_subprocess("broker", "status", "-o", "json").stdout)
+        assert status["running"] is False and status["pid"] is None
+        assert cli_subprocess("broker", "stop").exit_code == 0
+        assert bystander.poll() is None, "broker stop killed a process that was not the broker"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
 def test_broker_port_taken_is_a_clear_error(fresh_home):
     import socket
 
