@@ -18,6 +18,9 @@ _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 _COORDINATOR_BUSY = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
                      KafkaError.NOT_COORDINATOR)
 T = TypeVar("T")
+# how long a description waits for a transaction's offsets to settle: past it, an app's open
+# transaction leaves its partitions at their last stable offsets, as Kafka's own tools show them
+DESCRIBE_SETTLE_S = 2.0
 
 
 def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T]) -> T:
@@ -81,12 +84,34 @@ def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[Group
     return _state(desc.state), members
 
 
-def committed_offsets(clients: KafkaClients, group: str) -> dict[tuple[str, int], int]:
-    """Committed offset per (topic, partition); partitions with nothing committed are left out."""
-    request = [ConsumerGroupTopicPartitions(group)]
-    result = _asked_of_the_coordinator(clients, lambda: clients.admin().list_consumer_group_offsets(
-        request, request_timeout=clients.timeout)[group].result())
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+def committed_offsets(clients: KafkaClients, group: str, settle_s: float | None = None) -> dict[tuple[str, int], int]:
+    """Committed offset per (topic, partition), as a read_committed consumer starts from them;
+    partitions with nothing committed are left out. Offsets a transaction commits show once its
+    markers are written, a moment after the transaction ends (Apache Kafka answers
+    UNSTABLE_OFFSET_COMMIT until then, KIP-447): asked again until the command's timeout, or
+    for `settle_s`, after which a transaction still open (a running app's) leaves its
+    partitions at their last stable offsets."""
+    def ask(stable: bool) -> list[TopicPartition]:
+        return _asked_of_the_coordinator(clients, lambda: clients.admin().list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], require_stable=stable,
+            request_timeout=clients.timeout)[group].result()).topic_partitions
+
+    deadline, pause = time.monotonic() + (clients.timeout if settle_s is None else settle_s), 0.02
+    while True:
+        partitions = ask(stable=True)
+        unstable = [f"{tp.topic}:{tp.partition}" for tp in partitions
+                    if tp.error is not None and tp.error.code() == KafkaError.UNSTABLE_OFFSET_COMMIT]
+        if not unstable:
+            break
+        if time.monotonic() + pause > deadline:
+            if settle_s is None:
+                raise KafkaOperationError(f"group {group!r} has offsets of a transaction not yet ended on "
+                                          f"{', '.join(unstable)}")
+            partitions = ask(stable=False)
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+    return {(tp.topic, tp.partition): tp.offset for tp in partitions
             if tp.offset != _NO_OFFSET and tp.offset >= 0}
 
 
@@ -94,7 +119,7 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
     """time_lag: also each partition's lag in time (kstool.kafka.timelag), which reads a record
     per lagging partition."""
     state, members = describe_members(clients, group)
-    committed = committed_offsets(clients, group)
+    committed = committed_offsets(clients, group, settle_s=DESCRIBE_SETTLE_S)
     note = None
     if not committed and not members:
         # some brokers describe any name as an EMPTY group: a group they do not list is unknown

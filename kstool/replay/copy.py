@@ -135,6 +135,9 @@ def replay(clients: KafkaClients, options: ReplayOptions,
     encoders = (record_encoder(options.key_format, schemas, "key", options.to_topic),
                 record_encoder(options.value_format, schemas, "value", options.to_topic))
     target_partitions = len(clients.topic_partitions(options.to_topic))
+    # made first: a transactional writer's init ends an earlier run's transaction (committed or
+    # aborted) before the offsets it committed are read
+    writer = _Writer(clients, options, target_partitions) if not options.dry_run else None
     if options.from_topic is not None:
         source_partitions = len(clients.topic_partitions(options.from_topic))
         by_key = options.by_key if options.by_key is not None else source_partitions != target_partitions
@@ -153,7 +156,6 @@ def replay(clients: KafkaClients, options: ReplayOptions,
                             options.dry_run, "by-key" if by_key else "keep-partitions",
                             resumed_from=resumed, from_file=options.from_file is not None)
     started = time.monotonic()
-    writer = _Writer(clients, options, target_partitions) if not options.dry_run else None
     limiter = _RateLimiter(options.rate)
     try:
         for record, position in records:
