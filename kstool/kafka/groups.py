@@ -92,9 +92,11 @@ def committed_offsets(clients: KafkaClients, group: str, settle_s: float | None 
     for `settle_s`, after which a transaction still open (a running app's) leaves its
     partitions at their last stable offsets."""
     def ask(stable: bool) -> list[TopicPartition]:
-        return _asked_of_the_coordinator(clients, lambda: clients.admin().list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], require_stable=stable,
-            request_timeout=clients.timeout)[group].result()).topic_partitions
+        answer: ConsumerGroupTopicPartitions = _asked_of_the_coordinator(
+            clients, lambda: clients.admin().list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], require_stable=stable,
+                request_timeout=clients.timeout)[group].result())
+        return answer.topic_partitions
 
     deadline, pause = time.monotonic() + (clients.timeout if settle_s is None else settle_s), 0.02
     while True:
