@@ -96,7 +96,7 @@ def committed_offsets(clients: KafkaClients, group: str, settle_s: float | None 
             clients, lambda: clients.admin().list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], require_stable=stable,
                 request_timeout=clients.timeout)[group].result())
-        return answer.topic_partitions
+        return answer.topic_partitions or []
 
     deadline, pause = time.monotonic() + (clients.timeout if settle_s is None else settle_s), 0.02
     while True:
