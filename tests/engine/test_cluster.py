@@ -157,7 +157,7 @@ def _check_written(kafka, topic: str, decode, expected: list, in_retried: set, g
     """Exactly once: the committed records are `expected`, each once. At least once: every
     expected record is there, nothing else, and only the interrupted batch's are repeated."""
     if guarantee == "exactly_once_v2":
-        committed, _ = read_committed(kafka.bootstrap, topic)
+        committed, _ = read_committed(kafka, topic)
         assert sorted(decode(r.key, r.value) for r in committed) == sorted(expected), topic
     else:
         written = Counter(decode(m.key(), m.value()) for m in read_all(kafka, topic))

@@ -149,7 +149,7 @@ def test_exactly_once_v2_killed_while_writing_commits_each_update_once(kafka, jv
     applied test-side, as the embedded broker does not apply it) holds each word's counts once,
     ending at the oracle's."""
     lines, sink, _ = _chaos(kafka, topic_name, "exactly_once_v2", EOS_KILLS, when_writing=True)
-    committed, scans = read_committed(kafka.bootstrap, sink)
+    committed, scans = read_committed(kafka, sink)
     updates = [(r.key, r.value) for r in committed]
     assert not [u for u, n in Counter(updates).items() if n > 1], "an update was committed twice"
     assert {k.decode(): as_long(v) for k, v in updates} == dict(oracle(lines))

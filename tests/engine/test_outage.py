@@ -170,7 +170,7 @@ def test_exactly_once_v2_gives_up_after_the_broker_timeout_naming_the_last_commi
     final = cli_subprocess("run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
                            "--once", "--processing-guarantee", "exactly_once_v2", timeout=300, env=env)
     assert final.exit_code == 0, final.stderr
-    committed, _ = read_committed(kafka.bootstrap, source + "-out")
+    committed, _ = read_committed(kafka, source + "-out")
     updates = [(r.key, r.value) for r in committed]
     assert not [u for u, n in Counter(updates).items() if n > 1]
     total = word_counts(WIDE + again)

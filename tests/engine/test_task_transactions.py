@@ -64,12 +64,12 @@ def test_exactly_once_output_commits_once_with_its_offsets_and_a_batch_run_again
            "--processing-guarantee", "exactly_once_v2", "--max-records-per-batch", "600"]
     first = cli(*run)
     assert first.exit_code == 0, first.stderr
-    committed, scans = read_committed(kafka.bootstrap, sink)
+    committed, scans = read_committed(kafka, sink)
     if topology == "windowed":
         expected = Counter((key, (ts - ts % WINDOW_MS)) for key, _, _, ts in records)
         assert _windowed_counts(committed) == dict(expected)
         # a task's transactions hold its own changelog partition: one producer per task, not the driver's
-        changelog = read_committed(kafka.bootstrap, f"{app}-aggregate-changelog")[1]
+        changelog = read_committed(kafka, f"{app}-aggregate-changelog")[1]
         assert changelog[0].producers and changelog[1].producers
         assert not changelog[0].producers & changelog[1].producers
     else:
@@ -84,7 +84,7 @@ def test_exactly_once_output_commits_once_with_its_offsets_and_a_batch_run_again
     _rerun_last_batch(app)
     again = cli(*run)
     assert again.exit_code == 0, again.stderr
-    assert read_committed(kafka.bootstrap, sink)[0] == committed
+    assert read_committed(kafka, sink)[0] == committed
 
 
 def test_a_tasks_attempt_fences_the_attempt_that_died_and_commits_once(kafka, topic_name):
@@ -119,7 +119,7 @@ def test_a_tasks_attempt_fences_the_attempt_that_died_and_commits_once(kafka, to
                        {(source, 0): 10}) == {output: 10}
     with pytest.raises(KafkaException):
         dead.commit_transaction(10)
-    committed, [scan] = read_committed(kafka.bootstrap, output)
+    committed, [scan] = read_committed(kafka, output)
     assert [r.value for r in committed] == values
     assert (scan.aborted_records, scan.open_records) == (10, 0)
     assert committed_offsets(clients, app) == {(source, 0): 10}

@@ -140,7 +140,7 @@ def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka
         kills += 1
     final = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
-    committed, scans = read_committed(kafka.bootstrap, target)
+    committed, scans = read_committed(kafka, target)
     assert sorted(r.value for r in committed) == sorted(values)
     assert sum(scan.aborted_records for scan in scans) > 0  # the kills did leave writes behind, aborted
     assert sum(scan.open_records for scan in scans) == 0
