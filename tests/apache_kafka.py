@@ -70,6 +70,13 @@ def kafka_jars() -> Path:
     return lib
 
 
+def kafka_tool(main: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """One of Apache Kafka's command-line tools, by its main class (what bin/kafka-*.sh run:
+    org.apache.kafka.tools.TopicCommand for kafka-topics.sh, ...), as a second opinion."""
+    return subprocess.run([_java(), "-Xmx256m", "-cp", f"{kafka_jars()}/*", main, *args],
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 def _die_with_parent() -> None:
     """In the broker's process before it runs Java: SIGTERM when the test process that started it
     ends, however it ends (a crashed xdist worker left its broker running)."""
