@@ -129,3 +129,34 @@ def test_follow_shows_new_records(kafka, topic_name):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_compacted_view_is_what_apache_kafkas_log_cleaner_leaves(on_apache_kafka, topic_name):
+    """`--compact` computes compaction client-side (the embedded broker has no log cleaner):
+    it shows the same before Apache Kafka's cleaner runs as after, and what the cleaner left."""
+    from tests.helpers import read_all, wait_until
+
+    kafka = on_apache_kafka
+    topic = f"{topic_name}-store-changelog"
+    # a segment rolls 100 ms after it opened, and every closed segment is cleanable at once
+    create_topic(kafka, topic, 1, {"cleanup.policy": "compact", "segment.ms": "100", "min.compaction.lag.ms": "0",
+                                   "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "100"})
+    written = [(0, b"k%d" % (i % 10), None if i % 10 == 3 and i > 50 else _long(i), T0 + i) for i in range(100)]
+    _produce(kafka, topic, written)
+    for i in range(3):  # each a segment of its own: the log's last is never cleaned
+        time.sleep(0.3)
+        _produce(kafka, topic, [(0, b"k%d" % i, _long(1000 + i), T0 + 1000 + i)])
+    written += [(0, b"k%d" % i, _long(1000 + i), T0 + 1000 + i) for i in range(3)]
+    latest = {key.decode(): struct.unpack(">q", value)[0] for key, value in
+              {key: value for _, key, value, _ in written}.items() if value is not None}
+
+    def view() -> dict:
+        return {r["key"]: r["value"] for r in _dump(topic, "--compact", "--key-format", "string", "--value-format", "long")}
+
+    assert view() == latest
+    wait_until(lambda: len(read_all(kafka, topic)) < 20, "Apache Kafka's log cleaner to compact the topic")
+    cleaned = {}
+    for record in read_all(kafka, topic):
+        cleaned[record.key().decode()] = record.value()
+    assert {k: struct.unpack(">q", v)[0] for k, v in cleaned.items() if v is not None} == latest
+    assert view() == latest
