@@ -97,7 +97,7 @@ def _start_offsets(clients: KafkaClients, options: ConsumeOptions, tps: list[TP]
                    marks: dict[TP, tuple[int, int]]) -> dict[TP, int]:
     kind, value = options.start.kind, options.start.value
     if kind == "stored":
-        committed = committed_offsets(clients, options.group or "")
+        committed = committed_offsets(clients, options.group or "", [options.topic])
         # like Kafka's default auto.offset.reset=latest for partitions without a commit
         return {tp: committed.get(tp, marks[tp][1]) for tp in tps}
     out = {}

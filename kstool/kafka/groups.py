@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
@@ -84,37 +84,45 @@ def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[Group
     return _state(desc.state), members
 
 
-def committed_offsets(clients: KafkaClients, group: str, settle_s: float | None = None) -> dict[tuple[str, int], int]:
-    """Committed offset per (topic, partition), as a read_committed consumer starts from them;
-    partitions with nothing committed are left out. Offsets a transaction commits show once its
-    markers are written, a moment after the transaction ends (Apache Kafka answers
-    UNSTABLE_OFFSET_COMMIT until then, KIP-447): asked again until the command's timeout, or
-    for `settle_s`, after which a transaction still open (a running app's) leaves its
-    partitions at their last stable offsets."""
-    def ask(stable: bool) -> list[TopicPartition]:
-        answer: ConsumerGroupTopicPartitions = _asked_of_the_coordinator(
-            clients, lambda: clients.admin().list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], require_stable=stable,
-                request_timeout=clients.timeout)[group].result())
-        return answer.topic_partitions or []
+def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | None = None,
+                      settle_s: float | None = None) -> dict[tuple[str, int], int]:
+    """Committed offset per (topic, partition) of `topics` (None: every topic), as a
+    read_committed consumer starts from them; partitions with nothing committed are left out.
+    Offsets a transaction commits show once its markers are written, a moment after it ends
+    (until then Apache Kafka answers UNSTABLE_OFFSET_COMMIT, KIP-447, and the consumer asks
+    again): waited for until the command's timeout, or for `settle_s`, after which a
+    transaction still open (a running app's) leaves its partitions at their last stable offsets.
 
-    deadline, pause = time.monotonic() + (clients.timeout if settle_s is None else settle_s), 0.02
-    while True:
-        partitions = ask(stable=True)
-        unstable = [f"{tp.topic}:{tp.partition}" for tp in partitions
-                    if tp.error is not None and tp.error.code() == KafkaError.UNSTABLE_OFFSET_COMMIT]
-        if not unstable:
-            break
-        if time.monotonic() + pause > deadline:
-            if settle_s is None:
-                raise KafkaOperationError(f"group {group!r} has offsets of a transaction not yet ended on "
-                                          f"{', '.join(unstable)}")
-            partitions = ask(stable=False)
-            break
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
-    return {(tp.topic, tp.partition): tp.offset for tp in partitions
-            if tp.offset != _NO_OFFSET and tp.offset >= 0}
+    Read by a consumer of the group that never joins it, not by the admin client: librdkafka's
+    ListConsumerGroupOffsets crashes the process (SIGSEGV) when the coordinator answers
+    NOT_COORDINATOR, as a freshly started Apache Kafka does (librdkafka#5040)."""
+    meta = clients.metadata()
+    names = sorted(meta.topics) if topics is None else [t for t in topics if t in meta.topics]
+    partitions = [TopicPartition(t, p) for t in names for p in sorted(meta.topics[t].partitions)]
+    if not partitions:
+        return {}
+    try:
+        try:
+            answer = _committed(clients, group, partitions, "read_committed",
+                                clients.timeout if settle_s is None else settle_s)
+        except KafkaException as exc:
+            if settle_s is None or exc.args[0].code() != KafkaError._TIMED_OUT:
+                raise
+            answer = _committed(clients, group, partitions, "read_uncommitted", clients.timeout)
+    except KafkaException as exc:
+        raise clients.translate(exc) from None
+    return {(tp.topic, tp.partition): tp.offset for tp in answer
+            if tp.error is None and tp.offset != _NO_OFFSET and tp.offset >= 0}
+
+
+def _committed(clients: KafkaClients, group: str, partitions: list[TopicPartition], isolation: str,
+               timeout: float) -> list[TopicPartition]:
+    """read_committed asks for stable offsets (librdkafka sets OffsetFetch's require_stable)."""
+    consumer = clients.consumer(group_id=group, **{"isolation.level": isolation})
+    try:
+        return cast(list[TopicPartition], consumer.committed(partitions, timeout=timeout))
+    finally:
+        consumer.close()
 
 
 def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) -> GroupDescription:
@@ -158,7 +166,7 @@ def starting_offsets(clients: KafkaClients, group: str, tps: list[tuple[str, int
     """Where a new checkpoint of the app `group` starts: the group's committed offsets, else
     the log start (starting "earliest") or end ("latest")."""
     marks = clients.watermarks(tps)
-    committed = committed_offsets(clients, group)
+    committed = committed_offsets(clients, group, sorted({t for t, _ in tps}))
     return {tp: committed.get(tp, marks[tp][0] if starting == "earliest" else marks[tp][1]) for tp in tps}
 
 

@@ -199,9 +199,9 @@ def _from_topic(clients: KafkaClients, options: ReplayOptions) -> tuple[Iterator
     """The source records with their offsets, and where a transactional rerun resumes (its
     committed offsets)."""
     resume: dict[int, int] = {}
+    source = cast(str, options.from_topic)  # replays from a file do not come here
     if options.transactional and not options.dry_run:
-        resume = {p: o for (t, p), o in committed_offsets(clients, transactional_id(options)).items()
-                  if t == options.from_topic}
+        resume = {p: o for (_, p), o in committed_offsets(clients, transactional_id(options), [source]).items()}
     return ((r, cast(int, r.offset)) for r in consume(clients, _consume_options(options, resume))), resume
 
 

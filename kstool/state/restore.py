@@ -53,7 +53,7 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
     changelogs = [{"store": store.name, "topic": store.changelog_topic,
                    "partitions": len(topics[store.changelog_topic]), "entries": entries.count(store.name)}
                   for store in manifest.stores]
-    group = committed_offsets(clients, app_id)
+    group = committed_offsets(clients, app_id, manifest.input_topics)
     inputs = {f"{t}:{p}": group[(t, p)] for t in manifest.input_topics for p in sorted(clients.topic_partitions(t))
               if (t, p) in group}
     warnings = [] if inputs else [f"group {app_id!r} has no committed offsets: the next run starts "
