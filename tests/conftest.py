@@ -78,8 +78,8 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
                   proc.stderr.decode("utf-8", "replace"), proc.stdout)
 
 
-INTEGRATION_FIXTURES = {"kafka", "spark", "fresh_home", "spark_cluster", "own_broker", "jvm_archive", "apache_kafka",
-                        "on_apache_kafka"}
+INTEGRATION_FIXTURES = {"kafka", "suite_kafka", "embedded_kafka", "spark", "fresh_home", "spark_cluster", "own_broker",
+                        "jvm_archive", "apache_kafka", "on_apache_kafka"}
 
 
 # the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
@@ -104,12 +104,13 @@ def pytest_collection_modifyitems(items) -> None:
 
 
 # the suite's broker: "apache-kafka" (a KRaft broker of its own per worker, from Maven Central:
-# tests/apache_kafka.py) or "embedded" (kstool's own); KSTOOL_TEST_BOOTSTRAP names any other
+# tests/apache_kafka.py) or "embedded" (kstool's own); KSTOOL_TEST_BOOTSTRAP names any other.
+# Tests marked embedded_tier run on the embedded broker too (pytest_generate_tests).
 TEST_BROKER = os.environ.get("KSTOOL_TEST_BROKER", "embedded")
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory) -> Kafka:
+def suite_kafka(tmp_path_factory) -> Kafka:
     home = tmp_path_factory.mktemp("kstool-home")
     os.environ["KSTOOL_HOME"] = str(home)
     external = os.environ.get("KSTOOL_TEST_BOOTSTRAP")
@@ -128,6 +129,12 @@ def kafka(tmp_path_factory) -> Kafka:
             broker.stop()
         return
     os.environ.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    yield from _embedded_broker()
+
+
+def _embedded_broker():
+    """`kstool broker start` in the session's kstool home: its connection profile there makes
+    kstool apply the embedded broker's workarounds to this address alone."""
     started = cli_subprocess("broker", "start", "--port", "0", timeout=60)
     assert started.exit_code == 0, started.stderr
     try:
@@ -137,11 +144,38 @@ def kafka(tmp_path_factory) -> Kafka:
 
 
 @pytest.fixture(scope="session")
-def apache_kafka(kafka, tmp_path_factory) -> Kafka:
-    """An Apache Kafka broker for what the suite's broker lacks (the embedded one: DeleteRecords,
-    CreatePartitions): the suite's own when it is Apache Kafka, else one of this worker's."""
-    if not kafka.embedded:
-        yield kafka
+def embedded_kafka(suite_kafka) -> Kafka:
+    """The embedded broker: the suite's own, or one of this worker's beside Apache Kafka."""
+    if suite_kafka.embedded:
+        yield suite_kafka
+        return
+    yield from _embedded_broker()
+
+
+@pytest.fixture
+def kafka(request, suite_kafka, monkeypatch) -> Kafka:
+    """The broker of the test: the suite's, or for an embedded_tier test's [embedded] run the
+    embedded broker, which its commands then reach (given no -b)."""
+    if getattr(request, "param", None) != "embedded" or suite_kafka.embedded:
+        return suite_kafka
+    embedded = request.getfixturevalue("embedded_kafka")
+    monkeypatch.setenv("KSTOOL_BOOTSTRAP_SERVERS", embedded.bootstrap)
+    return embedded
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """An embedded_tier test runs on both brokers when the suite's is not the embedded one."""
+    if (metafunc.definition.get_closest_marker("embedded_tier") and "kafka" in metafunc.fixturenames
+            and TEST_BROKER != "embedded" and not os.environ.get("KSTOOL_TEST_BOOTSTRAP")):
+        metafunc.parametrize("kafka", ["apache-kafka", "embedded"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(suite_kafka, tmp_path_factory) -> Kafka:
+    """An Apache Kafka broker for what the embedded one lacks (DeleteRecords, CreatePartitions,
+    a log cleaner, Kafka's tools): the suite's own when it is Apache Kafka, else one of this worker's."""
+    if not suite_kafka.embedded:
+        yield suite_kafka
         return
     from tests.apache_kafka import KafkaBroker
 
@@ -175,7 +209,7 @@ def fresh_home(tmp_path: Path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def jvm_archive(kafka, tmp_path_factory) -> None:
+def jvm_archive(suite_kafka, tmp_path_factory) -> None:
     """Spark's class-data archive (kstool.engine.jvmcache), recorded once by a run that exits
     normally, before any other JVM of the session starts: a JVM that is killed never writes
     it, so without this every start of the kill tests would load Spark's classes the slow way.
@@ -229,7 +263,7 @@ def home_sharing_jvm_archive(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark(kafka, jvm_archive, tmp_path_factory):
+def spark(suite_kafka, jvm_archive, tmp_path_factory):
     """One Spark session for the whole test run; app runs in this process reuse it."""
     from kstool.engine.session import SparkOptions, build_session
 
@@ -240,7 +274,7 @@ def spark(kafka, jvm_archive, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(kafka, tmp_path_factory):
+def spark_cluster(suite_kafka, tmp_path_factory):
     """One Spark standalone cluster: a master and two workers of one core each, neither of
     which sees the kstool home nor the other's files."""
     from tests.cluster import SparkCluster, unshare_problem

@@ -102,13 +102,12 @@ def test_broker_port_taken_is_a_clear_error(fresh_home):
     assert f"port {port}" in result.stderr and "already in use" in result.stderr
 
 
-def test_the_readme_s_kcat_line_reaches_the_embedded_broker(kafka, topic_name):
+def test_the_readme_s_kcat_line_reaches_the_embedded_broker(embedded_kafka, topic_name):
     """README: kcat on librdkafka 2.0.2 (Debian's) fails against the embedded broker; the line
     that preloads the wheel's librdkafka 2.16 lists its topics."""
     if shutil.which("kcat") is None:
         pytest.skip("kcat is not installed (apt-get install kcat)")
-    if not kafka.embedded:
-        pytest.skip("about the embedded broker")
+    kafka = embedded_kafka
     create_topic(kafka, topic_name, 1)
     line = re.search(r"^LD_PRELOAD=.* kcat -b 127\.0\.0\.1:9092 -L$", (REPO / "README.md").read_text(), re.M)
     assert line, "the README's kcat line"

@@ -7,10 +7,14 @@ import struct
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import KSTOOL, cli
 from tests.helpers import create_topic
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 T0 = 1_700_000_000_000
 

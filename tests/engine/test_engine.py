@@ -36,7 +36,7 @@ def engine_wanted(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def engine(kafka, jvm_archive):
+def engine(suite_kafka, jvm_archive):
     started = cli_subprocess("engine", "start", timeout=320)
     assert started.exit_code == 0, started.stderr
     yield _status()

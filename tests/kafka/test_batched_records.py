@@ -15,16 +15,27 @@ from kstool.kafka.client import KafkaClients
 from tests.conftest import cli
 from tests.helpers import create_topic, nonempty_lines, produce_batched, read_all
 
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
+
 
 @pytest.fixture(scope="module")
-def batched(kafka):
-    """20,000 records in two partitions, many per batch; keys k0..k99, values v<i>."""
-    topic = f"batched-{os.getpid()}"
-    create_topic(kafka, topic, 2)
-    records = [(f"k{i % 100}".encode(), f"v{i}".encode(), i % 2) for i in range(20_000)]
-    produce_batched(kafka, topic, records)
-    assert len(read_all(kafka, topic)) == 20_000  # the independent reader sees them all
-    return topic
+def batched_topics() -> dict[str, str]:
+    return {}  # per broker
+
+
+@pytest.fixture
+def batched(kafka, batched_topics):
+    """20,000 records in two partitions, many per batch; keys k0..k99, values v<i>: made once
+    per module and broker."""
+    if kafka.bootstrap not in batched_topics:
+        topic = f"batched-{os.getpid()}"
+        create_topic(kafka, topic, 2)
+        records = [(f"k{i % 100}".encode(), f"v{i}".encode(), i % 2) for i in range(20_000)]
+        produce_batched(kafka, topic, records)
+        assert len(read_all(kafka, topic)) == 20_000  # the independent reader sees them all
+        batched_topics[kafka.bootstrap] = topic
+    return batched_topics[kafka.bootstrap]
 
 
 def test_consume_to_the_end_reads_every_record_of_a_batching_producer(kafka, batched):

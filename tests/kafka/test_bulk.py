@@ -14,6 +14,9 @@ from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for, partitions_for
 from tests.helpers import create_topic, end_offsets, read_all
 
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
+
 
 def test_murmur2_matches_librdkafka_partitioner(kafka, topic_name):
     create_topic(kafka, topic_name, 7)

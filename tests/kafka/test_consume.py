@@ -11,8 +11,13 @@ import select
 import subprocess
 import time
 
+import pytest
+
 from tests.conftest import KSTOOL, cli, cli_subprocess
 from tests.helpers import create_topic, field_bytes, jsonl_rows, produce_batched, produce_records
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 
 def _on_a_terminal(*args: str, until: bytes, timeout: float = 60) -> bytes:

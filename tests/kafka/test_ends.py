@@ -11,11 +11,16 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from kstool.config import build_client_config
 from kstool.kafka import ends
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.ends import read_ends
 from tests.helpers import create_topic, produce_batched
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 
 class _Deaf:

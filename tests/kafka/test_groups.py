@@ -6,10 +6,14 @@ import json
 import re
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.conftest import cli
 from tests.helpers import create_topic, produce_records
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 
 def test_groups_describe_shows_lag_of_committed_offsets(kafka, topic_name):

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kstool.kafka.partitioner import partition_for
 from tests.conftest import cli
 from tests.helpers import create_topic, jsonl_rows, produce_records, read_all
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 
 def test_produce_batches_and_reports_exact_per_partition_counts(kafka, topic_name):

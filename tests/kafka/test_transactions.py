@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pytest
 
 from kstool.checkpoint.location import LocalCheckpoint
 from kstool.config import build_client_config
@@ -19,6 +20,9 @@ from kstool.kafka.partitioner import partition_for
 from tests.conftest import cli
 from tests.helpers import create_topic, end_offsets, pipe, produce_values, read_all
 from tests.isolation import read_committed
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 
 def batch(rows: list[tuple[bytes, bytes, int]]) -> pa.Table:

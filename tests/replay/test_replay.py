@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import KSTOOL, cli
@@ -36,6 +37,7 @@ def _user_view(msg):
     return msg.key(), msg.value(), headers, msg.timestamp()[1]
 
 
+@pytest.mark.embedded_tier
 def test_time_range_replay_is_exact_and_byte_identical(kafka, topic_name):
     source, target = topic_name, topic_name + "-copy"
     _source(kafka, source)
@@ -113,6 +115,7 @@ def test_filter_key(kafka, topic_name):
     assert keys == sorted(f"k1-{i}" for i in range(30) if i % 10)
 
 
+@pytest.mark.embedded_tier
 def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka, topic_name):
     """Killed six times, each time as soon as it has started writing (the target's log grew),
     and rerun: each rerun resumes after its last committed transaction. The committed view

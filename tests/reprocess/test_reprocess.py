@@ -223,6 +223,7 @@ def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(
     assert _final(kafka, output) == _final(kafka, output + "-oracle")
 
 
+@pytest.mark.embedded_tier
 def test_the_plan_names_every_step_and_says_when_there_is_nothing_to_do(kafka, spark, topic_name):
     """A new operator's reading of the plan: nothing to do after the last record (it planned 'undoing
     0 batches' and ran), each destructive step listed, a dry run while the app runs, --tz, -q."""

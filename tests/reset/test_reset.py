@@ -6,11 +6,15 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.conftest import cli
 from tests.helpers import app_digest, as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.oracles import word_counts as oracle
+
+# the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
+pytestmark = pytest.mark.embedded_tier
 
 
 def _commit(kafka, group: str, offsets: dict[tuple[str, int], int]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.conftest import cli
 from tests.helpers import create_topic, produce_values
 from tests.oracles import word_counts as oracle
@@ -23,6 +25,7 @@ def _as_dict(rows) -> dict:
     return {r["key"]: r["value"] for r in rows}
 
 
+@pytest.mark.embedded_tier
 def test_state_queries_time_travel_and_change_feed(kafka, spark, topic_name):
     source, app = topic_name, topic_name + "-app"
     create_topic(kafka, source, 2)

@@ -56,6 +56,7 @@ def test_aggregations_match_the_oracle(kafka, spark, topic_name, agg):
     assert latest_per_key(read_all(kafka, f"{topic_name}-app-aggregate-changelog")) == got
 
 
+@pytest.mark.embedded_tier
 def test_group_by_json_field_with_double_values_and_bad_records(kafka, spark, topic_name):
     source, sink, dlq = topic_name, topic_name + "-out", topic_name + "-dlq"
     create_topic(kafka, source, 1)

@@ -71,6 +71,7 @@ STREAM_TABLE_OUTPUT = {"inner": [("a", "S1+T1", 10), ("a", "S3+T2", 30)],
                                 ("a", "S5+null", 40)]}
 
 
+@pytest.mark.embedded_tier
 @pytest.mark.parametrize("how", ["inner", "left"])
 def test_stream_table(kafka, spark, topic_name, how):
     # each stream record sees the table as of its time: S1 -> T1; S2@20 is before T3@22: no b;

@@ -7,6 +7,8 @@ import json
 import struct
 from collections import Counter
 
+import pytest
+
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, produce_keyed, read_all
 
@@ -27,6 +29,7 @@ def _counts(messages) -> list[tuple[str, int, int]]:
     return [(m.key().decode(), struct.unpack(">q", m.value())[0], (m.timestamp()[1] - T0) // 1000) for m in messages]
 
 
+@pytest.mark.embedded_tier
 def test_rows_that_move_or_go_leave_their_old_group(kafka, spark, topic_name):
     # u1 moves from eu to us, u2 and u6 are deleted, u7's tombstone deletes nothing: eu ends at
     # 0 (written as 0, not deleted, as Kafka Streams' count), us at 3, asia at 1

@@ -41,6 +41,7 @@ def _windowed(messages) -> list[tuple]:
     return out
 
 
+@pytest.mark.embedded_tier
 def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
     # size 10s, grace 5s, 3 records per batch; each batch emits the latest value of each window
     # it changed (Kafka Streams' record cache), in the order of their last update.

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import KSTOOL, cli
@@ -49,6 +50,7 @@ def run_once(app, source, sink, *extra):
     return json.loads(result.stdout)
 
 
+@pytest.mark.embedded_tier
 def test_wordcount_counts_changelog_and_lag(kafka, spark, topic_name):
     source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
