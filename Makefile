@@ -24,8 +24,9 @@ kafka: install
 run: java
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
-# three workers, each with its own broker, Spark session and kstool home: the Spark tests wait
-# (JVM starts, triggers, the broker), and with two a busy 2-core machine still had 16% idle
+# three workers, each with its own Apache Kafka broker, Spark session and kstool home (and an
+# embedded broker for the tests marked embedded_tier): the Spark tests wait (JVM starts,
+# triggers, the broker), and with two a busy 2-core machine still had 16% idle
 TEST_WORKERS ?= 3
 
 # no worker restart: xdist 3.8 hangs for good when it hands a crashed worker's files to a new one

@@ -128,6 +128,10 @@ class KafkaBroker:
             # the tests' records carry times of 2026-01-01 and earlier: by the defaults (7 days) each
             # append would roll a segment and retention would delete the ones before it
             "log.retention.ms": "-1", "log.roll.ms": str(2**63 - 1),
+            # and never checks retention: kstool sets a window store's changelog to the store's
+            # retention + 1 day, as Kafka Streams does, and the check (every 5 minutes, first
+            # after 30 s) deleted windows of 2026-01-01 from under the restore tests (README)
+            "log.retention.check.interval.ms": str(2**62), "log.initial.task.delay.ms": str(2**62),
         }
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")

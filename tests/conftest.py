@@ -106,7 +106,7 @@ def pytest_collection_modifyitems(items) -> None:
 # the suite's broker: "apache-kafka" (a KRaft broker of its own per worker, from Maven Central:
 # tests/apache_kafka.py) or "embedded" (kstool's own); KSTOOL_TEST_BOOTSTRAP names any other.
 # Tests marked embedded_tier run on the embedded broker too (pytest_generate_tests).
-TEST_BROKER = os.environ.get("KSTOOL_TEST_BROKER", "embedded")
+TEST_BROKER = os.environ.get("KSTOOL_TEST_BROKER", "apache-kafka")
 
 
 @pytest.fixture(scope="session")

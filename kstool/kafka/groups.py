@@ -101,16 +101,21 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
     partitions = [TopicPartition(t, p) for t in names for p in sorted(meta.topics[t].partitions)]
     if not partitions:
         return {}
-    try:
+    isolation, pause = "read_committed", 0.05
+    deadline = time.monotonic() + (clients.timeout if settle_s is None else settle_s)
+    while True:
         try:
-            answer = _committed(clients, group, partitions, "read_committed",
-                                clients.timeout if settle_s is None else settle_s)
+            answer = _committed(clients, group, partitions, isolation, max(deadline - time.monotonic(), 0.1))
+            break
         except KafkaException as exc:
-            if settle_s is None or exc.args[0].code() != KafkaError._TIMED_OUT:
-                raise
-            answer = _committed(clients, group, partitions, "read_uncommitted", clients.timeout)
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
+            code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
+            if code in _COORDINATOR_BUSY and time.monotonic() + pause < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+            elif code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
+                isolation, deadline = "read_uncommitted", time.monotonic() + clients.timeout
+            else:
+                raise clients.translate(exc) from None
     return {(tp.topic, tp.partition): tp.offset for tp in answer
             if tp.error is None and tp.offset != _NO_OFFSET and tp.offset >= 0}
 
