@@ -93,10 +93,11 @@ def _cluster_id() -> str:
 
 class KafkaBroker:
     """A KRaft broker of Apache Kafka in `workdir`: formatted and started by start(), stopped
-    (SIGTERM, then SIGKILL) by stop()."""
+    (SIGTERM, then SIGKILL) by stop(). It deletes no record by itself: no retention, and no log
+    cleaner unless `log_cleaner`."""
 
-    def __init__(self, workdir: Path):
-        self.workdir = workdir
+    def __init__(self, workdir: Path, log_cleaner: bool = False):
+        self.workdir, self.log_cleaner = workdir, log_cleaner
         self.port, self.controller_port = free_ports(2)
         self.proc: subprocess.Popen | None = None
 
@@ -124,13 +125,16 @@ class KafkaBroker:
             "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
             # tests join groups often: no 3 s wait for more members (GroupCoordinatorConfig's defaults)
             "group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
-            "log.cleaner.backoff.ms": "1000",
+            # the cleaner also applies retention to compact,delete topics (window stores'
+            # changelogs): off unless a test asks for it, as retention below
+            "log.cleaner.enable": str(self.log_cleaner).lower(), "log.cleaner.backoff.ms": "1000",
             # the tests' records carry times of 2026-01-01 and earlier: by the defaults (7 days) each
             # append would roll a segment and retention would delete the ones before it
             "log.retention.ms": "-1", "log.roll.ms": str(2**63 - 1),
             # and never checks retention: kstool sets a window store's changelog to the store's
             # retention + 1 day, as Kafka Streams does, and the check (every 5 minutes, first
-            # after 30 s) deleted windows of 2026-01-01 from under the restore tests (README)
+            # after 30 s) and the cleaner deleted windows of 2026-01-01 from under the restore
+            # tests (README)
             "log.retention.check.interval.ms": str(2**62), "log.initial.task.delay.ms": str(2**62),
         }
         path = self.workdir / "server.properties"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -117,7 +117,11 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
     follow = options.to_time is None and not options.exit_at_end
     if not pending and not follow:
         return
-    consumer = clients.consumer(group_id=options.group, **BULK_READ_SETTINGS)
+    # EOF events: a partition whose records below the stop offset were deleted while it was read
+    # (retention, DeleteRecords) ends there, where no record would ever arrive to tell it; and a
+    # start the log no longer holds reads on from the log's start
+    consumer = clients.consumer(group_id=options.group, **BULK_READ_SETTINGS,
+                                **{"enable.partition.eof": True, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(t, p, o) for (t, p), o in plan.start.items() if (t, p) in pending])
     seen = 0
     progress: dict[TP, int] = {}
@@ -131,7 +135,12 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
             for msg in batch:
                 err = msg.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF or err.retriable():
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof, at = (cast(str, msg.topic()), cast(int, msg.partition())), msg.offset()
+                        if eof in plan.stop and at is not None and at >= plan.stop[eof]:
+                            _finish(consumer, pending, eof)
+                        continue
+                    if err.retriable():
                         continue
                     raise KafkaException(err)
                 position = topic, partition, offset = position_of(msg)

@@ -135,13 +135,24 @@ def test_follow_shows_new_records(kafka, topic_name):
         proc.wait(10)
 
 
-def test_the_compacted_view_is_what_apache_kafkas_log_cleaner_leaves(on_apache_kafka, topic_name):
+def test_the_compacted_view_is_what_apache_kafkas_log_cleaner_leaves(suite_kafka, tmp_path, monkeypatch, topic_name):
     """`--compact` computes compaction client-side (the embedded broker has no log cleaner):
-    it shows the same before Apache Kafka's cleaner runs as after, and what the cleaner left."""
+    it shows the same before Apache Kafka's cleaner runs as after, and what the cleaner left.
+    On a broker of its own: the suite's run no cleaner (it would apply window changelogs' retention)."""
+    from tests.apache_kafka import KafkaBroker
+    from tests.conftest import Kafka
+
+    broker = KafkaBroker(tmp_path / "broker", log_cleaner=True).start()
+    try:
+        monkeypatch.setenv("KSTOOL_BOOTSTRAP_SERVERS", broker.bootstrap)
+        _compacted_by_the_cleaner(Kafka(broker.bootstrap, embedded=False), f"{topic_name}-store-changelog")
+    finally:
+        broker.stop()
+
+
+def _compacted_by_the_cleaner(kafka, topic: str) -> None:
     from tests.helpers import read_all, wait_until
 
-    kafka = on_apache_kafka
-    topic = f"{topic_name}-store-changelog"
     # a segment rolls 100 ms after it opened, and every closed segment is cleanable at once
     create_topic(kafka, topic, 1, {"cleanup.policy": "compact", "segment.ms": "100", "min.compaction.lag.ms": "0",
                                    "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "100"})

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.conftest import KSTOOL, cli, cli_subprocess
-from tests.helpers import create_topic, field_bytes, jsonl_rows, produce_batched, produce_records
+from tests.helpers import T0, create_topic, field_bytes, jsonl_rows, produce_batched, produce_records
 
 # the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
 pytestmark = pytest.mark.embedded_tier
@@ -129,3 +129,38 @@ def test_a_terminal_gets_control_bytes_escaped_and_a_follow_says_how_it_ends(kaf
     assert piped.stdout_bytes == value + b"\n"  # a pipe gets the bytes as they are
     followed = _on_a_terminal("consume", topic_name, "--from", "-1", until=b"Ctrl-C")
     assert b"following new records (-e stops at the end" in followed
+
+
+def test_records_deleted_while_a_bounded_read_runs_end_it_instead_of_hanging(on_apache_kafka, topic_name,
+                                                                              monkeypatch):
+    """Retention or DeleteRecords may take records between the plan (start, stop) and the first
+    fetch: the read starts at the new log start and ends at the partition's end, with what is
+    left. It used to wait for ever for a record at the stop offset (a restore hung so on
+    Apache Kafka, whose cleaner had applied a window changelog's retention)."""
+    import threading
+
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from kstool.config import build_client_config
+    from kstool.kafka import consume as reading
+    from kstool.kafka.client import KafkaClients
+
+    kafka = on_apache_kafka
+    create_topic(kafka, topic_name, 1)
+    produce_records(kafka, topic_name, [{"key": None, "value": b"v%d" % i, "partition": 0, "timestamp": T0 + i}
+                                                   for i in range(10)])
+    clients = KafkaClients(build_client_config())
+    options = reading.ConsumeOptions(topic_name, exit_at_end=True)
+    stale = reading.plan_positions(clients, options)
+    assert (stale.start, stale.stop) == ({(topic_name, 0): 0}, {(topic_name, 0): 10})
+    deleted = TopicPartition(topic_name, 0, 7)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})  # kept: its futures die with it
+    admin.delete_records([deleted])[deleted].result(10)
+    monkeypatch.setattr(reading, "plan_positions", lambda *_: stale)  # the plan made before the deletion
+    read: list = []
+    reader = threading.Thread(target=lambda: read.extend(reading.consume(clients, options)), daemon=True)
+    reader.start()
+    reader.join(60)  # a hang guard
+    assert not reader.is_alive(), "the read never ended"
+    assert [r.offset for r in read] == [7, 8, 9]
