@@ -19,27 +19,43 @@ def create_topic(kafka, topic: str, partitions: int = 1, config: dict | None = N
     admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(timeout=10)
 
 
+class Deliveries:
+    """Checks that every record was written: flush() counts a record the broker refused (a keyless
+    one to a compacted topic on Apache Kafka) as done."""
+
+    def __init__(self) -> None:
+        self.errors: list = []
+
+    def __call__(self, err, _msg) -> None:
+        if err is not None:
+            self.errors.append(err)
+
+    def check(self, producer: Producer, timeout: float = 30) -> None:
+        assert producer.flush(timeout) == 0
+        assert not self.errors, f"the broker refused {len(self.errors)} record(s): {self.errors[0]}"
+
+
 def produce_values(kafka, topic: str, values: list[bytes], partition: int | None = None,
                    timestamps: list[int] | None = None) -> None:
-    producer = Producer(kafka.producer_conf())
+    producer, delivered = Producer(kafka.producer_conf()), Deliveries()
     for i, value in enumerate(values):
-        kwargs = {"value": value}
+        kwargs = {"value": value, "on_delivery": delivered}
         if partition is not None:
             kwargs["partition"] = partition
         if timestamps is not None:
             kwargs["timestamp"] = timestamps[i]
         producer.produce(topic, **kwargs)
-    assert producer.flush(30) == 0
+    delivered.check(producer)
 
 
 def produce_batched(kafka, topic: str, records, linger_ms: int = 20) -> None:
     """records: (key, value), (key, value, partition) or (key, value, partition, timestamp ms);
     written as any application writes them: a default-batching producer, many records per
     batch (what the embedded broker's high watermark gets wrong)."""
-    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": linger_ms})
+    producer, delivered = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": linger_ms}), Deliveries()
     for i, record in enumerate(records):
         key, value, *placed = record
-        kwargs = {"key": key, "value": value}
+        kwargs = {"key": key, "value": value, "on_delivery": delivered}
         if placed:
             kwargs["partition"] = placed[0]
         if len(placed) > 1:
@@ -47,7 +63,7 @@ def produce_batched(kafka, topic: str, records, linger_ms: int = 20) -> None:
         producer.produce(topic, **kwargs)
         if i % 10_000 == 0:
             producer.poll(0)
-    assert producer.flush(30) == 0
+    delivered.check(producer)
 
 
 def read_all(kafka, topic: str) -> list:
@@ -134,12 +150,12 @@ T0 = 1_767_225_600_000
 
 def produce_keyed(kafka, topic: str, records, partition: int = 0) -> None:
     """records: (key, value, seconds after T0), produced in this order (value None = tombstone)."""
-    producer = Producer(kafka.producer_conf())
+    producer, delivered = Producer(kafka.producer_conf()), Deliveries()
     for key, value, seconds in records:
         producer.produce(topic, key=key.encode() if isinstance(key, str) else key,
                          value=value.encode() if isinstance(value, str) else value,
-                         partition=partition, timestamp=T0 + round(seconds * 1000))
-    assert producer.flush(30) == 0
+                         partition=partition, timestamp=T0 + round(seconds * 1000), on_delivery=delivered)
+    delivered.check(producer)
 
 
 def pipe(kafka, topic: str, records) -> None:
@@ -187,11 +203,11 @@ def wait_until(condition: Callable[[], bool], what: str | Callable[[], str], lim
 
 def produce_records(kafka, topic: str, records: list[dict]) -> None:
     """Records as given: key, value, partition, timestamp and headers each."""
-    producer = Producer(kafka.producer_conf())
+    producer, delivered = Producer(kafka.producer_conf()), Deliveries()
     for r in records:
         producer.produce(topic, key=r["key"], value=r["value"], partition=r["partition"],
-                         timestamp=r["timestamp"], headers=r.get("headers") or None)
-    assert producer.flush(10) == 0
+                         timestamp=r["timestamp"], headers=r.get("headers") or None, on_delivery=delivered)
+    delivered.check(producer)
 
 
 def nonempty_lines(stdout: str) -> list[str]:

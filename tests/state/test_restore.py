@@ -14,7 +14,7 @@ import pytest
 
 from kstool.application.model import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS
 from tests.conftest import cli
-from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_values, read_all
+from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_records, produce_values, read_all
 from tests.oracles import word_counts
 from tests.topologies.test_join import (
     STREAM_LEFT,
@@ -354,7 +354,9 @@ def test_restore_refuses_what_it_cannot_do_and_changes_nothing(kafka, spark, top
     produce_keyed(kafka, windowed, [("k", "1", 1)])
     assert cli("run", "aggregate", "--input", windowed, "--output", windowed + "-out", "--app-id", windowed,
                "--once", "--window", "tumbling:10s").exit_code == 0
-    produce_values(kafka, windowed + "-aggregate-changelog", [b"not a window"], partition=0)
+    # keyed: a compacted topic on Apache Kafka refuses a record without a key
+    produce_records(kafka, windowed + "-aggregate-changelog",
+                    [{"key": b"x", "value": b"not a window", "partition": 0, "timestamp": T0}])
     before = {a: sorted(p.name for p in _checkpoint(a).iterdir()) for a in (app, windowed)}
     for args, code, says in (
             (("--app-id", app, "--yes"), 1, f"{app}-counts-changelog"),  # its changelog topic is gone
