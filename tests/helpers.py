@@ -15,8 +15,17 @@ REPO = Path(__file__).resolve().parent.parent  # the checkout
 
 
 def create_topic(kafka, topic: str, partitions: int = 1, config: dict | None = None) -> None:
+    """Created, and seen in the broker's metadata: Apache Kafka's broker learns of a new topic a
+    moment after CreateTopics answers, and a command run at once found no such topic."""
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(timeout=10)
+    wait_until(lambda: _leaders_known(admin, topic, partitions), f"topic {topic} in the broker's metadata")
+
+
+def _leaders_known(admin: AdminClient, topic: str, partitions: int) -> bool:
+    found = admin.list_topics(timeout=10).topics.get(topic)
+    return (found is not None and found.error is None and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values()))
 
 
 class Deliveries:

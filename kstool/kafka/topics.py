@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,8 +92,22 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
     except KafkaException as exc:
         raise KafkaOperationError(f"cannot create topic {options.name!r}: "
                                   f"{_reason(exc)}") from None
+    _wait_until_served(clients, options.name, options.partitions)
     return {"topic": options.name, "partitions": options.partitions,
             "replication_factor": options.replication_factor, "configs": dict(options.configs)}
+
+
+def _wait_until_served(clients: KafkaClients, name: str, partitions: int) -> None:
+    """Apache Kafka's brokers learn of a created topic a moment after CreateTopics answers: the
+    next command (`topics create T && kstool produce T`, a run's first write) would find no such
+    topic. Wait, up to the timeout, until the metadata names a leader for every partition."""
+    deadline = time.monotonic() + clients.timeout
+    while time.monotonic() < deadline:
+        found = clients.metadata().topics.get(name)
+        if (found is not None and found.error is None and len(found.partitions) == partitions
+                and all(p.leader >= 0 for p in found.partitions.values())):
+            return
+        time.sleep(0.05)
 
 
 def ensure_topic(clients: KafkaClients, options: CreateTopicOptions) -> bool:
