@@ -1,6 +1,6 @@
 """When an xdist worker dies, say how: its Python stacks if a fatal signal or SIGTERM ended it
-(faulthandler, into a file the run's main process prints), none if SIGKILL did, and how much
-memory the machine had left (the kernel's OOM killer sends SIGKILL). A worker's own stderr never
+(faulthandler, into a file the run's main process prints; a segfault inside librdkafka left
+none), and how much memory the machine had left (the kernel's OOM killer sends SIGKILL). A worker's own stderr never
 reaches the terminal, so without this a CI log says only "node down: Not properly terminated"."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def pytest_testnodedown(node, error) -> None:
     worker = node.gateway.id
     dump = Path(os.environ[CRASH_DIR]) / worker
     stacks = dump.read_text(errors="replace").strip() if dump.exists() else ""
-    sys.stderr.write(f"\n[{worker}] {stacks or 'died without a fatal signal or SIGTERM: SIGKILL or os._exit'}\n"
+    sys.stderr.write(f"\n[{worker}] {stacks or 'died leaving no stacks: SIGKILL, os._exit, or a crash faulthandler could not report'}\n"
                      f"[{worker}] memory then: {_memory_available()}\n")
 
 
