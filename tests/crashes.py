@@ -1,7 +1,8 @@
 """When an xdist worker dies, say how: its Python stacks if a fatal signal or SIGTERM ended it
 (faulthandler, into a file the run's main process prints; a segfault inside librdkafka left
-none), and how much memory the machine had left (the kernel's OOM killer sends SIGKILL). A worker's own stderr never
-reaches the terminal, so without this a CI log says only "node down: Not properly terminated"."""
+none), and how much memory the machine had left (the kernel's OOM killer sends SIGKILL). A
+worker's own stderr never reaches the terminal, so without this a CI log says only "node down:
+Not properly terminated"."""
 
 from __future__ import annotations
 
