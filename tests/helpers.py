@@ -216,7 +216,7 @@ def produce_records(kafka, topic: str, records: list[dict]) -> None:
     for r in records:
         producer.produce(topic, key=r["key"], value=r["value"], partition=r["partition"],
                          timestamp=r["timestamp"], headers=r.get("headers") or None, on_delivery=delivered)
-    delivered.check(producer)
+    delivered.check(producer, timeout=10)
 
 
 def nonempty_lines(stdout: str) -> list[str]:
