@@ -36,9 +36,12 @@ class Globals:
         if self._config is None:
             self._config = build_client_config(
                 self.bootstrap, self.command_config, self.overrides, self.timeout_s, self.debug)
-            if self._config.ignored_properties:
-                warn(f"{self.command_config}: left out {', '.join(self._config.ignored_properties)} "
-                     "(Java client properties librdkafka does not take)")
+            ignored = self._config.ignored_properties
+            if ignored:
+                hint = ("; a PEM truststore (ssl.truststore.type=PEM) or ssl.ca.location serves both"
+                        if any(key.startswith("ssl.truststore.") for key in ignored) else "")
+                warn(f"{self.command_config}: left out {', '.join(ignored)} "
+                     f"(Java client properties librdkafka does not take{hint})")
         return self._config
 
     def clients(self):

@@ -104,8 +104,10 @@ def _unescape(text: str, origin: str, lineno: int) -> str:
 
 
 def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
-    """Map the Java client's SASL JAAS line onto librdkafka's username/password settings,
-    so one client.properties serves Kafka's tools and kstool alike."""
+    """Map the Java client's settings that librdkafka names otherwise onto librdkafka's, so one
+    client.properties serves Kafka's tools and kstool alike: the SASL JAAS line, and PEM trust
+    and key stores (`ssl.truststore.type=PEM`, KIP-651). A PKCS12 keystore librdkafka reads by
+    the same names; a JKS store it cannot read (left out, with a warning: _java_only_properties)."""
     jaas = props.pop("sasl.jaas.config", None)
     if jaas:
         creds = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_CREDENTIAL.findall(jaas)}
@@ -113,7 +115,28 @@ def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
             props.setdefault("sasl.username", creds["username"])
         if "password" in creds:
             props.setdefault("sasl.password", creds["password"])
+    if props.get("ssl.truststore.type", "").upper() == "PEM":
+        del props["ssl.truststore.type"]
+        _rename(props, "ssl.truststore.location", "ssl.ca.location")
+        _rename(props, "ssl.truststore.certificates", "ssl.ca.pem")
+    keystore_type = props.get("ssl.keystore.type", "").upper()
+    if keystore_type == "PEM":
+        del props["ssl.keystore.type"]
+        if "ssl.keystore.location" in props:  # one file holds the key and its certificate chain
+            props.setdefault("ssl.key.location", props["ssl.keystore.location"])
+            _rename(props, "ssl.keystore.location", "ssl.certificate.location")
+        _rename(props, "ssl.keystore.key", "ssl.key.pem")
+        _rename(props, "ssl.keystore.certificate.chain", "ssl.certificate.pem")
+    elif keystore_type == "PKCS12":
+        del props["ssl.keystore.type"]
+    if props.get("ssl.endpoint.identification.algorithm") == "":  # Java's way of saying none
+        props["ssl.endpoint.identification.algorithm"] = "none"
     return props
+
+
+def _rename(props: dict[str, str], java_name: str, librdkafka_name: str) -> None:
+    if java_name in props:
+        props.setdefault(librdkafka_name, props.pop(java_name))
 
 
 def parse_key_values(pairs: tuple[str, ...] | list[str], flag: str = "-X") -> dict[str, str]:

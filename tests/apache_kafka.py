@@ -8,6 +8,7 @@ import base64
 import ctypes
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -94,16 +95,49 @@ def _cluster_id() -> str:
 class KafkaBroker:
     """A KRaft broker of Apache Kafka in `workdir`: formatted and started by start(), stopped
     (SIGTERM, then SIGKILL) by stop(). It deletes no record by itself: no retention, and no log
-    cleaner unless `log_cleaner`."""
+    cleaner unless `log_cleaner`.
+
+    Two listeners, as a secured cluster's operators have them: PLAINTEXT (`bootstrap`), whose
+    clients are User:ANONYMOUS, a super user (the suite's tests need no ACL), and SASL_SSL
+    (`secured_bootstrap`): SCRAM-SHA-512 users, a certificate made with the JDK's keytool
+    (`ca_pem` verifies it), and the StandardAuthorizer, which allows a SCRAM user only what an
+    ACL grants."""
 
     def __init__(self, workdir: Path, log_cleaner: bool = False):
         self.workdir, self.log_cleaner = workdir, log_cleaner
-        self.port, self.controller_port = free_ports(2)
+        self.port, self.controller_port, self.secured_port = free_ports(3)
         self.proc: subprocess.Popen | None = None
+        self.keystore_password = secrets.token_urlsafe(12)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def secured_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.secured_port}"
+
+    @property
+    def ca_pem(self) -> Path:
+        return self.workdir / "tls" / "ca.pem"
+
+    @property
+    def _keystore(self) -> Path:
+        return self.workdir / "tls" / "broker.p12"
+
+    def _make_certificate(self) -> None:
+        """A self-signed certificate for 127.0.0.1 and localhost (~0.5 s): the broker's PKCS12
+        keystore, and its certificate in PEM for the clients to trust."""
+        self.ca_pem.parent.mkdir(parents=True, exist_ok=True)
+        keytool = str(Path(_java()).with_name("keytool"))
+        store = ["-keystore", str(self._keystore), "-storepass", self.keystore_password]
+        for args in (["-genkeypair", "-alias", "broker", "-keyalg", "EC", "-groupname", "secp256r1",
+                      "-validity", "3650", "-dname", "CN=localhost", "-ext", "SAN=dns:localhost,ip:127.0.0.1",
+                      "-storetype", "PKCS12", "-keypass", self.keystore_password],
+                     ["-exportcert", "-rfc", "-alias", "broker", "-file", str(self.ca_pem)]):
+            made = subprocess.run([keytool, *args, *store], capture_output=True, text=True, timeout=READY_TIMEOUT_S)
+            if made.returncode != 0:
+                raise ReferenceMissing(f"keytool could not make the broker's certificate: {made.stdout.strip()[-300:]}")
 
     @property
     def log(self) -> Path:
@@ -113,10 +147,18 @@ class KafkaBroker:
         settings = {
             "process.roles": "broker,controller", "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port},"
+                         f"SASL_SSL://127.0.0.1:{self.secured_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_SSL://127.0.0.1:{self.secured_port}",
             "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(self._keystore),
+            "ssl.keystore.password": self.keystore_password, "ssl.key.password": self.keystore_password,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",  # the PLAINTEXT and CONTROLLER listeners' clients
             "log.dirs": str(self.workdir / "data"),
             # one broker: every internal topic with one replica, and one partition (faster to create)
             "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1",
@@ -147,6 +189,7 @@ class KafkaBroker:
 
     def start(self) -> "KafkaBroker":
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._make_certificate()
         properties = self._properties()
         cluster_id = _cluster_id()
         formatted = subprocess.run(self._command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",

@@ -47,6 +47,10 @@ class Result:
 class Kafka:
     bootstrap: str
     embedded: bool
+    # an Apache Kafka test broker's SASL_SSL listener (tests/apache_kafka.KafkaBroker) and the
+    # certificate that verifies it
+    secured_bootstrap: str | None = None
+    ca_pem: Path | None = None
 
     def producer_conf(self) -> dict:
         conf = {"bootstrap.servers": self.bootstrap}
@@ -124,12 +128,16 @@ def suite_kafka(tmp_path_factory) -> Kafka:
         broker = KafkaBroker(tmp_path_factory.mktemp("apache-kafka")).start()
         os.environ["KSTOOL_BOOTSTRAP_SERVERS"] = broker.bootstrap
         try:
-            yield Kafka(broker.bootstrap, embedded=False)
+            yield _apache_kafka(broker)
         finally:
             broker.stop()
         return
     os.environ.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
     yield from _embedded_broker()
+
+
+def _apache_kafka(broker) -> Kafka:
+    return Kafka(broker.bootstrap, embedded=False, secured_bootstrap=broker.secured_bootstrap, ca_pem=broker.ca_pem)
 
 
 def _embedded_broker():
@@ -181,7 +189,7 @@ def apache_kafka(suite_kafka, tmp_path_factory) -> Kafka:
 
     broker = KafkaBroker(tmp_path_factory.mktemp("apache-kafka")).start()
     try:
-        yield Kafka(broker.bootstrap, embedded=False)
+        yield _apache_kafka(broker)
     finally:
         broker.stop()
 

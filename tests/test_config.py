@@ -57,13 +57,31 @@ def test_java_only_client_properties_are_left_out_with_a_warning_and_the_command
     listed = cli("topics", "list", "--command-config", str(props), "-o", "json")
     assert listed.exit_code == 0, listed.stderr
     assert listed.stderr == (f"kstool: warning: {props}: left out default.api.timeout.ms, ssl.truststore.location, "
-                             "ssl.truststore.password (Java client properties librdkafka does not take)\n")
+                             "ssl.truststore.password (Java client properties librdkafka does not take; a PEM "
+                             "truststore (ssl.truststore.type=PEM) or ssl.ca.location serves both)\n")
     assert isinstance(json.loads(listed.stdout), list)
     config = build_client_config(None, str(props))
     assert config.common == {"client.id": "ops"}
     # typed on the command line, a property is the user's own: refused as librdkafka refuses it
     typed = cli("topics", "list", "-X", "default.api.timeout.ms=1")
     assert typed.exit_code == 1 and "default.api.timeout.ms" in typed.stderr
+
+
+def test_pem_stores_of_the_java_client_become_librdkafkas_settings():
+    """KIP-651's PEM trust and key stores, by file or inline, as Kafka's tools take them."""
+    by_file = parse_properties("ssl.truststore.type=PEM\nssl.truststore.location=/etc/kafka/ca.pem\n"
+                               "ssl.keystore.type=PEM\nssl.keystore.location=/etc/kafka/client.pem\n"
+                               f"ssl.key.password={SECRET}\nssl.endpoint.identification.algorithm=\n", "f")
+    assert by_file == {"ssl.ca.location": "/etc/kafka/ca.pem", "ssl.certificate.location": "/etc/kafka/client.pem",
+                       "ssl.key.location": "/etc/kafka/client.pem", "ssl.key.password": SECRET,
+                       "ssl.endpoint.identification.algorithm": "none"}
+    inline = parse_properties("ssl.truststore.type=pem\nssl.truststore.certificates=CA\nssl.keystore.type=PEM\n"
+                              "ssl.keystore.key=KEY\nssl.keystore.certificate.chain=CHAIN\n", "f")
+    assert inline == {"ssl.ca.pem": "CA", "ssl.key.pem": "KEY", "ssl.certificate.pem": "CHAIN"}
+    # librdkafka reads a PKCS12 keystore by the Java names; a JKS truststore it cannot read (left out)
+    pkcs12 = parse_properties("ssl.keystore.type=PKCS12\nssl.keystore.location=k.p12\n"
+                              "ssl.truststore.type=JKS\nssl.truststore.location=t.jks\n", "f")
+    assert pkcs12 == {"ssl.keystore.location": "k.p12", "ssl.truststore.type": "JKS", "ssl.truststore.location": "t.jks"}
 
 
 def test_config_show_reads_a_multiline_jaas_file_and_masks_the_password(tmp_path):

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -41,6 +41,7 @@ from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, every_bootstrap_refuses
 from kstool.kafka.compaction import kept_by_compaction
+from kstool.kafka.read_errors import ends_the_read
 
 SOURCE_NAME = "kstool_kafka"
 # The client configuration may hold secrets (SASL passwords): it travels to the executors as
@@ -446,7 +447,7 @@ def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes 
             for msg in batch:
                 err = msg.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF or err.retriable():
+                    if not ends_the_read(err):
                         continue
                     raise RuntimeError(f"reading {rng.topic}:{rng.partition}: {err.str()}")
                 offset = cast(int, msg.offset())  # a fetched record has one

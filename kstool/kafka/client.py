@@ -5,17 +5,18 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, OffsetSpec
 
 from kstool.base.errors import BrokerUnreachableError, UsageError
 from kstool.base.names import validate_topic
 from kstool.config import ClientConfig
 from kstool.kafka.ends import read_ends
-from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
+from kstool.kafka.exceptions import AuthenticationError, AuthorizationError, KafkaOperationError, TopicNotFoundError
 
 _log = logging.getLogger("kstool.kafka")
 
@@ -26,6 +27,18 @@ _UNREACHABLE = {
     KafkaError._RESOLVE,
 }
 
+
+# an ACL's refusal, by the kind of resource refused
+_AUTHORIZATION_FAILURES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "topic",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "group",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "transactional id",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "cluster",
+}
+
+
+# how long a metadata request waits before it looks for a refused SASL/TLS handshake (doubled each time)
+FIRST_METADATA_ASK_S = 0.5
 
 # how long the first call's check that something listens at the bootstrap addresses may take
 PROBE_TIMEOUT_S = 0.5
@@ -60,6 +73,7 @@ def readonly_group_id() -> str:
     return f"kstool-readonly-{os.getpid()}"
 
 
+
 @dataclass
 class ClientErrors:
     """What the clients' error callback saw. An object of its own: a callback bound to
@@ -72,12 +86,16 @@ class ClientErrors:
     last: str | None = None
     # how often every broker went away (a producer made before the last time may be stale)
     broker_losses: int = 0
+    # a SASL or TLS handshake failed: the client retries for ever, it will not pass by waiting
+    refused_connection: KafkaError | None = None
 
     def record(self, err: KafkaError) -> None:
         _log.debug("client error: %s", err)
         self.last = err.str()
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.broker_losses += 1
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self.refused_connection = err
 
 
 def every_bootstrap_refuses(config: ClientConfig) -> bool:
@@ -168,10 +186,28 @@ class KafkaClients:
     def metadata(self, timeout_s: float | None = None) -> ClusterMetadata:
         # Always the full metadata: asking for one topic by name makes brokers with
         # auto.create.topics.enable create it, and a typo must not create topics.
-        try:
-            return self.admin().list_topics(timeout=self.timeout if timeout_s is None else timeout_s)
-        except KafkaException as exc:
-            raise self.translate(exc) from None
+        deadline = time.monotonic() + (self.timeout if timeout_s is None else timeout_s)
+        ask = FIRST_METADATA_ASK_S
+        while True:  # in asks of growing length (a slow broker still answers one): a refused handshake ends the wait
+            try:
+                return self.admin().list_topics(timeout=min(ask, max(deadline - time.monotonic(), 0.01)))
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if err is None or err.code() not in _UNREACHABLE or time.monotonic() >= deadline:
+                    raise self.translate(exc) from None
+                self.admin().poll(0)  # serves error_cb
+                if self.errors.refused_connection is not None:
+                    raise self._refused_handshake() from None
+            ask *= 2
+
+    def _refused_handshake(self) -> AuthenticationError:
+        err, common, at = self.errors.refused_connection, self.config.common, self.config.bootstrap_servers
+        assert err is not None
+        if err.code() == KafkaError._SSL:
+            return AuthenticationError(f"the TLS handshake with {at} failed: {err.str()}")
+        user = common.get("sasl.username")
+        who = f" of {user} ({common.get('sasl.mechanism', 'GSSAPI')})" if user else ""
+        return AuthenticationError(f"the broker at {at} refused the credentials{who}: {err.str()}")
 
     def topic_partitions(self, topic: str) -> list[int]:
         validate_topic(topic)
@@ -201,6 +237,28 @@ class KafkaClients:
             raise TopicNotFoundError(missing[0])
         return {t: sorted(meta.topics[t].partitions) for t in topics}
 
+    def require_allowed(self, topics: list[str], operation: str) -> None:
+        """Refuse before acting when the broker says (KIP-430: the operations DescribeTopics
+        names as the user's) that `operation` (an ACL's name: READ, DELETE) is not allowed on one
+        of `topics`: a command that changes several must not change half of them. A broker that
+        does not say lets the command go on."""
+        if not topics:
+            return
+        futures = self.admin().describe_topics(TopicCollection(topics), include_authorized_operations=True,
+                                               request_timeout=self.timeout)
+        for topic in topics:
+            try:
+                allowed = futures[topic].result().authorized_operations
+            except KafkaException as exc:
+                raise self.translate(exc, topic=(operation, topic)) from None
+            self.require_operation(allowed, "topic", topic, operation)
+
+    def require_operation(self, allowed: list[AclOperation] | None, kind: str, name: str, operation: str) -> None:
+        """An AuthorizationError unless `allowed` (a description's authorized operations, None
+        when the broker does not say) holds `operation`."""
+        if allowed is not None and operation not in {op.name for op in allowed}:
+            raise AuthorizationError(kind, name, operation, self.config.common.get("sasl.username"))
+
     def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """(low, high) offsets per (topic, partition). The high watermark is the true end of
         each partition, confirmed by reading (see kstool.kafka.ends)."""
@@ -225,7 +283,22 @@ class KafkaClients:
                 raise self.translate(exc) from None
         return out
 
-    def translate(self, exc: KafkaException) -> Exception:
+    def refusal(self, exc: KafkaException, **refused: tuple[str, str | None]) -> AuthorizationError | None:
+        """The AuthorizationError a KafkaException is, or None. `refused` names, per kind of
+        resource (topic, group, transactional_id, cluster), the operation asked and the
+        resource: what the error of that kind says (`topic=("READ", "orders")`)."""
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        kind = _AUTHORIZATION_FAILURES.get(err.code()) if err is not None else None
+        if kind is None:
+            return None
+        operation, name = refused.get(kind.replace(" ", "_"), (None, None))
+        return AuthorizationError(kind, name, operation, self.config.common.get("sasl.username"))
+
+    def translate(self, exc: KafkaException, **refused: tuple[str, str | None]) -> Exception:
+        """The kstool error for a client's KafkaException (`refused`: as for refusal())."""
+        refusal = self.refusal(exc, **refused)
+        if refusal is not None:
+            return refusal
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         if err is not None and err.code() in _UNREACHABLE:
             if self._admin is not None:

@@ -13,6 +13,7 @@ from kstool.base.timeutil import check_time_range
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, require_partitions
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
+from kstool.kafka.read_errors import ends_the_read
 from kstool.kafka.records import Record, position_of
 
 TP = tuple[str, int]
@@ -140,9 +141,10 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
                         if eof in plan.stop and at is not None and at >= plan.stop[eof]:
                             _finish(consumer, pending, eof)
                         continue
-                    if err.retriable():
-                        continue
-                    raise KafkaException(err)
+                    if ends_the_read(err, uses_group=options.group is not None):
+                        raise clients.translate(KafkaException(err), topic=("READ", msg.topic()),
+                                                group=("READ", options.group))
+                    continue
                 position = topic, partition, offset = position_of(msg)
                 tp = (topic, partition)
                 end = plan.stop.get(tp)

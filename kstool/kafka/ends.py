@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from kstool.kafka.read_errors import ends_the_read
 from kstool.kafka.records import position_of
 
 if TYPE_CHECKING:
@@ -46,8 +47,9 @@ def read_until_answered(clients: "KafkaClients", positions: dict[TP, int],
                         answered: Callable[[TP, Any, Consumer], bool], settings: dict[str, Any] | None = None) -> set[TP]:
     """Read each partition from its position, handing every record and end-of-partition event
     (and the consumer, for what its fetches learnt) to `answered`, until it says the partition
-    has answered or the client timeout runs out. Returns the partitions that never answered."""
-    pending = set(positions)
+    has answered or the client timeout runs out. Returns the partitions that never answered,
+    those of topics the user may not read (ACLs) among them."""
+    pending, refused = set(positions), set()
     deadline = time.monotonic() + clients.timeout
     broker = clients.config.bootstrap_servers
     for index in range(_first_wait.get(broker, 0), len(FETCH_WAITS)):
@@ -55,16 +57,17 @@ def read_until_answered(clients: "KafkaClients", positions: dict[TP, int],
             break
         wait_ms, round_s = FETCH_WAITS[index]
         round_end = deadline if round_s is None else min(deadline, time.monotonic() + round_s)
-        _read_round(clients, {tp: positions[tp] for tp in pending}, pending, answered,
-                    {**_END_READER, "fetch.wait.max.ms": wait_ms, **(settings or {})}, round_end)
+        refused |= _read_round(clients, {tp: positions[tp] for tp in pending}, pending, answered,
+                               {**_END_READER, "fetch.wait.max.ms": wait_ms, **(settings or {})}, round_end)
         if not pending:
             _first_wait[broker] = index
-    return pending
+    return pending | refused
 
 
 def _read_round(clients: "KafkaClients", positions: dict[TP, int], pending: set[TP],
-                answered: Callable[[TP, Any, Consumer], bool], settings: dict[str, Any], until: float) -> None:
-    consumer = clients.consumer(**settings)
+                answered: Callable[[TP, Any, Consumer], bool], settings: dict[str, Any], until: float) -> set[TP]:
+    """One round of read_until_answered; returns the partitions it may not read, taken out of `pending`."""
+    consumer, refused = clients.consumer(**settings), set()
     try:
         consumer.assign([TopicPartition(t, p, max(o, 0)) for (t, p), o in positions.items()])
         while pending and time.monotonic() < until:
@@ -74,8 +77,13 @@ def _read_round(clients: "KafkaClients", positions: dict[TP, int], pending: set[
                 topic, partition, _ = position_of(msg)
                 tp = (topic, partition)
                 err = msg.error()
+                if err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and tp in pending:
+                    refused.add(tp)  # allowed to DESCRIBE, not to READ: the reported end stands
+                    pending.discard(tp)
+                    consumer.incremental_unassign([TopicPartition(*tp)])
+                    continue
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    if not err.retriable():
+                    if ends_the_read(err):
                         raise KafkaException(err)
                     continue
                 if tp in pending and answered(tp, msg, consumer):
@@ -85,6 +93,7 @@ def _read_round(clients: "KafkaClients", positions: dict[TP, int], pending: set[
         raise clients.translate(exc) from None
     finally:
         consumer.close()
+    return refused
 
 
 def read_ends(clients: "KafkaClients", reported: dict[TP, int]) -> dict[TP, int]:

@@ -23,3 +23,19 @@ class GroupNotFoundError(NotFoundError):
     def __init__(self, group: str):
         super().__init__(f"consumer group {group!r} does not exist")
         self.group = group
+
+
+class AuthorizationError(KstoolError):
+    """The broker's ACLs refused an operation on a resource: both named, in the words of
+    Kafka's ACLs (`kafka-acls --operation READ --topic orders`)."""
+
+    def __init__(self, kind: str, name: str | None, operation: str | None, principal: str | None):
+        resource = f"{kind} {name!r}" if name is not None else kind
+        doing = f"to {operation} {resource}" if operation else f"on {resource}"
+        who = f" as User:{principal}" if principal else ""
+        super().__init__(f"not authorized {doing}{who} (no ACL of the broker allows it)")
+        self.kind, self.name, self.operation = kind, name, operation
+
+
+class AuthenticationError(KstoolError):
+    """The broker refused the client's credentials or the client the broker's certificate."""

@@ -23,8 +23,9 @@ T = TypeVar("T")
 DESCRIBE_SETTLE_S = 2.0
 
 
-def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T]) -> T:
-    """A group request, asked again while the coordinator is busy, until the command's timeout."""
+def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T], group: str, operation: str) -> T:
+    """A request of `operation` (an ACL's name) on a group, asked again while the coordinator is
+    busy, until the command's timeout."""
     deadline, pause = time.monotonic() + clients.timeout, 0.05
     while True:
         try:
@@ -32,7 +33,7 @@ def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T]) -
         except KafkaException as exc:
             busy = isinstance(exc.args[0], KafkaError) and exc.args[0].code() in _COORDINATOR_BUSY
             if not busy or time.monotonic() + pause > deadline:
-                raise clients.translate(exc) from None
+                raise clients.translate(exc, group=(operation, group)) from None
         time.sleep(pause)
         pause = min(pause * 2, 1.0)
 
@@ -72,7 +73,7 @@ def _state(state: Any) -> str:
 def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[GroupMember]]:
     """(state, members) of a group; members carry id, client id, host and assignment."""
     desc = _asked_of_the_coordinator(clients, lambda: clients.admin().describe_consumer_groups(
-        [group], request_timeout=clients.timeout)[group].result())
+        [group], request_timeout=clients.timeout)[group].result(), group, "DESCRIBE")
     members: list[GroupMember] = [{
         "member_id": m.member_id,
         "client_id": m.client_id,
@@ -82,6 +83,15 @@ def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[Group
                                                                 if m.assignment else [])],
     } for m in desc.members]
     return _state(desc.state), members
+
+
+def require_group_allowed(clients: KafkaClients, group: str, operation: str) -> None:
+    """Refuse before acting when the broker says (KIP-430) that the user may not `operation`
+    (an ACL's name) the group; a broker that does not say lets the command go on."""
+    desc = _asked_of_the_coordinator(clients, lambda: clients.admin().describe_consumer_groups(
+        [group], include_authorized_operations=True, request_timeout=clients.timeout)[group].result(),
+        group, operation)
+    clients.require_operation(desc.authorized_operations, "group", group, operation)
 
 
 def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | None = None,
@@ -115,7 +125,7 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
             elif code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
                 isolation, deadline = "read_uncommitted", time.monotonic() + clients.timeout
             else:
-                raise clients.translate(exc) from None
+                raise clients.translate(exc, group=("DESCRIBE", group)) from None
     return {(tp.topic, tp.partition): tp.offset for tp in answer
             if tp.error is None and tp.offset != _NO_OFFSET and tp.offset >= 0}
 
@@ -180,7 +190,7 @@ def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, i
     request = [ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])]
     result = _asked_of_the_coordinator(clients, lambda: clients.admin().alter_consumer_group_offsets(
-        request, request_timeout=clients.timeout)[group].result())
+        request, request_timeout=clients.timeout)[group].result(), group, "READ")
     failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions if tp.error]
     if failed:
         raise KafkaOperationError(f"offset commit for group {group!r} failed: {', '.join(failed)}")

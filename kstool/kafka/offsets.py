@@ -18,9 +18,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.read_errors import ends_the_read
 from kstool.kafka.records import position_of
 
 TP = tuple[str, int]
@@ -54,7 +55,7 @@ class _Prober:
         self.consumer.assign([TopicPartition(tp[0], tp[1], offset)])
         msg = self.consumer.poll(self.timeout)
         while msg is not None and (err := msg.error()) is not None:
-            if not err.retriable() and err.code() != KafkaError._PARTITION_EOF:
+            if ends_the_read(err):
                 raise KafkaException(err)
             msg = self.consumer.poll(self.timeout)
         if msg is None or position_of(msg)[2] >= high:

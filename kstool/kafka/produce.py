@@ -138,6 +138,7 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
         raise UsageError(f"unknown input format {options.input_format!r}")
     result = ProduceResult(options.topic)
     partitions = _partitions(clients, options, result)
+    clients.require_allowed([options.topic], "WRITE")  # refused now, not line by line
     if options.partition is not None:
         require_partitions(options.topic, [options.partition], partitions)
     parse = _text_parser(options, encoders) if options.input_format == "text" else _jsonl_parser(encoders)

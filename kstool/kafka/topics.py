@@ -74,7 +74,7 @@ def topics_configs(clients: KafkaClients, topics: list[str]) -> dict[str, dict[s
         try:
             entries = futures[resource].result()
         except KafkaException as exc:
-            raise clients.translate(exc) from None
+            raise clients.translate(exc, topic=("DESCRIBE_CONFIGS", topic)) from None
         out[topic] = {name: entry.value for name, entry in sorted(entries.items())
                       if entry.value is not None and not entry.is_sensitive}
     return out
@@ -90,8 +90,8 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
     try:
         future.result()
     except KafkaException as exc:
-        raise KafkaOperationError(f"cannot create topic {options.name!r}: "
-                                  f"{_reason(exc)}") from None
+        raise clients.refusal(exc, topic=("CREATE", options.name)) or KafkaOperationError(
+            f"cannot create topic {options.name!r}: {_reason(exc)}") from None
     _wait_until_served(clients, options.name, options.partitions)
     return {"topic": options.name, "partitions": options.partitions,
             "replication_factor": options.replication_factor, "configs": dict(options.configs)}
@@ -127,6 +127,7 @@ def ensure_topic(clients: KafkaClients, options: CreateTopicOptions) -> bool:
 def delete_topics(clients: KafkaClients, names: list[str]) -> list[str]:
     """Delete every named topic; checks they all exist first so nothing half-happens on a typo."""
     clients.require_topics(names)
+    clients.require_allowed(names, "DELETE")
     futures = clients.admin().delete_topics(names, request_timeout=clients.timeout)
     deleted, failed = [], []
     for name, future in futures.items():

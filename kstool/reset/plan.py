@@ -10,7 +10,7 @@ from pathlib import Path
 from kstool.application.model import AppPaths, load_manifest, refuse_if_running
 from kstool.base.documents import GroupMember
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import committed_offsets, describe_members
+from kstool.kafka.groups import committed_offsets, describe_members, require_group_allowed
 from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.exceptions import ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
@@ -119,6 +119,10 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     else:
         to_delete = detected
 
+    # what applying the plan asks of the ACLs, checked before anything is done
+    require_group_allowed(clients, options.app_id, "READ")
+    clients.require_allowed([*inputs, *options.intermediate_topics], "READ")
+    clients.require_allowed(to_delete, "DELETE")
     committed = committed_offsets(clients, options.app_id)
     changes = _input_changes(clients, options.spec, inputs, existing, committed, warnings)
     for topic in options.intermediate_topics:
