@@ -1,6 +1,6 @@
 """kstool's benchmark: `python -m bench` (or `make bench`).
 
-On a private embedded broker, loads data fast, then measures in one run on the same data:
+On a broker of its own (Apache Kafka; `--broker embedded`: kstool's own), loads data fast, then measures in one run on the same data:
 the raw consumer ceiling, kstool's count per key, wordcount, windowed count and joins
 (`--once`), Quix Streams doing the same count per key, windowed count and join (in its own
 virtualenv), continuous-mode end-to-end latency, `kstool consume -o jsonl` throughput, start-up
@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench import latency as continuous
 from bench import scale_out, scaling
+from bench.brokers import BROKERS, add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import PeakRss, cold_env
 from kstool.kafka.client import BULK_READ_SETTINGS
@@ -99,6 +100,16 @@ def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount"
             "processing_s": summary["processing_seconds"],
             "records_per_s": round(summary["input_records"] / summary["processing_seconds"]),
             "batches": summary["batches"], "peak_rss_mb": round(peak / 2**20)}
+
+
+def embedded_ceiling(records: int) -> dict:
+    """The raw consumer's ceiling on the embedded broker too, in the same run: the same records
+    loaded into one of its own, which is stopped then."""
+    env = cold_env("kstool-bench-embedded-")
+    with bench_broker("embedded", env) as bootstrap:
+        create_topic(bootstrap, "bench-keys", 2)
+        load(bootstrap, "bench-keys", keyed_records(records), 2)
+        return ceiling(bootstrap, "bench-keys", 2, records)
 
 
 def quix(bootstrap: str, topic: str, expected: int, *mode: str) -> dict:
@@ -187,14 +198,15 @@ def help_start() -> float:
     return round(best, 3)
 
 
-def machine() -> dict:
+def machine(broker: str) -> dict:
     import confluent_kafka
     import pyspark
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     return {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
             "pyspark": pyspark.__version__, "confluent_kafka": confluent_kafka.version()[0],
-            "librdkafka": confluent_kafka.libversion()[0], "java": java, "python_loop_s": python_loop_seconds()}
+            "librdkafka": confluent_kafka.libversion()[0], "java": java, "python_loop_s": python_loop_seconds(),
+            "broker": BROKERS[broker]}
 
 
 def python_loop_seconds() -> float:
@@ -238,20 +250,19 @@ def main() -> None:
     parser.add_argument("--only-combine", action="store_true",
                         help="only the aggregations the source combines (count per key 2M, wordcount 1M lines, windowed "
                              "counts 5M and 1M), combined and not, beside Quix")
+    add_broker_option(parser)
     args = parser.parse_args()
     if args.only_produce:
-        return produce_only()
+        return produce_only(args)
     if args.only_combine:
         return combine_only(args)
     if args.only_state_scaling:
         return state_scaling_only(args)
 
     env = cold_env()
-    started = kstool(env, "broker", "start", "--port", "0", check=True)
-    bootstrap = started.stdout.strip()
-    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    results: dict = {"machine": machine(args.broker), "args": vars(args), "runs": {}}
     runs = results["runs"]
-    try:
+    with bench_broker(args.broker, env) as bootstrap:
         print(f"broker {bootstrap}; loading {args.records:,} keyed records and {args.lines:,} lines",
               file=sys.stderr)
         create_topic(bootstrap, "bench-keys", 2)
@@ -277,6 +288,7 @@ def main() -> None:
         steps = [
             ("cold_start_1k_lines", lambda: cold_start(env, bootstrap, args.master)),
             ("ceiling", lambda: ceiling(bootstrap, "bench-keys", 2, args.records)),
+            *((("ceiling_embedded", lambda: embedded_ceiling(args.records)),) if args.broker != "embedded" else ()),
             ("count_per_key", lambda: run_once(env, "bench-keys", "bench-count", args.master, "aggregate")),
             ("count_per_key_1m", lambda: run_once(env, "bench-keys-1m", "bench-count-1m", args.master,
                                                   "aggregate")),
@@ -324,8 +336,7 @@ def main() -> None:
             runs[name] = step()
             print(f"  {runs[name]}", file=sys.stderr)
         runs["help_start_s"] = help_start()
-    finally:
-        kstool(env, "broker", "stop")
+
     def vs_quix(step: str, peer: str) -> float | None:
         rate = runs.get(peer, {}).get("records_per_s")
         return round(runs[step]["records_per_s"] / rate, 2) if rate else None
@@ -356,17 +367,16 @@ def main() -> None:
     full = all(getattr(args, name) == parser.get_default(name) for name in
                ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "latency_warmup_seconds",
                 "rate", "skip_quix"))
-    write_results(results, figures, prefix="" if full else "reduced-")
+    # latest.json: a full run on Apache Kafka, the broker users run
+    on_default_broker = args.broker == parser.get_default("broker")
+    write_results(results, figures, prefix=("" if on_default_broker else f"{args.broker}-") if full else "reduced-")
 
 
-def produce_only() -> None:
+def produce_only(args) -> None:
     env = cold_env()
-    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-    results: dict = {"machine": machine(), "args": {"only_produce": True}, "runs": {}}
-    try:
+    results: dict = {"machine": machine(args.broker), "args": {"only_produce": True}, "runs": {}}
+    with bench_broker(args.broker, env) as bootstrap:
         results["runs"]["produce_100k_lines"] = produce_lines(env, bootstrap)
-    finally:
-        kstool(env, "broker", "stop")
     write_results(results, {"produce_100k_lines_wall_s": results["runs"]["produce_100k_lines"]["wall_s"]},
                   prefix="produce-")
 
@@ -375,10 +385,9 @@ def combine_only(args) -> None:
     """The source's combiner against every record on its own (KSTOOL_COMBINE=off), in one run on
     the same records, with Quix Streams' count per key beside them."""
     env = cold_env()
-    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    results: dict = {"machine": machine(args.broker), "args": vars(args), "runs": {}}
     runs = results["runs"]
-    try:
+    with bench_broker(args.broker, env) as bootstrap:
         create_topic(bootstrap, "bench-keys-2m-apps", 2)
         load_as_apps_do(bootstrap, "bench-keys-2m-apps", keyed_records(2_000_000, keys=5_000, seed=4))
         create_topic(bootstrap, "bench-lines", 2)
@@ -402,8 +411,6 @@ def combine_only(args) -> None:
         if not args.skip_quix:
             runs["quix_count_per_key_2m_apps"] = quix(bootstrap, "bench-keys-2m-apps", 2_000_000)
             runs["quix_windowed_count_final_1m"] = quix(bootstrap, "bench-keys-1m", 1_000_000, "tumbling-count", "1000")
-    finally:
-        kstool(env, "broker", "stop")
     figures = {f"{name}_wall_s": run["wall_s"] for name, run in runs.items() if "wall_s" in run}
     figures.update({f"{name}_records_per_s": run["records_per_s"] for name, run in runs.items()
                     if "records_per_s" in run})
@@ -418,13 +425,10 @@ def combine_only(args) -> None:
 
 def state_scaling_only(args) -> None:
     env = cold_env()
-    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
-    try:
+    results: dict = {"machine": machine(args.broker), "args": vars(args), "runs": {}}
+    with bench_broker(args.broker, env) as bootstrap:
         results["runs"]["state_scaling"] = scaling.state_scaling(run_once, env, bootstrap, args.master,
                                                                  args.scaling_keys)
-    finally:
-        kstool(env, "broker", "stop")
     write_results(results, scaling.figures(results["runs"]["state_scaling"]),
                   prefix="state-scaling-")
 
@@ -464,6 +468,8 @@ def print_runs(runs: dict) -> None:
 
     rows = [
         ["raw consumer (ceiling)", runs["ceiling"]["records_per_s"], runs["ceiling"]["seconds"], "", ""],
+        *([["raw consumer (ceiling) on the embedded broker", runs["ceiling_embedded"]["records_per_s"],
+            runs["ceiling_embedded"]["seconds"], "", ""]] if "ceiling_embedded" in runs else []),
         [f"kstool aggregate --agg count --once ({runs['count_per_key']['records']:,})",
          runs["count_per_key"]["records_per_s"], runs["count_per_key"]["wall_s"],
          runs["count_per_key"]["spark_start_s"], runs["count_per_key"]["peak_rss_mb"]],

@@ -1,6 +1,6 @@
 """The warm engine's one-liners: `python -m bench.engine` (not CI).
 
-On a private embedded broker, for each one-liner: one earlier run of it (the app exists, the
+On a broker of its own (Apache Kafka; `--broker embedded`: kstool's), for each one-liner: one earlier run of it (the app exists, the
 JVM class-data archive is written), then `--rounds` timed runs over 100 new records each, first
 without the engine (`--no-engine`), then as typed: the first of those starts the engine (#36:
 no `engine start` typed; its wall time is reported against the runs without the engine), the
@@ -22,10 +22,12 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from confluent_kafka import Producer
 
+from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load_as_apps_do
 from bench.measure import scratch_dir
 
@@ -102,13 +104,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cron-records", type=int, default=2_000_000)
     parser.add_argument("--skip-quix", action="store_true", help="no cron-style job against Quix Streams")
+    add_broker_option(parser)
     options = parser.parse_args()
     home = scratch_dir("kstool-bench-engine-")
     env = {**os.environ, "KSTOOL_HOME": home, "KSTOOL_ENGINE": "on"}
     env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
-    started = subprocess.run([*KSTOOL, "broker", "start", "--port", "0"], env=env, capture_output=True,
-                             text=True, check=True)
-    bootstrap = started.stdout.strip()
+    brokers = ExitStack()
+    bootstrap = brokers.enter_context(bench_broker(options.broker, env))
     try:
         for topic in ("lines", "clicks", "left", "right"):
             create_topic(bootstrap, topic, 2)
@@ -126,7 +128,7 @@ def main() -> None:
         _kstool(env, "engine", "stop")
     finally:
         subprocess.run([*KSTOOL, "engine", "stop"], env=env, capture_output=True)
-        subprocess.run([*KSTOOL, "broker", "stop"], env=env, capture_output=True)
+        brokers.close()
     results = {}
     for name, (target, _, _) in ONE_LINERS.items():
         engine_s = statistics.median(with_engine[name])

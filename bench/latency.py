@@ -149,6 +149,7 @@ def main() -> None:
     import statistics
 
     from bench.__main__ import KSTOOL, kstool, machine, write_results
+    from bench.brokers import add_broker_option, bench_broker
     from bench.measure import cold_env
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -158,8 +159,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--warmup-seconds", type=int, default=15)
     parser.add_argument("--engine", action="store_true")
+    add_broker_option(parser)
     args = parser.parse_args()
-    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    results: dict = {"machine": machine(args.broker), "args": vars(args), "runs": {}}
     figures: dict = {}
     engine_env = {**cold_env(), "KSTOOL_ENGINE": "on"} if args.engine else None
     try:
@@ -167,12 +169,9 @@ def main() -> None:
             runs = results["runs"][app] = []
             for number in range(args.runs):
                 env = engine_env or cold_env()
-                bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-                try:
+                with bench_broker(args.broker, env) as bootstrap:
                     runs.append(latency(KSTOOL, env, bootstrap, args.rate, args.seconds, app, args.warmup_seconds,
                                         f"{app_id_of(app)}-{number}"))
-                finally:
-                    kstool(env, "broker", "stop")
             for quantile in ("p50_s", "p99_s", "start_p50_s", "start_p99_s"):
                 figures[f"{step_name(app)}_{quantile}"] = statistics.median(run[quantile] for run in runs)
     finally:

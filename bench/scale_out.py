@@ -60,21 +60,20 @@ def figures(runs: dict) -> dict:
 
 
 def main() -> None:
-    from bench.__main__ import kstool, machine, run_once, write_results
+    from bench.__main__ import machine, run_once, write_results
+    from bench.brokers import add_broker_option, bench_broker
     from bench.measure import cold_env
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="keyed records per topic")
+    add_broker_option(parser)
     args = parser.parse_args()
     env = cold_env("kstool-bench-scale-")
     os.chdir(env["KSTOOL_HOME"])  # not this tree's root: `python -m` would put it first on the path
-    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-    results: dict = {"machine": machine(), "args": vars(args)}
-    try:
+    results: dict = {"machine": machine(args.broker), "args": vars(args)}
+    with bench_broker(args.broker, env) as bootstrap:
         load_inputs(bootstrap, args.records)
         results["runs"] = scale_out(run_once, env)
-    finally:
-        kstool(env, "broker", "stop")
     write_results(results, figures(results["runs"]), prefix="scale-out-")
 
 

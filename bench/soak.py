@@ -19,11 +19,13 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic
 from bench.measure import cold_env, tree_rss_bytes
 from kstool.kafka.partitioner import partition_for
@@ -133,11 +135,11 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000, help="records/s")
     parser.add_argument("--kill-every", type=float, default=60, help="seconds")
     parser.add_argument("--apps", default=",".join(APPS))
+    add_broker_option(parser)
     args = parser.parse_args()
     env = cold_env("kstool-soak-")
-    started = subprocess.run([*KSTOOL, "broker", "start", "--port", "0"], env=env, capture_output=True, text=True,
-                             check=True)
-    bootstrap = started.stdout.strip()
+    brokers = ExitStack()
+    bootstrap = brokers.enter_context(bench_broker(args.broker, env))
     results: dict = {"args": vars(args), "runs": {}}
     try:
         for app in args.apps.split(","):
@@ -146,7 +148,7 @@ def main() -> None:
             results["runs"][app] = soak(env, bootstrap, app, args.minutes, args.rate, args.kill_every)
             print(json.dumps(results["runs"][app]), file=sys.stderr)
     finally:
-        subprocess.run([*KSTOOL, "broker", "stop"], env=env, capture_output=True)
+        brokers.close()
     out = ROOT / "bench" / "results" / f"soak-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(out)

@@ -3,7 +3,7 @@
     git worktree add /tmp/kstool-base <commit>
     .venv/bin/python -m bench.versus --base /tmp/kstool-base [--this DIR] [--steps windowed_count_5m,...] [--engine 3]
 
-One private embedded broker, the records loaded once; each step runs with the base checkout's
+One broker of its own (Apache Kafka; `--broker embedded`: kstool's), the records loaded once; each step runs with the base checkout's
 code (PYTHONPATH, Spark's Python workers included) and then with this tree's (or --this, a
 checkout that cannot change while the runs go on), so a change is measured against the code it
 replaces on the same machine and data. Every run is cold, unless `--engine N`: then each side has
@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 from bench.__main__ import kstool, machine, run_once, write_results
+from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import cold_env, scratch_dir
 
@@ -78,14 +80,16 @@ def main() -> None:
     parser.add_argument("--steps", default=",".join(STEPS), help="comma-separated: " + ", ".join(STEPS))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--engine", type=int, default=0, metavar="N", help="N runs per step through each side's warm engine")
+    add_broker_option(parser)
     args = parser.parse_args()
     steps = args.steps.split(",")
     env = cold_env()
     # Python puts the working directory first on the path of `python -m` (the driver's and Spark's
     # workers'): from this tree's root it would import this tree on both sides
     os.chdir(env["KSTOOL_HOME"])
-    bootstrap = kstool(env, "broker", "start", "--port", "0", check=True).stdout.strip()
-    results: dict = {"machine": machine(), "args": {**vars(args), "base": str(args.base), "this": str(args.this)},
+    brokers = ExitStack()
+    bootstrap = brokers.enter_context(bench_broker(args.broker, env))
+    results: dict = {"machine": machine(args.broker), "args": {**vars(args), "base": str(args.base), "this": str(args.this)},
                      "runs": {}}
     figures: dict = {}
     engines: list[dict] = []
@@ -118,7 +122,7 @@ def main() -> None:
     finally:
         for engine in engines:
             kstool(engine, "engine", "stop")
-        kstool(env, "broker", "stop")
+        brokers.close()
     write_results(results, figures, prefix="versus-")
 
 

@@ -1,7 +1,7 @@
 """The stateful steps of #35 cold and through the warm engine, Quix Streams beside them:
 `python -m bench.warm [--steps windowed_count_5m,...] [--skip-quix]` (not CI).
 
-One private embedded broker, the records loaded once (bench.versus' topics). A small cold run
+One broker of its own (Apache Kafka; `--broker embedded`: kstool's), the records loaded once (bench.versus' topics). A small cold run
 records the JVM's class-data archive (as an operator's first run does) and a small run starts
 the engine, neither counted; then each step runs cold (a process of its own: Spark start and
 first-batch warm-up included) and twice through the engine (`engine`, then `engine_again`: the
@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack
 
 from bench.__main__ import cold_start, kstool, machine, quix, run_once, write_results
+from bench.brokers import add_broker_option, bench_broker
 from bench.measure import cold_env
 from bench.versus import STEPS, load_topic
 
@@ -35,15 +37,17 @@ def main() -> None:
     parser.add_argument("--steps", default=",".join(DEFAULT_STEPS), help="comma-separated: " + ", ".join(STEPS))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--skip-quix", action="store_true")
+    add_broker_option(parser)
     args = parser.parse_args()
     steps = args.steps.split(",")
     cold = cold_env("kstool-bench-warm-")
+    os.chdir(cold["KSTOOL_HOME"])  # not this tree's root: `python -m` would put it first on the path
+    brokers = ExitStack()
+    bootstrap = brokers.enter_context(bench_broker(args.broker, cold))
     warm = {**cold, "KSTOOL_ENGINE": "on"}
     # through the engine twice, each a new app: the first finds the engine's JIT cold for the step's work
     sides = (("cold", cold), ("engine", warm), ("engine_again", warm))
-    os.chdir(cold["KSTOOL_HOME"])  # not this tree's root: `python -m` would put it first on the path
-    bootstrap = kstool(cold, "broker", "start", "--port", "0", check=True).stdout.strip()
-    results: dict = {"machine": machine(), "args": vars(args), "runs": {}}
+    results: dict = {"machine": machine(args.broker), "args": vars(args), "runs": {}}
     figures: dict = {}
     runs = results["runs"]
     try:
@@ -72,7 +76,7 @@ def main() -> None:
                         figures[f"{step}_{side}_vs_quix_wall"] = round(peer["wall_s"] / runs[f"{step}_{side}"]["wall_s"], 2)
     finally:
         kstool(warm, "engine", "stop")
-        kstool(cold, "broker", "stop")
+        brokers.close()
     write_results(results, figures, prefix="warm-")
 
 

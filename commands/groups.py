@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from kstool.base.documents import StreamsGroupDescription
 from kstool.base.timeutil import format_duration
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
@@ -21,8 +22,9 @@ def groups():
 @output_option()
 @pass_globals
 def list_(g: Globals, output: str):
-    """List consumer groups with their state."""
-    emit(Listing(ops.list_groups(g.clients()), [Column("group"), Column("state"), Column("simple")]),
+    """List the groups (consumer groups of both protocols, and Kafka Streams apps' streams groups)
+    with their type and state."""
+    emit(Listing(ops.list_groups(g.clients()), [Column("group"), Column("type"), Column("state"), Column("simple")]),
          output)
 
 
@@ -34,11 +36,15 @@ def list_(g: Globals, output: str):
 @output_option()
 @pass_globals
 def describe(g: Globals, group: str, time_lag: bool, output: str):
-    """State, members, and per partition the committed offset, log end offset and lag."""
+    """State, members, and per partition the committed offset, log end offset and lag; for a
+    streams group also its epochs and each member's active, standby and warm-up tasks."""
     doc = ops.describe_group(g.clients(), group, time_lag)
     members = Listing(doc["members"], [Column("member_id"), Column("client_id"), Column("host"),
                                        Column("assignment")])
     in_time = f", max time lag {format_duration(doc['max_time_lag_ms'])}" if time_lag else ""
+    streams = doc.get("streams")
+    kind = (f"streams group, epoch {streams['group_epoch']}, assignment epoch {streams['assignment_epoch']}, "
+            if streams else "")
     emit(Listing(
         rows=doc["partitions"],
         columns=[Column("topic"), Column("partition", justify="right"),
@@ -46,8 +52,21 @@ def describe(g: Globals, group: str, time_lag: bool, output: str):
                  Column("lag", justify="right")]
                 + ([Column("time_lag_ms", "TIME LAG", justify="right", kind="ms")] if time_lag else []),
         document=doc,
-        title=f"group {group}: {doc['state']}, {len(doc['members'])} member(s), "
+        title=f"group {group}: {kind}{doc['state']}, {len(doc['members'])} member(s), "
               f"total lag {doc['total_lag']}{in_time}",
-        extra_tables=[members] if doc["members"] else [],
+        extra_tables=([members] if doc["members"] else []) + ([_tasks(streams)] if streams and streams["members"] else []),
         footer=[doc["note"]] if doc["note"] else [],
     ), output)
+
+
+def _tasks(streams: StreamsGroupDescription) -> Listing:
+    """A streams group's members and their tasks, as kafka-streams-groups.sh --members shows
+    them: subtopology → partitions."""
+    def tasks(kind: dict[str, list[int]]) -> str:
+        return " ".join(f"{subtopology}:{partitions}" for subtopology, partitions in sorted(kind.items())) or "-"
+    rows = [{"member_id": m["member_id"], "process_id": m["process_id"], "epoch": m["member_epoch"],
+             "active": tasks(m["active_tasks"]), "standby": tasks(m["standby_tasks"]), "warmup": tasks(m["warmup_tasks"])}
+            for m in streams["members"]]
+    return Listing(rows, [Column("member_id"), Column("process_id"), Column("epoch", justify="right"),
+                          Column("active", "ACTIVE TASKS"), Column("standby", "STANDBY TASKS"),
+                          Column("warmup", "WARM-UP TASKS")])

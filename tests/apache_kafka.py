@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import ctypes
 import fcntl
+import hashlib
 import os
 import secrets
 import shutil
@@ -23,7 +24,8 @@ from tests.cluster import free_ports
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_VERSION = "4.3.1"  # tests/reference/pom.xml's kafka.version
 POM = REPO / "tests" / "reference" / "pom.xml"
-CACHE = REPO / ".cache" / f"apache-kafka-{KAFKA_VERSION}"
+# the jars of this pom: another pom (a dependency added) fetches into a folder of its own
+CACHE = REPO / ".cache" / f"apache-kafka-{KAFKA_VERSION}-{hashlib.sha256(POM.read_bytes()).hexdigest()[:8]}"
 READY_TIMEOUT_S = 120  # a hang guard: a busy 2-core machine formats and starts in ~10-20 s
 # the full name pins the plugin's version: one goal, no other plugin to resolve
 COPY_DEPENDENCIES = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"

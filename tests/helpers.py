@@ -143,6 +143,15 @@ def as_long(data: bytes) -> int:
     return int.from_bytes(data, "big", signed=True)
 
 
+def counts_in(kafka, topic: str) -> dict[str, int]:
+    """The latest count per key of a topic of string keys and long values (Kafka Streams'
+    count()), {} while the topic does not exist yet (an app creates it when it first writes)."""
+    try:
+        return {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, topic)).items()}
+    except KeyError:
+        return {}
+
+
 def end_offsets(kafka, topic: str) -> dict[int, int]:
     consumer = Consumer(kafka.consumer_conf())
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})

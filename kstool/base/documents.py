@@ -33,6 +33,7 @@ class TopicDescription(TypedDict):  # topics describe
 
 class GroupRow(TypedDict):  # groups list
     group: str
+    type: str  # classic | consumer (KIP-848) | streams (KIP-1071) | unknown
     state: str
     simple: bool
 
@@ -55,14 +56,51 @@ class GroupPartition(TypedDict):
     time_lag_ms: NotRequired[int | None]  # with --time-lag: the oldest unprocessed record's age
 
 
+class StreamsSubtopology(TypedDict):  # a streams group's topology, as its coordinator keeps it
+    subtopology: str
+    source_topics: list[str]
+    repartition_sink_topics: list[str]
+    changelog_topics: list[str]
+    repartition_source_topics: list[str]
+
+
+class StreamsGroupMember(TypedDict):
+    member_id: str
+    member_epoch: int
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    process_id: str
+    topology_epoch: int
+    protocol: str  # streams, or classic: a member that joined with the classic protocol
+    # subtopology -> partitions (task "1_0" is subtopology "1", partition 0)
+    active_tasks: dict[str, list[int]]
+    standby_tasks: dict[str, list[int]]
+    warmup_tasks: dict[str, list[int]]
+    target_active_tasks: dict[str, list[int]]
+
+
+class StreamsGroupDescription(TypedDict):
+    group: str
+    type: str  # "streams"
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    topology_epoch: int | None  # None: no member has sent the topology yet
+    subtopologies: list[StreamsSubtopology]
+    members: list[StreamsGroupMember]
+
+
 class GroupDescription(TypedDict):  # groups describe
     group: str
+    type: str  # consumer (a consumer group of either protocol) | streams
     state: str
     members: list[GroupMember]
     partitions: list[GroupPartition]
     total_lag: int
     note: str | None
     max_time_lag_ms: NotRequired[int]  # with --time-lag
+    streams: NotRequired[StreamsGroupDescription]  # a streams group's epochs, topology and tasks
 
 
 class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --format jsonl

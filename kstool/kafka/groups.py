@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, NamedTuple, TypeVar, cast
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 
-from kstool.base.documents import GroupDescription, GroupMember, GroupPartition, GroupRow
+from kstool.base.documents import (
+    GroupDescription,
+    GroupMember,
+    GroupPartition,
+    GroupRow,
+    StreamsGroupDescription,
+    StreamsGroupMember,
+    StreamsSubtopology,
+)
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
+from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group, list_streams_groups
 from kstool.kafka.timelag import time_lags_ms
+from kstool.kafka.wire_protocol import speaks_to
 
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 # a group's coordinator busy for a moment: Apache Kafka answers so while it loads a partition of
@@ -45,16 +55,36 @@ def list_groups(clients: KafkaClients) -> list[GroupRow]:
         raise clients.translate(exc) from None
     if result.errors:  # an unreachable broker answers with errors and no groups, not an empty list
         raise clients.translate(KafkaException(result.errors[0]))
-    rows: list[GroupRow] = [{"group": g.group_id, "state": _state(g.state), "simple": g.is_simple_consumer_group}
-                            for g in result.valid]
+    rows: list[GroupRow] = [{"group": g.group_id, "type": _type(g.type), "state": _state(g.state),
+                             "simple": g.is_simple_consumer_group} for g in result.valid]
+    streams = {row["group"]: row for row in _streams_groups(clients)}
+    rows = [row for row in rows if row["group"] not in streams] + list(streams.values())
     _fill_unknown_states(clients, rows)
     return sorted(rows, key=lambda r: r["group"])
+
+
+def _type(kind: Any) -> str:
+    """classic, consumer (KIP-848), or unknown: librdkafka names no other type."""
+    return kind.name.lower() if kind is not None and kind.name != "UNKNOWN" else "unknown"
+
+
+def _streams_groups(clients: KafkaClients) -> list[GroupRow]:
+    """The streams groups (KIP-1071) every broker lists; none from a broker that has no such
+    groups (before Kafka 4.2) or a listener kstool's own client does not speak (SASL)."""
+    if not speaks_to(clients.config):
+        return []
+    brokers = [(cast(str, b.host), b.port) for b in clients.metadata().brokers.values()]
+    try:
+        listed = list_streams_groups(clients.config, brokers)
+    except StreamsGroupsUnsupported:
+        return []
+    return [{"group": g["group"], "type": "streams", "state": g["state"], "simple": False} for g in listed]
 
 
 def _fill_unknown_states(clients: KafkaClients, rows: list[GroupRow]) -> None:
     """Some brokers (the embedded one) list groups without their state: ask DescribeGroups, as
     `groups describe` does, so that both commands say the same."""
-    unknown = [row for row in rows if row["state"] == "UNKNOWN"]
+    unknown = [row for row in rows if row["state"] == "UNKNOWN" and row["type"] != "streams"]
     if not unknown:
         return
     try:
@@ -70,8 +100,18 @@ def _state(state: Any) -> str:
     return state.name if state is not None else "UNKNOWN"
 
 
-def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[GroupMember]]:
-    """(state, members) of a group; members carry id, client id, host and assignment."""
+class Membership(NamedTuple):
+    state: str
+    members: list[GroupMember]  # id, client id, host and assignment (partitions)
+    streams: StreamsGroupDescription | None  # a streams group's epochs, topology and tasks
+
+
+def describe_members(clients: KafkaClients, group: str) -> Membership:
+    """The group's state and members, a streams group's (KIP-1071) as a consumer group's too."""
+    streams = _streams_description(clients, group)
+    if streams is not None:
+        return Membership(streams["state"], [_member_of(m, streams["subtopologies"]) for m in streams["members"]],
+                          streams)
     desc = _asked_of_the_coordinator(clients, lambda: clients.admin().describe_consumer_groups(
         [group], request_timeout=clients.timeout)[group].result(), group, "DESCRIBE")
     members: list[GroupMember] = [{
@@ -82,7 +122,7 @@ def describe_members(clients: KafkaClients, group: str) -> tuple[str, list[Group
         "assignment": [f"{tp.topic}:{tp.partition}" for tp in (m.assignment.topic_partitions
                                                                 if m.assignment else [])],
     } for m in desc.members]
-    return _state(desc.state), members
+    return Membership(_state(desc.state), members, None)
 
 
 def require_group_allowed(clients: KafkaClients, group: str, operation: str) -> None:
@@ -142,8 +182,9 @@ def _committed(clients: KafkaClients, group: str, partitions: list[TopicPartitio
 
 def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) -> GroupDescription:
     """time_lag: also each partition's lag in time (kstool.kafka.timelag), which reads a record
-    per lagging partition."""
-    state, members = describe_members(clients, group)
+    per lagging partition. A streams group (KIP-1071) adds "streams": its epochs, topology and
+    each member's tasks."""
+    state, members, streams = describe_members(clients, group)
     committed = committed_offsets(clients, group, settle_s=DESCRIBE_SETTLE_S)
     note = None
     if not committed and not members:
@@ -161,12 +202,15 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
                            "member_id": owners.get(f"{topic}:{partition}")})
     description: GroupDescription = {
         "group": group,
+        "type": "streams" if streams is not None else "consumer",
         "state": state,
         "members": members,
         "partitions": partitions,
         "total_lag": sum(p["lag"] for p in partitions),
         "note": note,
     }
+    if streams is not None:
+        description["streams"] = streams
     if time_lag:
         lags = time_lags_ms(clients, committed, {tp: mark[1] for tp, mark in marks.items()})
         for p in partitions:
@@ -174,6 +218,26 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
         known = [p["time_lag_ms"] for p in partitions if p["time_lag_ms"] is not None]
         description["max_time_lag_ms"] = max(known, default=0)
     return description
+
+
+def _streams_description(clients: KafkaClients, group: str) -> StreamsGroupDescription | None:
+    """The streams group's description, or None when `group` is none (or the broker has no
+    streams groups, or the listener is SASL, which kstool's own client does not speak)."""
+    if not speaks_to(clients.config):
+        return None
+    try:
+        return describe_streams_group(clients.config, group)
+    except StreamsGroupsUnsupported:
+        return None
+
+
+def _member_of(member: StreamsGroupMember, subtopologies: list[StreamsSubtopology]) -> GroupMember:
+    """A streams group's member as a consumer group's: its active tasks' input partitions."""
+    inputs = {s["subtopology"]: s["source_topics"] + s["repartition_source_topics"] for s in subtopologies}
+    return {"member_id": member["member_id"], "client_id": member["client_id"], "host": member["host"],
+            "group_instance_id": member["group_instance_id"],
+            "assignment": sorted(f"{topic}:{partition}" for subtopology, partitions in member["active_tasks"].items()
+                                 for topic in inputs.get(subtopology, []) for partition in partitions)}
 
 
 def starting_offsets(clients: KafkaClients, group: str, tps: list[tuple[str, int]],

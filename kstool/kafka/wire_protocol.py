@@ -2,75 +2,70 @@
 consumer group (LeaveGroup v3, KIP-345), as Kafka's reset tool does with --force, and writing
 records whose timestamp is 0 (librdkafka stamps such a record with the send time; Produce v3
 with a magic-2 record batch keeps it), alone here or in a transaction (kstool.kafka.wire_transaction).
-PLAINTEXT and SSL listeners; SASL is not spoken here."""
+PLAINTEXT, SSL and SASL listeners (PLAIN and SCRAM: kstool.kafka.wire_sasl)."""
 
 from __future__ import annotations
 
 import socket
 import ssl
 import struct
-from typing import Any, Callable
+from typing import Callable
+
+from confluent_kafka import KafkaError
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.wire_codec import Reader, encode_string
+from kstool.kafka.wire_sasl import MECHANISMS, authenticate
 
 PRODUCE, FIND_COORDINATOR, LEAVE_GROUP = 0, 10, 13
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
-ERRORS = {14: "coordinator loading", 15: "coordinator not available", 16: "not coordinator",
-          25: "unknown member id", 47: "producer fenced (invalid epoch)",
-          48: "invalid transaction state", 51: "concurrent transactions", 69: "member id required",
-          79: "group id not found", 90: "producer fenced"}
 
 
 def error_name(code: int) -> str:
-    return ERRORS.get(code, f"error {code}")
+    """A broker's error code in words, as librdkafka names it ("NOT_COORDINATOR: Not coordinator")."""
+    err = KafkaError(code)
+    return f"{err.name()}: {err.str().removeprefix('Broker: ')}"
 
 
-def encode_string(value: str | None) -> bytes:
-    if value is None:
-        return struct.pack(">h", -1)
-    raw = value.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
-class Reader:
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str) -> Any:
-        value = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return value[0]
-
-    def string(self) -> str | None:
-        length = self.take(">h")
-        if length < 0:
-            return None
-        value = self.data[self.pos:self.pos + length].decode("utf-8")
-        self.pos += length
-        return value
+def _mechanism(config: ClientConfig) -> str:
+    common = config.common
+    return (common.get("sasl.mechanism") or common.get("sasl.mechanisms") or "GSSAPI").upper()
 
 
 def speaks_to(config: ClientConfig) -> bool:
-    """Whether this client can connect with the configured security protocol."""
-    return not config.common.get("security.protocol", "plaintext").lower().startswith("sasl")
+    """Whether this client can connect with the configured security settings."""
+    return _unspoken(config) is None
+
+
+def _unspoken(config: ClientConfig) -> str | None:
+    """Why this client cannot connect with the configured settings, or None."""
+    if "ssl.keystore.location" in config.common or "ssl.certificate.pem" in config.common:
+        return "it presents client certificates from PEM files (ssl.certificate.location) only"
+    protocol = config.common.get("security.protocol", "plaintext").lower()
+    if protocol.startswith("sasl") and _mechanism(config) not in MECHANISMS:
+        return f"it speaks SASL {', '.join(MECHANISMS)}, not {_mechanism(config)}"
+    return None
 
 
 class Connection:
     def __init__(self, host: str, port: int, config: ClientConfig):
         protocol = config.common.get("security.protocol", "plaintext").lower()
-        if not speaks_to(config):
-            raise KafkaOperationError("kstool's own Kafka client needs a PLAINTEXT or SSL listener")
+        unspoken = _unspoken(config)
+        if unspoken:
+            raise KafkaOperationError(f"kstool's own Kafka client cannot connect: {unspoken}")
         sock = socket.create_connection((host, port), timeout=config.timeout_s)
-        if protocol == "ssl":
-            context = ssl.create_default_context(cafile=config.common.get("ssl.ca.location"))
-            if config.common.get("ssl.certificate.location"):
-                context.load_cert_chain(config.common["ssl.certificate.location"],
-                                        config.common.get("ssl.key.location"),
-                                        config.common.get("ssl.key.password"))
-            sock = context.wrap_socket(sock, server_hostname=host)
+        if protocol in ("ssl", "sasl_ssl"):
+            sock = _tls_context(config).wrap_socket(sock, server_hostname=host)
         self.sock = sock
         self.correlation = 0
+        if protocol.startswith("sasl"):
+            try:
+                authenticate(self, _mechanism(config), config.common.get("sasl.username", ""),
+                             config.common.get("sasl.password", ""))
+            except BaseException:
+                self.close()
+                raise
 
     def call(self, api_key: int, version: int, body: bytes, flexible: bool = False) -> Reader:
         """One request; `flexible`: a KIP-482 version (headers carry empty tagged fields)."""
@@ -99,6 +94,17 @@ class Connection:
         self.sock.close()
 
 
+def _tls_context(config: ClientConfig) -> ssl.SSLContext:
+    common = config.common
+    context = ssl.create_default_context(cafile=common.get("ssl.ca.location"), cadata=common.get("ssl.ca.pem"))
+    if common.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+        context.check_hostname = False
+    if common.get("ssl.certificate.location"):
+        context.load_cert_chain(common["ssl.certificate.location"], common.get("ssl.key.location"),
+                                common.get("ssl.key.password"))
+    return context
+
+
 def bootstrap_address(config: ClientConfig) -> tuple[str, int]:
     return config.bootstrap_addresses()[0]
 
@@ -119,9 +125,10 @@ def find_coordinator(config: ClientConfig, key: str, key_type: int) -> tuple[int
 
 def leave_group(config: ClientConfig, group: str, member_ids: list[str]) -> None:
     """Remove the given members from the group; raises with the broker's reason on failure."""
-    if not speaks_to(config):
+    unspoken = _unspoken(config)
+    if unspoken:
         raise KafkaOperationError(
-            "removing group members (--force) needs a PLAINTEXT or SSL listener; with SASL, "
+            f"removing group members (--force) is kstool's own client's, and {unspoken}; "
             "stop the application instances or wait for their session timeout")
     try:
         error, host, port = find_coordinator(config, group, GROUP_KEY)

@@ -12,13 +12,12 @@ from typing import Callable
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.wire_codec import Reader, encode_string
 from kstool.kafka.wire_protocol import (
     GROUP_KEY,
     TRANSACTION_KEY,
     Connection,
-    Reader,
     Record,
-    encode_string,
     error_name,
     find_coordinator,
     produce,

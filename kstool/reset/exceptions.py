@@ -1,8 +1,12 @@
-from kstool.base.errors import KstoolError, UsageError
+from kstool.base.errors import BusyError, KstoolError, UsageError
 
 
 class ResetRefusedError(KstoolError):
-    """The reset would be unsafe now (e.g. the app still has active members)."""
+    """The reset would be unsafe now (e.g. no state where it was said to be)."""
+
+
+class GroupActiveError(BusyError):
+    """The app's group has active members: the app runs (exit 75, cron may retry later)."""
 
 
 class ResetPlanError(UsageError):

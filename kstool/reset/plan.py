@@ -12,7 +12,7 @@ from kstool.base.documents import GroupMember
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members, require_group_allowed
 from kstool.kafka.offsets import offsets_for_time
-from kstool.reset.exceptions import ResetPlanError, ResetRefusedError
+from kstool.reset.exceptions import GroupActiveError, ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
 
 INTERNAL_SUFFIXES = ("-changelog", "-repartition", "-subscription-registration-topic",
@@ -93,16 +93,20 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     if not inputs:
         warnings.append("no input topics given: input offsets stay as they are")
 
-    state, members = describe_members(clients, options.app_id)
+    state, members, streams = describe_members(clients, options.app_id)
     active = bool(members) or state in ACTIVE_GROUP_STATES
+    if active and streams is not None:  # LeaveGroup (--force) removes a consumer group's members, not these
+        raise GroupActiveError(
+            f"streams group {options.app_id!r} is {state} with {len(members)} member(s): stop every instance "
+            "of the application first (a streams group's members leave as their app stops)")
     if active and not options.force:
         names = (", ".join(f"{m['client_id']}@{m['host']} ({m['member_id']})" for m in members)
                  or "the broker does not name them")
-        raise ResetRefusedError(
+        raise GroupActiveError(
             f"group {options.app_id!r} is {state} with active member(s): {names}. Make sure to "
             "stop all running application instances, or use --force to remove them")
     if active and not members:
-        raise ResetRefusedError(
+        raise GroupActiveError(
             f"group {options.app_id!r} is {state} but the broker does not name its members, so "
             "--force cannot remove them; stop the instances or wait for their session timeout")
 

@@ -118,10 +118,16 @@ def test_one_liners_through_the_file_kafkas_tools_take(cluster, tmp_path):
     assert theirs.returncode == 0, theirs.stderr[-2000:]
     assert ours == sorted(theirs.stdout.split()) == [topic]
 
+    # a record of timestamp 0 goes by kstool's own client (librdkafka would stamp it): SCRAM too
+    zero = cluster.as_user("alice", "produce", topic, "--partition", "0", "--timestamp", "0", input="epoch\n")
+    assert zero.exit_code == 0, zero.stderr
+    last = cluster.as_user("alice", "consume", topic, "--partition", "0", "--from", "-1", "-e", "-o", "jsonl")
+    assert [(r["value"], r["timestamp"]) for r in map(json.loads, last.stdout.splitlines())] == [("epoch", 0)]
+
     shown = cluster.as_user("alice", "config", "show")
     assert "sasl.password" in shown.stdout and "********" in shown.stdout
     assert cluster.leaked(created.stdout, created.stderr, produced.stdout, produced.stderr, consumed.stderr,
-                          listed.stdout, listed.stderr, shown.stdout, shown.stderr) == []
+                          listed.stdout, listed.stderr, zero.stderr, shown.stdout, shown.stderr) == []
 
 
 def test_an_operation_without_an_acl_is_one_line_and_changes_nothing(cluster):

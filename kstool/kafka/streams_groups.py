@@ -1,0 +1,212 @@
+"""Streams groups (KIP-1071): the groups of Kafka Streams apps that run the streams rebalance
+protocol (`group.protocol=streams`, the default protocol of new clusters since Kafka 4.2).
+librdkafka's admin client has no call for them, so kstool asks the broker itself: ListGroups
+v5 (its types filter) and StreamsGroupDescribe, as Kafka's `kafka-streams-groups.sh` does
+(org.apache.kafka.tools.streams.StreamsGroupCommand)."""
+
+from __future__ import annotations
+
+import struct
+from functools import partial
+from typing import Any, cast
+
+from kstool.base.documents import StreamsGroupDescription, StreamsGroupMember, StreamsSubtopology
+from kstool.config import ClientConfig
+from kstool.kafka.exceptions import AuthorizationError, KafkaOperationError
+from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
+from kstool.kafka.wire_protocol import GROUP_KEY, Connection, error_name, find_coordinator
+
+API_VERSIONS, LIST_GROUPS, STREAMS_GROUP_DESCRIBE = 18, 16, 89
+GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND = 30, 69
+
+
+def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
+    """The broker's (lowest, highest) version of each API it serves (ApiVersions v0)."""
+    reply = conn.call(API_VERSIONS, 0, b"")
+    error = reply.take(">h")
+    if error:
+        raise KafkaOperationError(f"the broker refused ApiVersions: {error_name(error)}")
+    versions = {}
+    for _ in range(reply.take(">i")):
+        key, low, high = reply.take(">h"), reply.take(">h"), reply.take(">h")
+        versions[key] = (low, high)
+    return versions
+
+
+class StreamsGroupsUnsupported(KafkaOperationError):
+    """The broker serves no request of streams groups: it has none (Apache Kafka before 4.2)."""
+
+
+def _require(conn: Connection, api_key: int, version: int, what: str) -> None:
+    low, high = api_versions(conn).get(api_key, (0, -1))
+    if not low <= version <= high:
+        raise StreamsGroupsUnsupported(f"the broker does not serve {what} (Apache Kafka 4.2+ with streams groups does)")
+
+
+def list_streams_groups(config: ClientConfig, brokers: list[tuple[str, int]]) -> list[dict[str, str]]:
+    """[{"group", "state"}] of every broker's streams groups (each coordinator lists its own)."""
+    groups: dict[str, str] = {}
+    for host, port in brokers:
+        conn = _connect(config, host, port)
+        try:
+            _require(conn, LIST_GROUPS, 5, "ListGroups v5 (listing groups by type)")
+            body = compact_array([]) + compact_array([compact_string("streams")]) + NO_TAGS
+            reply = conn.call(LIST_GROUPS, 5, body, flexible=True)
+            reply.take(">i")  # throttle
+            error = reply.take(">h")
+            if error:
+                raise KafkaOperationError(f"listing streams groups failed: {error_name(error)}")
+            for group, state in reply.compact_array(partial(_listed, reply)) or []:
+                groups[group] = state
+        except (OSError, struct.error) as exc:
+            raise KafkaOperationError(f"listing streams groups at {host}:{port} failed: {exc}") from None
+        finally:
+            conn.close()
+    return [{"group": g, "state": groups[g]} for g in sorted(groups)]
+
+
+def _listed(reply: Reader) -> tuple[str, str]:
+    group = reply.compact_string() or ""
+    reply.compact_string()  # protocol type
+    state = reply.compact_string() or "UNKNOWN"
+    reply.compact_string()  # group type: streams, as asked
+    reply.skip_tags()
+    return group, state.upper()
+
+
+def describe_streams_group(config: ClientConfig, group: str) -> StreamsGroupDescription | None:
+    """The group as its coordinator describes it, or None when it is no streams group."""
+    try:
+        error, host, port = find_coordinator(config, group, GROUP_KEY)
+        _refuse_if_unauthorized(config, group, error)
+        if error:
+            raise KafkaOperationError(f"cannot find the coordinator of {group!r}: {error_name(error)}")
+        conn = _connect(config, host, port)
+        try:
+            _require(conn, STREAMS_GROUP_DESCRIBE, 0, "StreamsGroupDescribe")
+            body = compact_array([compact_string(group)]) + b"\0" + NO_TAGS  # no authorized operations
+            reply = conn.call(STREAMS_GROUP_DESCRIBE, 0, body, flexible=True)
+            reply.take(">i")  # throttle
+            described = reply.compact_array(lambda: _described(reply)) or []
+        finally:
+            conn.close()
+    except (OSError, struct.error) as exc:
+        raise KafkaOperationError(f"describing streams group {group!r} failed: {exc}") from None
+    error, message, description = described[0]
+    if error == GROUP_ID_NOT_FOUND:
+        return None
+    _refuse_if_unauthorized(config, group, error)
+    if error:
+        raise KafkaOperationError(f"describing streams group {group!r} failed: {message or error_name(error)}")
+    return cast(StreamsGroupDescription, description)
+
+
+def _refuse_if_unauthorized(config: ClientConfig, group: str, error: int) -> None:
+    if error == GROUP_AUTHORIZATION_FAILED:
+        raise AuthorizationError("group", group, "DESCRIBE", config.common.get("sasl.username"))
+
+
+def _described(reply: Reader) -> tuple[int, str | None, StreamsGroupDescription]:
+    error = reply.take(">h")
+    message = reply.compact_string()
+    description: StreamsGroupDescription = {
+        "group": reply.compact_string() or "",
+        "type": "streams",
+        "state": (reply.compact_string() or "UNKNOWN").upper(),
+        "group_epoch": reply.take(">i"),
+        "assignment_epoch": reply.take(">i"),
+        "topology_epoch": None,
+        "subtopologies": [],
+        "members": [],
+    }
+    if reply.take(">b") >= 0:  # a nullable struct: -1 until the group has a topology
+        description["topology_epoch"] = reply.take(">i")
+        description["subtopologies"] = reply.compact_array(lambda: _subtopology(reply)) or []
+        reply.skip_tags()
+    description["members"] = reply.compact_array(lambda: _member(reply)) or []
+    reply.take(">i")  # authorized operations
+    reply.skip_tags()
+    return error, message, description
+
+
+def _subtopology(reply: Reader) -> StreamsSubtopology:
+    subtopology: StreamsSubtopology = {
+        "subtopology": reply.compact_string() or "",
+        "source_topics": _strings(reply),
+        "repartition_sink_topics": _strings(reply),
+        "changelog_topics": [topic["name"] for topic in reply.compact_array(lambda: _topic_info(reply)) or []],
+        "repartition_source_topics": [topic["name"] for topic in reply.compact_array(lambda: _topic_info(reply)) or []],
+    }
+    reply.skip_tags()
+    return subtopology
+
+
+def _strings(reply: Reader) -> list[str]:
+    return [s or "" for s in reply.compact_array(reply.compact_string) or []]
+
+
+def _topic_info(reply: Reader) -> dict[str, Any]:
+    info = {"name": reply.compact_string(), "partitions": reply.take(">i"), "replication_factor": reply.take(">h")}
+    reply.compact_array(lambda: _key_value(reply))  # topic configs
+    reply.skip_tags()
+    return info
+
+
+def _key_value(reply: Reader) -> tuple[str | None, str | None]:
+    pair = reply.compact_string(), reply.compact_string()
+    reply.skip_tags()
+    return pair
+
+
+def _member(reply: Reader) -> StreamsGroupMember:
+    member_id, epoch = reply.compact_string() or "", reply.take(">i")
+    instance_id, _rack = reply.compact_string(), reply.compact_string()
+    client_id, host = reply.compact_string() or "", reply.compact_string() or ""
+    topology_epoch, process_id = reply.take(">i"), reply.compact_string() or ""
+    if reply.take(">b") >= 0:  # the user endpoint (host, port) of Interactive Queries, when set
+        reply.compact_string()
+        reply.take(">H")
+        reply.skip_tags()
+    reply.compact_array(lambda: _key_value(reply))  # client tags
+    reply.compact_array(lambda: _task_offset(reply))  # task offsets
+    reply.compact_array(lambda: _task_offset(reply))  # task end offsets
+    assignment = _assignment(reply)
+    target = _assignment(reply)
+    classic = bool(reply.take(">b"))
+    reply.skip_tags()
+    return {"member_id": member_id, "member_epoch": epoch, "group_instance_id": instance_id,
+            "client_id": client_id, "host": host, "process_id": process_id, "topology_epoch": topology_epoch,
+            "protocol": "classic" if classic else "streams",
+            "active_tasks": assignment[0], "standby_tasks": assignment[1], "warmup_tasks": assignment[2],
+            "target_active_tasks": target[0]}
+
+
+def _task_offset(reply: Reader) -> None:
+    reply.compact_string()
+    reply.take(">i")
+    reply.take(">q")
+    reply.skip_tags()
+
+
+def _assignment(reply: Reader) -> tuple[dict[str, list[int]], ...]:
+    kinds = tuple(_tasks(reply) for _ in range(3))  # active, standby, warm-up
+    reply.skip_tags()
+    return kinds
+
+
+def _tasks(reply: Reader) -> dict[str, list[int]]:
+    tasks = {}
+    for subtopology, partitions in reply.compact_array(lambda: _task_ids(reply)) or []:
+        tasks[subtopology] = sorted(partitions)
+    return tasks
+
+
+def _task_ids(reply: Reader) -> tuple[str, list[int]]:
+    subtopology = reply.compact_string() or ""
+    partitions = reply.compact_array(lambda: reply.take(">i")) or []
+    reply.skip_tags()
+    return subtopology, partitions
+
+
+def _connect(config: ClientConfig, host: str, port: int) -> Connection:
+    return Connection(host, port, config)

@@ -1,0 +1,64 @@
+"""SASL for kstool's own Kafka client (kstool.kafka.wire_protocol): PLAIN and SCRAM-SHA-256/512
+(RFC 5802, RFC 7677), as Kafka's SaslHandshake v1 and SaslAuthenticate v1 carry them. Other
+mechanisms (GSSAPI, OAUTHBEARER) are librdkafka's alone."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import TYPE_CHECKING, Any, Callable
+
+from kstool.kafka.exceptions import AuthenticationError
+from kstool.kafka.wire_codec import encode_bytes, encode_string
+
+if TYPE_CHECKING:
+    from kstool.kafka.wire_protocol import Connection
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+
+
+def authenticate(conn: "Connection", mechanism: str, username: str, password: str) -> None:
+    """Log in on a fresh connection; AuthenticationError with the broker's reason if refused."""
+    reply = conn.call(SASL_HANDSHAKE, 1, encode_string(mechanism))
+    error = reply.take(">h")
+    enabled = [reply.string() for _ in range(reply.take(">i"))]
+    if error:
+        raise AuthenticationError(f"the broker does not take SASL {mechanism} (it takes {', '.join(map(str, enabled))})")
+    if mechanism == "PLAIN":
+        _exchange(conn, b"\0" + username.encode() + b"\0" + password.encode())
+        return
+    _scram(conn, SCRAM_HASHES[mechanism], username, password)
+
+
+def _exchange(conn: "Connection", message: bytes) -> bytes:
+    reply = conn.call(SASL_AUTHENTICATE, 1, encode_bytes(message))
+    error, reason = reply.take(">h"), reply.string()
+    answer = reply.bytes()
+    if error:
+        raise AuthenticationError(f"the broker refused the credentials: {reason or f'error {error}'}")
+    return answer
+
+
+def _scram(conn: "Connection", digest: Callable[..., Any], username: str, password: str) -> None:
+    nonce = secrets.token_urlsafe(18)
+    first_bare = f"n={username.replace('=', '=3D').replace(',', '=2C')},r={nonce}"
+    server_first = _exchange(conn, ("n,," + first_bare).encode()).decode()
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    if not fields.get("r", "").startswith(nonce):
+        raise AuthenticationError("the broker's SCRAM answer does not carry kstool's nonce")
+    salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    final_bare = f"c=biws,r={fields['r']}"
+    auth_message = f"{first_bare},{server_first},{final_bare}".encode()
+    signature = hmac.new(digest(client_key).digest(), auth_message, digest).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    server_final = _exchange(conn, f"{final_bare},p={base64.b64encode(proof).decode()}".encode()).decode()
+    server_key = hmac.new(salted, b"Server Key", digest).digest()
+    expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
+    if server_final != f"v={expected}":
+        raise AuthenticationError("the broker's SCRAM signature is wrong: it is not the broker that holds the credentials")
+
