@@ -83,7 +83,7 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
 
 
 INTEGRATION_FIXTURES = {"kafka", "suite_kafka", "embedded_kafka", "spark", "fresh_home", "spark_cluster", "own_broker",
-                        "jvm_archive", "apache_kafka", "on_apache_kafka"}
+                        "jvm_archive", "apache_kafka", "on_apache_kafka", "secured_cluster"}
 
 
 # the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
@@ -190,6 +190,24 @@ def apache_kafka(suite_kafka, tmp_path_factory) -> Kafka:
     broker = KafkaBroker(tmp_path_factory.mktemp("apache-kafka")).start()
     try:
         yield _apache_kafka(broker)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_cluster(apache_kafka, tmp_path_factory):
+    """The Apache Kafka broker's SASL_SSL listener with its users and ACLs (tests/secured.py);
+    a broker of this worker's own when the suite's is another (KSTOOL_TEST_BOOTSTRAP)."""
+    from tests.apache_kafka import KafkaBroker
+    from tests.secured import secure
+
+    workdir = tmp_path_factory.mktemp("secured")
+    if apache_kafka.secured_bootstrap is not None:
+        yield secure(apache_kafka, workdir)
+        return
+    broker = KafkaBroker(workdir / "broker").start()
+    try:
+        yield secure(_apache_kafka(broker), workdir)
     finally:
         broker.stop()
 

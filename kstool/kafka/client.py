@@ -73,7 +73,6 @@ def readonly_group_id() -> str:
     return f"kstool-readonly-{os.getpid()}"
 
 
-
 @dataclass
 class ClientErrors:
     """What the clients' error callback saw. An object of its own: a callback bound to
@@ -206,7 +205,8 @@ class KafkaClients:
         if err.code() == KafkaError._SSL:
             return AuthenticationError(f"the TLS handshake with {at} failed: {err.str()}")
         user = common.get("sasl.username")
-        who = f" of {user} ({common.get('sasl.mechanism', 'GSSAPI')})" if user else ""
+        mechanism = common.get("sasl.mechanism") or common.get("sasl.mechanisms") or "GSSAPI"
+        who = f" of {user} ({mechanism})" if user else ""
         return AuthenticationError(f"the broker at {at} refused the credentials{who}: {err.str()}")
 
     def topic_partitions(self, topic: str) -> list[int]:

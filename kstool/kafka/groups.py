@@ -70,7 +70,7 @@ def _type(kind: Any) -> str:
 
 def _streams_groups(clients: KafkaClients) -> list[GroupRow]:
     """The streams groups (KIP-1071) every broker lists; none from a broker that has no such
-    groups (before Kafka 4.2) or a listener kstool's own client does not speak (SASL)."""
+    groups (before Kafka 4.2) or where kstool's own client cannot connect (wire_protocol.speaks_to)."""
     if not speaks_to(clients.config):
         return []
     brokers = [(cast(str, b.host), b.port) for b in clients.metadata().brokers.values()]
@@ -222,7 +222,7 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
 
 def _streams_description(clients: KafkaClients, group: str) -> StreamsGroupDescription | None:
     """The streams group's description, or None when `group` is none (or the broker has no
-    streams groups, or the listener is SASL, which kstool's own client does not speak)."""
+    streams groups, or kstool's own client cannot connect: wire_protocol.speaks_to)."""
     if not speaks_to(clients.config):
         return None
     try:

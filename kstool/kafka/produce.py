@@ -178,4 +178,3 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
     except KafkaException as exc:
         raise clients.translate(exc) from None
     return result
-

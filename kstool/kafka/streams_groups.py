@@ -47,7 +47,10 @@ def list_streams_groups(config: ClientConfig, brokers: list[tuple[str, int]]) ->
     """[{"group", "state"}] of every broker's streams groups (each coordinator lists its own)."""
     groups: dict[str, str] = {}
     for host, port in brokers:
-        conn = _connect(config, host, port)
+        try:
+            conn = Connection(host, port, config)
+        except OSError as exc:
+            raise KafkaOperationError(f"listing streams groups at {host}:{port} failed: {exc}") from None
         try:
             _require(conn, LIST_GROUPS, 5, "ListGroups v5 (listing groups by type)")
             body = compact_array([]) + compact_array([compact_string("streams")]) + NO_TAGS
@@ -81,7 +84,7 @@ def describe_streams_group(config: ClientConfig, group: str) -> StreamsGroupDesc
         _refuse_if_unauthorized(config, group, error)
         if error:
             raise KafkaOperationError(f"cannot find the coordinator of {group!r}: {error_name(error)}")
-        conn = _connect(config, host, port)
+        conn = Connection(host, port, config)
         try:
             _require(conn, STREAMS_GROUP_DESCRIBE, 0, "StreamsGroupDescribe")
             body = compact_array([compact_string(group)]) + b"\0" + NO_TAGS  # no authorized operations
@@ -206,7 +209,3 @@ def _task_ids(reply: Reader) -> tuple[str, list[int]]:
     partitions = reply.compact_array(lambda: reply.take(">i")) or []
     reply.skip_tags()
     return subtopology, partitions
-
-
-def _connect(config: ClientConfig, host: str, port: int) -> Connection:
-    return Connection(host, port, config)

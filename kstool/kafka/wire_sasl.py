@@ -61,4 +61,3 @@ def _scram(conn: "Connection", digest: Callable[..., Any], username: str, passwo
     expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
     if server_final != f"v={expected}":
         raise AuthenticationError("the broker's SCRAM signature is wrong: it is not the broker that holds the credentials")
-

@@ -109,6 +109,28 @@ def test_a_run_in_the_engine_writes_what_a_run_of_its_own_writes(kafka, spark, e
     assert f"{topic_name}-own" not in _engine_log()
 
 
+def test_a_run_through_a_secured_listener_keeps_its_secrets(engine, secured_cluster, monkeypatch):
+    """SASL_SSL and SCRAM through a --command-config file: the engine's executors read and write
+    with the file's settings; `state` and `reset` follow; no password in any output or the log."""
+    monkeypatch.delenv("KSTOOL_BOOTSTRAP_SERVERS")  # the file's bootstrap.servers, not the suite's broker
+    cluster = secured_cluster
+    words, counts, app = (cluster.prefix + name for name in ("words", "counts", "wordcount"))
+    create_topic(cluster.kafka, words, 2)
+    alice = ["--command-config", str(cluster.properties("alice"))]
+    assert cli(*alice, "produce", words, input="a b a\nc a\n").exit_code == 0
+    ran = cli(*alice, "run", "wordcount", "--input", words, "--output", counts, "--app-id", app, "--once")
+    assert ran.exit_code == 0, ran.stderr
+    assert f"{app}: run_app" in _engine_log()
+    got = cli(*alice, "--debug", "state", "get", "--app-id", app, "--from-changelog", "a", "c", "-o", "json")
+    assert got.exit_code == 0, got.stderr
+    assert {row["key"]: row["value"] for row in json.loads(got.stdout)} == {"a": 3, "c": 1}
+    reset = cli(*alice, "reset", "--app-id", app, "--to-earliest", "--yes")
+    assert reset.exit_code == 0, reset.stderr
+    offsets = json.loads(cli(*alice, "groups", "describe", app, "-o", "json").stdout)["partitions"]
+    assert [(p["topic"], p["committed"]) for p in offsets] == [(words, 0), (words, 0)]
+    assert cluster.leaked(ran.stdout, ran.stderr, got.stderr, reset.stdout, reset.stderr, _engine_log()) == []
+
+
 ROUNDS = {
     # name: (the input records, how they are written, partitions, run arguments)
     "wordcount": ([(None, line.encode()) for line in WORDS], produce_batched, 2,

@@ -27,4 +27,3 @@ def test_a_timestamped_key_value_store_is_what_interactive_queries_return(apache
               "--key-format", "string", "--value-format", "long", "-o", "json")
     assert got.exit_code == 0, got.stderr
     assert {row["key"]: row["value"] for row in json.loads(got.stdout)} == queried
-
