@@ -30,7 +30,7 @@ from kstool.engine.prepare import checkpoint_location, prepare
 from kstool.engine.progress import Progress
 from kstool.engine.seed import Seed, plan_seed
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import commit_offsets, starting_offsets
+from kstool.kafka.groups import SETTLE_S, commit_offsets, starting_offsets
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 
 
@@ -116,7 +116,8 @@ def _check_checkpoint_kept(clients: KafkaClients, paths: AppPaths, checkpoint: C
     if manifest is None or manifest.restore_pending or last_committed_batch(checkpoint) is not None:
         return
     inputs = set(manifest.input_topics)
-    committed = {tp: o for tp, o in committed_offsets_of_group(clients, paths.app_id).items() if tp[0] in inputs}
+    committed = {tp: o for tp, o in committed_offsets_of_group(clients, paths.app_id, settle_s=SETTLE_S).items()
+                 if tp[0] in inputs}
     if committed and origin_document(committed) != manifest.origin:
         raise StateMissingError(f"app {paths.app_id!r}: its checkpoint {checkpoint.uri} has no committed batch, "
                                 "but its group has committed offsets. " + state_missing_remedy(paths.app_id))

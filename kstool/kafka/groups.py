@@ -28,9 +28,11 @@ _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 _COORDINATOR_BUSY = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
                      KafkaError.NOT_COORDINATOR)
 T = TypeVar("T")
-# how long a description waits for a transaction's offsets to settle: past it, an app's open
-# transaction leaves its partitions at their last stable offsets, as Kafka's own tools show them
-DESCRIBE_SETTLE_S = 2.0
+# how long a read of where a group stands waits for a transaction's offsets to settle: past it,
+# an open transaction leaves its partitions at their last stable offsets, as Kafka's own tools
+# show them (a description), and as a run that starts a checkpoint must take them (a killed
+# run's transaction stays open until the next writer of its id, or its timeout, aborts it)
+SETTLE_S = 2.0
 
 
 def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T], group: str, operation: str) -> T:
@@ -185,7 +187,7 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
     per lagging partition. A streams group (KIP-1071) adds "streams": its epochs, topology and
     each member's tasks."""
     state, members, streams = describe_members(clients, group)
-    committed = committed_offsets(clients, group, settle_s=DESCRIBE_SETTLE_S)
+    committed = committed_offsets(clients, group, settle_s=SETTLE_S)
     note = None
     if not committed and not members:
         # some brokers describe any name as an EMPTY group: a group they do not list is unknown
@@ -245,7 +247,7 @@ def starting_offsets(clients: KafkaClients, group: str, tps: list[tuple[str, int
     """Where a new checkpoint of the app `group` starts: the group's committed offsets, else
     the log start (starting "earliest") or end ("latest")."""
     marks = clients.watermarks(tps)
-    committed = committed_offsets(clients, group, sorted({t for t, _ in tps}))
+    committed = committed_offsets(clients, group, sorted({t for t, _ in tps}), settle_s=SETTLE_S)
     return {tp: committed.get(tp, marks[tp][0] if starting == "earliest" else marks[tp][1]) for tp in tps}
 
 
