@@ -46,7 +46,7 @@ lint: install
 docs: install
 	$(BIN)/python -m kstool.commands.docs .
 
-bench: java
+bench: java kafka
 	$(BIN)/python -m bench
 
 clean:
