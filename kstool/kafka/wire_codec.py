@@ -30,6 +30,11 @@ def uvarint(value: int) -> bytes:
             return bytes(out)
 
 
+def varint(value: int) -> bytes:
+    """A signed varint (zigzag), as record batches carry lengths and deltas."""
+    return uvarint((value << 1) ^ (value >> 63))
+
+
 def compact_string(value: str | None) -> bytes:
     """A flexible version's string (KIP-482): its length + 1 as an unsigned varint, 0 for null."""
     if value is None:

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.wire_codec import Reader, encode_string
+from kstool.kafka.wire_codec import Reader, encode_string, varint
 from kstool.kafka.wire_sasl import MECHANISMS, authenticate
 
 PRODUCE, FIND_COORDINATOR, LEAVE_GROUP = 0, 10, 13
@@ -180,21 +180,8 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = zigzag & 0x7F
-        zigzag >>= 7
-        if zigzag:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _sized(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
+    return varint(-1) if data is None else varint(len(data)) + data
 
 
 # (key, value, timestamp ms, [(header name, header value)])
@@ -209,10 +196,10 @@ def record_batch(records: list[Record], producer: tuple[int, int, int] = NO_PROD
     base = records[0][2]
     encoded = []
     for delta, (key, value, timestamp, headers) in enumerate(records):
-        body = (b"\0" + _varint(timestamp - base) + _varint(delta) + _sized(key) + _sized(value)
-                + _varint(len(headers))
+        body = (b"\0" + varint(timestamp - base) + varint(delta) + _sized(key) + _sized(value)
+                + varint(len(headers))
                 + b"".join(_sized(name.encode("utf-8")) + _sized(data) for name, data in headers))
-        encoded.append(_varint(len(body)) + body)
+        encoded.append(varint(len(body)) + body)
     producer_id, epoch, sequence = producer
     after_crc = struct.pack(">hiqqqhii", TRANSACTIONAL if transactional else 0, len(records) - 1,
                             base, max(r[2] for r in records), producer_id, epoch, sequence,
