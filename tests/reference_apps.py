@@ -57,11 +57,12 @@ class ReferenceApp:
     def start(self) -> "ReferenceApp":
         classpath = f"{reference_classes()}:{kafka_jars()}/*"
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [_java(), "-Xmx256m", f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp", classpath,
-             "kstool.reference.ReferenceApp", *self.args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(self.state_dir / "app.log", "ab"),
-            text=True, start_new_session=True, preexec_fn=_die_with_parent)
+        with open(self.state_dir / "app.log", "ab") as log:  # the app's own copy outlives this one
+            self.proc = subprocess.Popen(
+                [_java(), "-Xmx256m", f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp", classpath,
+                 "kstool.reference.ReferenceApp", *self.args],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                text=True, start_new_session=True, preexec_fn=_die_with_parent)
         threading.Thread(target=self._read, daemon=True).start()
         self._expect("topology:")
         described = []
