@@ -14,6 +14,7 @@ from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
 from kstool.kafka.consume import ConsumeOptions, StartSpec
 from kstool.kafka.consume import consume as consume_records
+from kstool.kafka.dead_letters import PREFIX, DeadLetter
 from kstool.kafka.records import to_envelope
 from kstool.output import (
     Column,
@@ -83,7 +84,7 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
             for env in envelopes:
                 rows.append(env)
                 count += 1
-            emit(Listing(rows, RECORD_COLUMNS), output)
+            emit(_record_listing(rows, output), output)
         else:
             render = _line_renderer(output, fmt, escape=stdout_is_tty())
             out = sys.stdout.buffer
@@ -111,6 +112,19 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         warn(f"{failures} key(s)/value(s) did not decode: shown as {{\"error\", \"hex\"}}")
     if stderr_is_tty():
         info(f"consumed {count} record(s)")
+
+
+def _record_listing(rows: list, output: str) -> Listing:
+    """Dead letters get a column of their own; a table shows each error in one line, not its stack
+    trace among the headers."""
+    if not any("dead_letter" in row for row in rows):
+        return Listing(rows, RECORD_COLUMNS)
+    if output != "table":
+        return Listing(rows, [*RECORD_COLUMNS, Column("dead_letter")])
+    shown = [{**row, "error": DeadLetter(**row["dead_letter"]).summary(),
+              "headers": [h for h in row["headers"] if not h[0].startswith(PREFIX)]} if "dead_letter" in row else row
+             for row in rows]
+    return Listing(shown, [*RECORD_COLUMNS[:-1], Column("error"), RECORD_COLUMNS[-1]], document=rows)
 
 
 class _WholeRecords:

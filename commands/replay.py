@@ -14,6 +14,7 @@ from kstool.commands.options import TIME, SchemaFlags, output_option, record_for
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count
 from kstool.replay.copy import replay as run_replay
+from kstool.replay.dead_letters import DeadLetterReplay, replay_dead_letters
 
 
 def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:
@@ -39,7 +40,11 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--from-topic", metavar="TOPIC", help="Source topic.", shell_complete=complete_topics)
 @click.option("--from-file", type=click.Path(dir_okay=False, path_type=Path), metavar="DUMP",
               help="Source: a `kstool consume -o jsonl` dump.")
-@click.option("--to-topic", required=True, metavar="TOPIC", help="Target topic.", shell_complete=complete_topics)
+@click.option("--to-topic", metavar="TOPIC", shell_complete=complete_topics,
+              help="Target topic [required, except with --dead-letters: each record's source topic].")
+@click.option("--dead-letters", is_flag=True,
+              help="--from-topic holds dead letters (Kafka Streams' __streams.errors.* headers): send each "
+                   "back to the topic and partition it came from, without the error headers.")
 @click.option("--from-time", type=TIME, metavar="TIME", help="First record timestamp to copy (inclusive).")
 @click.option("--to-time", type=TIME, metavar="TIME", help="Last record timestamp to copy (inclusive).")
 @click.option("--from-offset", multiple=True, metavar="P:O", help="Start partition P at offset O.")
@@ -63,11 +68,21 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--yes", "-y", is_flag=True, help="Allow replaying a topic into itself.")
 @output_option()
 @pass_globals
-def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from_offset, to_offset,
+def replay(g: Globals, from_topic, from_file, to_topic, dead_letters, from_time, to_time, from_offset, to_offset,
            partitions, filter_key, key_format, value_format, schema_flags: SchemaFlags, rate, partitioning, now,
            no_provenance, transactional, dry_run, yes, output):
     """Copy records for reprocessing: keys, values, headers and timestamps kept, plus
     provenance headers (source topic, partition, offset)."""
+    if dead_letters:
+        given = {"--from-file": from_file, "--from-offset": from_offset, "--to-offset": to_offset,
+                 "--filter-key": filter_key, "--rate": rate, "--keep-partitions/--by-key": partitioning,
+                 "--now": now, "--transactional": transactional}
+        _replay_dead_letters(g, DeadLetterReplay(
+            from_topic, to_topic, from_time, to_time, list(partitions) or None, not no_provenance, dry_run),
+            [flag for flag, value in given.items() if value], output)
+        return
+    if to_topic is None:
+        raise UsageError("replay needs --to-topic (or --dead-letters)")
     options = ReplayOptions(
         to_topic=to_topic, from_topic=from_topic, from_file=from_file,
         from_time=from_time, to_time=to_time,
@@ -98,3 +113,18 @@ def replay(g: Globals, from_topic, from_file, to_topic, from_time, to_time, from
                                      f"({doc['partitioning']}) in {doc['seconds']:.1f}s"), output)
     if summary.skipped_by_filter:
         info(f"{summary.skipped_by_filter} record(s) did not match --filter-key")
+
+
+def _replay_dead_letters(g: Globals, options: DeadLetterReplay, refused: list[str], output: str) -> None:
+    if refused:
+        raise UsageError(f"--dead-letters does not take {', '.join(refused)}")
+    if options.from_topic is None:
+        raise UsageError("--dead-letters needs --from-topic (the dead-letter topic)")
+    summary = replay_dead_letters(g.clients(), options)
+    doc = summary.to_dict()
+    verb = "would send" if options.dry_run else "sent"
+    emit(Listing(doc["targets"],
+                 [Column("topic"), Column("partition", justify="right"), Column("records", justify="right"),
+                  Column("first_time"), Column("last_time"), Column("exceptions")],
+                 document=doc, title=f"{verb} {doc['records']} dead letter(s) from {doc['source']} back "
+                                     f"in {doc['seconds']:.1f}s"), output)

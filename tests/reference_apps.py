@@ -47,8 +47,10 @@ class ReferenceApp:
     """One Kafka Streams application (ReferenceApp.java names them) in a JVM of its own."""
 
     def __init__(self, app: str, bootstrap: str, application_id: str, protocol: str, state_dir: Path,
-                 input_topic: str, output_topic: str):
-        self.args = [app, bootstrap, application_id, protocol, str(state_dir), input_topic, output_topic]
+                 input_topic: str, output_topic: str, config: dict[str, str] | None = None):
+        """config: more StreamsConfig settings."""
+        self.args = [app, bootstrap, application_id, protocol, str(state_dir), input_topic, output_topic,
+                     *(f"{name}={value}" for name, value in (config or {}).items())]
         self.application_id, self.state_dir = application_id, state_dir
         self.proc: subprocess.Popen | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()

@@ -114,6 +114,8 @@ class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --for
     headers: list[list[Any]]  # [[name, value], ...]
     key_schema_id: NotRequired[int | None]  # decoded with a schema: the id its header named
     value_schema_id: NotRequired[int | None]
+    # a dead letter: {"exception", "message", "topic", "partition", "offset"} from its headers
+    dead_letter: NotRequired[dict[str, Any]]
 
 
 class RunningPids(TypedDict):  # who runs an app

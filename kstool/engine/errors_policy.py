@@ -1,8 +1,9 @@
 """--on-error for input records a topology cannot process: fail | skip | dlq:TOPIC.
 
 fail raises inside the Spark task (nothing of the batch is written or committed) and names
-the record; skip drops it; dlq writes the original record, with provenance headers, to a
-dead-letter topic and drops it. Bad records are counted in the progress output."""
+the record; skip drops it; dlq writes the original record to a dead-letter topic in Kafka
+Streams' form (kstool.kafka.dead_letters) and drops it. Bad records are counted in the progress
+output."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from kstool.base.errors import UsageError
 from kstool.config import ClientConfig
 from kstool.engine.failures import BAD_RECORD, SINK, marked
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.dead_letters import APP, error_headers
 
 METRICS_NAME = "kstool_errors"
+# a dead letter's __streams.errors.exception: what Kafka Streams fills with the Java exception's class
+INVALID_RECORD = "kstool.InvalidRecord"
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,9 @@ def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
 
 def _send_dead_letter(producer, topic, row, app_id, reason, failures) -> None:
     headers = [(h["key"], h["value"]) for h in row["headers"] or []]
-    headers += [("kstool.dlq.app", app_id.encode()), ("kstool.dlq.topic", row["topic"].encode()),
-                ("kstool.dlq.partition", str(row["partition"]).encode()),
-                ("kstool.dlq.offset", str(row["offset"]).encode()),
-                ("kstool.dlq.error", reason.encode())]
+    headers += error_headers(INVALID_RECORD, reason, f"{INVALID_RECORD}: {reason}", row["topic"],
+                             row["partition"], row["offset"])
+    headers.append((APP, app_id.encode()))
     ts = row["timestamp"]
     producer.produce(topic, key=row["key"], value=row["value"], headers=headers,
                      timestamp=0 if ts is None else int(ts.timestamp() * 1000),

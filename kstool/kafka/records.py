@@ -7,7 +7,8 @@
 Keys, values and header values are decoded with the chosen serde; bytes it cannot represent
 are {"base64": "..."}; null stays null. Keys and values decoded with a schema add
 "key_schema_id" / "value_schema_id" (as kcat -J does), which produce uses to encode them back to
-the same bytes.
+the same bytes. A dead letter (Kafka Streams' KIP-1034 headers) adds "dead_letter": {"exception",
+"message", "topic", "partition", "offset"}, read from its headers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Me
 
 from kstool.base.documents import RecordEnvelope
 from kstool.base.serdes import EncodeError, FieldEncoder, WithSchemaId, decoder, encoder, plain_encoder
+from kstool.kafka.dead_letters import DeadLetter
 from kstool.kafka.exceptions import EnvelopeError
 
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
@@ -66,6 +68,9 @@ def to_envelope(record: Record, decode_key: Callable[[bytes | None], Any],
         envelope["key_schema_id"] = key.schema_id
     if isinstance(value, WithSchemaId):
         envelope["value_schema_id"] = value.schema_id
+    dead_letter = DeadLetter.of(record.headers) if record.headers else None
+    if dead_letter is not None:
+        envelope["dead_letter"] = dead_letter.to_dict()
     return envelope
 
 

@@ -154,9 +154,14 @@ def test_bad_utf8_fail_skip_and_dlq(kafka, spark, topic_name):
     assert output_counts(kafka, source + "-out3") == {"good": 2, "words": 1, "more": 1}
     [dead] = read_all(kafka, dlq)
     assert dead.value() == b"bad \xff\xfe bytes"
-    headers = dict(dead.headers())
-    assert headers["kstool.dlq.topic"] == source.encode()
-    assert (headers["kstool.dlq.partition"], headers["kstool.dlq.offset"]) == (b"0", b"1")
+    assert dead.headers() == [  # Kafka Streams' form (KIP-1034), then the app that wrote it
+        ("__streams.errors.exception", b"kstool.InvalidRecord"), ("__streams.errors.message", b"not valid UTF-8"),
+        ("__streams.errors.stacktrace", b"kstool.InvalidRecord: not valid UTF-8"),
+        ("__streams.errors.topic", source.encode()), ("__streams.errors.partition", b"0"),
+        ("__streams.errors.offset", b"1"), ("kstool.dlq.app", (source + "-dlq-app").encode())]
+    sent_back = cli("replay", "--dead-letters", "--from-topic", dlq, "--dry-run", "-o", "json")
+    assert [(t["topic"], t["partition"], t["records"]) for t in json.loads(sent_back.stdout)["targets"]] == [
+        (source, 0, 1)]
 
 
 def test_sigkill_mid_stream_then_restart_loses_nothing(kafka, spark, topic_name):

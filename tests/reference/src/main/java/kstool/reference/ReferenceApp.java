@@ -30,7 +30,8 @@ import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
 
 /**
  * A Kafka Streams application of the tests, by name, against a real broker:
- * {@code ReferenceApp APP BOOTSTRAP APPLICATION_ID GROUP_PROTOCOL STATE_DIR INPUT OUTPUT}.
+ * {@code ReferenceApp APP BOOTSTRAP APPLICATION_ID GROUP_PROTOCOL STATE_DIR INPUT OUTPUT [NAME=VALUE...]}
+ * (the NAME=VALUE pairs: more StreamsConfig settings).
  * It prints its topology's describe() text between "topology:" and "end-topology", then
  * "state RUNNING" (and every later state), and reads commands on stdin: "query STORE FILE" writes
  * what Interactive Queries return for the store as JSON ({"key": value, ...}) and prints
@@ -42,8 +43,8 @@ public final class ReferenceApp {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 7) {
-            System.err.println("usage: ReferenceApp APP BOOTSTRAP APPLICATION_ID GROUP_PROTOCOL STATE_DIR INPUT OUTPUT");
+        if (args.length < 7) {
+            System.err.println("usage: ReferenceApp APP BOOTSTRAP APPLICATION_ID GROUP_PROTOCOL STATE_DIR INPUT OUTPUT [NAME=VALUE...]");
             System.exit(2);
         }
         String app = args[0];
@@ -55,6 +56,10 @@ public final class ReferenceApp {
         // every update reaches the changelog and the output at once, committed every 100 ms
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+        for (String setting : Arrays.copyOfRange(args, 7, args.length)) {
+            String[] nameValue = setting.split("=", 2);
+            props.put(nameValue[0], nameValue[1]);
+        }
         Topology topology = build(app, args[5], args[6]);
         System.out.println("topology:");
         System.out.println(topology.describe());
@@ -99,6 +104,13 @@ public final class ReferenceApp {
                         .count(Materialized.as("counts"))
                         .toStream()
                         .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+                break;
+            case "doubler":
+                // fails on every value that is not a number: with a processing exception handler
+                // that continues and errors.dead.letter.queue.topic.name set, a KIP-1034 dead letter
+                builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+                        .mapValues(value -> String.valueOf(Long.parseLong(value) * 2))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
                 break;
             default:
                 throw new IllegalArgumentException("no reference app " + app);
