@@ -13,7 +13,8 @@ from kstool.application.model import resolve_state_dir
 from kstool.base.errors import KstoolError, UsageError
 from kstool.base.serdes import FORMATS as SERDE_FORMATS
 from kstool.base.serdes import RECORD_FORMATS, SCHEMA_FORMATS
-from kstool.base.timeutil import parse_time
+from kstool.base.timeutil import parse_duration, parse_time
+from kstool.changelog.suppress_buffer import FORMAT_PREFIX as SUPPRESS_BUFFER
 from kstool.commands.completion import complete_from, complete_topics
 from kstool.output import FORMATS
 from kstool.schemas.formats import SchemaOptions
@@ -77,8 +78,19 @@ def named_argument(name: str, flag_help: str, **argument: Any):
     return decorate
 
 
+class StoreValueFormat(click.Choice):
+    """A store's value format, or Kafka Streams' suppression buffer around one: suppress-buffer:FMT."""
+
+    def __init__(self) -> None:
+        plain = [*SERDE_FORMATS, *SCHEMA_FORMATS]
+        super().__init__(plain + [f"{SUPPRESS_BUFFER}:{f}" for f in plain])
+
+    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
+        return "FMT|suppress-buffer:FMT"
+
+
 # what a store's keys and values (changelogs, state) and whole records (also `raw`) may be in
-STORE_FORMATS = click.Choice([*SERDE_FORMATS, *SCHEMA_FORMATS])
+STORE_FORMATS = StoreValueFormat()
 
 
 class KeyFormat(click.Choice):
@@ -135,6 +147,23 @@ class TimeType(click.ParamType):
 
 
 TIME = TimeType()
+
+
+class DurationType(click.ParamType):
+    """A duration in milliseconds: 90s, 1h30m, PT5M."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(value)
+        except UsageError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = DurationType()
 
 
 def setting_option(setting: Setting, for_describe: bool = False):

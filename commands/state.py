@@ -12,6 +12,7 @@ from kstool.base.errors import UsageError
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
+    DURATION,
     STORE_FORMATS,
     TIME,
     SchemaFlags,
@@ -40,6 +41,12 @@ _SOURCE_OPTIONS = [
                  help="Read this changelog (Kafka Streams apps; with --key-format/--value-format)."),
     click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT", help="With --changelog-topic."),
     click.option("--value-format", type=STORE_FORMATS, help="With --changelog-topic."),
+    click.option("--window-size", "window_size_ms", type=DURATION, metavar="DURATION",
+                 help="With --changelog-topic: a window store's window size, for the windows' ends "
+                      "(its keys hold only the start)."),
+    click.option("--retention", "retention_ms", type=DURATION, metavar="DURATION",
+                 help="With --changelog-topic: a window or session store's retention; older windows are "
+                      "gone from the store [default: the topic's retention.ms less Kafka Streams' extra day]."),
     click.option("--no-engine", "use_engine", flag_value=False, default=True,
                  help="Read the checkpoint in this process: neither use the warm engine nor start one "
                       "(also KSTOOL_ENGINE=off)."),

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.apache_kafka import CACHE, REPO, ReferenceMissing, _die_with_parent, _java, kafka_jars
 
@@ -94,10 +95,11 @@ class ReferenceApp:
         while self._next(max(deadline - time.monotonic(), 0.1)) != wanted:
             pass
 
-    def query(self, store: str) -> dict:
-        """What Interactive Queries return for the store: {key: value}."""
+    def query(self, store: str, kind: str = "key-value") -> Any:
+        """What Interactive Queries return for the store: {key: value} for a key-value store; for a
+        window or session store, [{"key", "start", "end", "value"}, ...]."""
         out = self.state_dir / f"query-{store}.json"
-        self._send(f"query {store} {out}")
+        self._send(f"query {kind} {store} {out}")
         self._expect(f"queried {out}")
         return json.loads(out.read_text())
 

@@ -18,6 +18,7 @@ from kstool.base.store_keys import (
     split_window_store_key,
     windowed_key_bounds,
 )
+from kstool.changelog import suppress_buffer
 from kstool.schemas.formats import Schemas, record_decoder
 
 # window and session: Kafka Streams' store keys (a changelog's); time-windowed: an aggregate's
@@ -129,6 +130,8 @@ def value_decoder(fmt: str, schemas: Schemas | None = None) -> Callable[[bytes |
     buffered, _, within = fmt.partition(":")
     if buffered == BUFFERED_VALUE and within:
         return _buffered_value_decoder(value_decoder(within, schemas))
+    if buffered == suppress_buffer.FORMAT_PREFIX and within:
+        return suppress_buffer.value_decoder(value_decoder(within, schemas))
     inner = _inner_decoder(fmt, schemas, "value")
 
     def decode(data: bytes | None):

@@ -10,6 +10,7 @@ from typing import Any, Iterator, cast
 from kstool.application.model import iter_apps
 from kstool.base.errors import UsageError
 from kstool.base.serdes import as_text
+from kstool.changelog import suppress_buffer
 from kstool.changelog.layouts import (
     KeySpec,
     detect_key_format,
@@ -102,10 +103,13 @@ def detect_formats(clients: KafkaClients, topic: str) -> Formats:
     sample = []
     for record in consume(clients, ConsumeOptions(topic, exit_at_end=True, max_messages=DETECT_SAMPLE)):
         sample.append(record)
-    keys = [r.key for r in sample]
+    keys, values = [r.key for r in sample], [r.value for r in sample]
     layout, evidence = detect_layout(keys)
-    return Formats(KeySpec(layout, detect_key_format(keys, layout)),
-                   detect_value_format([r.value for r in sample]), "detected",
+    value_format = detect_value_format(values)
+    if suppress_buffer.is_buffer([r.headers for r in sample if r.value is not None]):
+        value_format = f"{suppress_buffer.FORMAT_PREFIX}:{detect_value_format(suppress_buffer.new_values(values))}"
+        evidence += "; values carry the header v=3 of Kafka Streams' suppression buffer"
+    return Formats(KeySpec(layout, detect_key_format(keys, layout)), value_format, "detected",
                    f"{evidence}; from {len(sample)} records")
 
 

@@ -4,21 +4,36 @@ for Kafka Streams apps too, given the formats)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from kstool.changelog.operations import DecodeStats, DumpOptions, Formats, dump
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.topics import topic_configs
 from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import UnsupportedQueryError
 from kstool.streams.versioned import latest_versions
 
+# Kafka Streams keeps a window or session changelog this much longer than its store
+# (StreamsConfig windowstore.changelog.additional.retention.ms, default one day)
+CHANGELOG_EXTRA_RETENTION_MS = 86_400_000
+
+
+def store_retention(clients: KafkaClients, topic: str) -> int | None:
+    """A Kafka Streams window or session store's retention, from its changelog topic's config."""
+    config = topic_configs(clients, topic)
+    retention = int(config.get("retention.ms", "-1"))
+    if "delete" not in config.get("cleanup.policy", "") or retention <= CHANGELOG_EXTRA_RETENTION_MS:
+        return None
+    return retention - CHANGELOG_EXTRA_RETENTION_MS
+
 
 class ChangelogBackend:
     def __init__(self, clients: KafkaClients, topic: str, formats: Formats, window_size_ms: int | None = None,
-                 history_ms: int | None = None):
+                 history_ms: int | None = None, retention_ms: int | None = None):
         self.clients, self.topic, self.formats = clients, topic, formats
         self.window_size_ms = window_size_ms  # window store keys hold only the start
         self.history_ms = history_ms  # a versioned table's: each key's latest version is its newest by time
+        self.retention_ms = retention_ms  # a window or session store's: older windows are gone
         self.description = f"changelog topic {topic}"
         self._entries: list[Entry] | None = None
 
@@ -27,12 +42,29 @@ class ChangelogBackend:
             if self.history_ms is not None:
                 every = dump(self.clients, DumpOptions(self.topic, self.formats), DecodeStats())
                 rows = _latest_versions(every, self.history_ms)
+            elif self.retention_ms is not None:
+                rows = self._retained(dump(self.clients, DumpOptions(self.topic, self.formats, compact=True,
+                                                                     show_tombstones=True), DecodeStats()))
             else:
                 rows = list(dump(self.clients, DumpOptions(self.topic, self.formats, compact=True), DecodeStats()))
             self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r),
                                           r["partition"]) for r in rows),
                                    key=lambda e: (*key_order(e.key), e.window_start or 0))
         return self._entries
+
+    def _retained(self, rows) -> list[dict]:
+        """The windows a Kafka Streams store still returns: its segmented store answers only for
+        windows (sessions: by their end) newer than the newest it was given less the retention
+        (AbstractRocksDBSegmentedBytesStore.getActualFrom), per partition."""
+        every = list(rows)
+        by_session_end = self.formats.key.layout == "session"
+        newest: dict[int, int] = {}
+        for row in every:
+            at = row["window_end"] if by_session_end else row["window_start"]
+            newest[row["partition"]] = max(newest.get(row["partition"], at), at)
+        retention = cast(int, self.retention_ms)
+        return [row for row in every if not row["tombstone"]
+                and (row["window_end"] if by_session_end else row["window_start"]) > newest[row["partition"]] - retention]
 
     def _end(self, row: dict) -> int | None:
         if row["window_end"] is None and row["window_start"] is not None and self.window_size_ms:

@@ -23,7 +23,7 @@ from kstool.engine.session import SparkOptions
 from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions
 from kstool.state.backend import Change, Entry, StateBackend
-from kstool.state.changelog import ChangelogBackend
+from kstool.state.changelog import ChangelogBackend, store_retention
 from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
 from kstool.state.from_checkpoint import CheckpointBackend
 
@@ -37,6 +37,8 @@ class StateSource:
     changelog_topic: str | None = None  # Kafka Streams apps: no manifest
     key_format: str | None = None
     value_format: str | None = None
+    window_size_ms: int | None = None  # with changelog_topic
+    retention_ms: int | None = None  # with changelog_topic; None: from the topic's config
     batch_id: int | None = None
     spark: SparkOptions | None = None
     use_engine: bool = True  # checkpoint reads go to the warm engine, started when none runs
@@ -79,7 +81,12 @@ def _online(clients: KafkaClients | None) -> KafkaClients:
 def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[StateBackend, StoreSpec | None]:
     if source.changelog_topic:
         formats = flag_formats(source.key_format, source.value_format, source.schemas)
-        return ChangelogBackend(_online(clients), source.changelog_topic, formats), None
+        online = _online(clients)
+        retention = source.retention_ms
+        if retention is None and formats.key.layout in ("window", "session"):
+            retention = store_retention(online, source.changelog_topic)
+        return ChangelogBackend(online, source.changelog_topic, formats, source.window_size_ms,
+                                retention_ms=retention), None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
     manifest, store = _store(source.state_dir, source.app_id, source.store)

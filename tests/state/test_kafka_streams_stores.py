@@ -7,7 +7,7 @@ import json
 import uuid
 
 from tests.conftest import cli
-from tests.helpers import counts_in, create_topic, produce_values, wait_until
+from tests.helpers import as_long, counts_in, create_topic, jsonl_rows, produce_batched, produce_values, read_all, wait_until
 from tests.oracles import word_counts
 from tests.reference_apps import ReferenceApp
 
@@ -27,3 +27,86 @@ def test_a_timestamped_key_value_store_is_what_interactive_queries_return(apache
               "--key-format", "string", "--value-format", "long", "-o", "json")
     assert got.exit_code == 0, got.stderr
     assert {row["key"]: row["value"] for row in json.loads(got.stdout)} == queried
+
+
+BASE = 1_767_225_600_000
+# (key, seconds after BASE); a on partition 0, b on 1: each partition's store has its own stream time
+EVENTS = [("a", 0), ("a", 10), ("b", 20), ("a", 45), ("b", 70), ("a", 75), ("a", 200), ("b", 300)]
+# the reference app's "windows": store, key format, window size (IQ's window end = start + size)
+WINDOW_STORES = [("tumbling", "windowed:string", "1m"), ("hopping", "windowed:string", "1m"),
+                 ("sliding", "windowed:string", "30s"), ("sessions", "session:string", None)]
+
+
+def test_window_and_session_stores_are_what_interactive_queries_return(apache_kafka, tmp_path):
+    source, app_id = (f"ref-{name}-{uuid.uuid4().hex[:6]}" for name in ("events", "windows"))
+    create_topic(apache_kafka, source, 2)
+    create_topic(apache_kafka, app_id + "-final", 1)
+    produce_batched(apache_kafka, source, [(key.encode(), b"x", 0 if key == "a" else 1, BASE + s * 1000)
+                                           for key, s in EVENTS])
+    with ReferenceApp("windows", apache_kafka.bootstrap, app_id, "classic", tmp_path / app_id, source,
+                      app_id + "-final") as app:
+        wait_until(lambda: sum(s["value"] for s in app.query("sessions", "session")) == len(EVENTS),
+                   lambda: f"every event in a session: {app.query('sessions', 'session')}")
+        queried = {store: app.query(store, "session" if store == "sessions" else "window")
+                   for store, *_ in WINDOW_STORES}
+
+    def state(store, key_format, *args):
+        got = cli("-b", apache_kafka.bootstrap, "state", *args, "--changelog-topic", f"{app_id}-{store}-changelog",
+                  "--key-format", key_format, "--value-format", "long", "-o", "json")
+        if got.exit_code == 1 and "not found" in got.stderr:
+            return []
+        assert got.exit_code == 0, got.stderr
+        return sorted((r["key"], r["window_start"], r["window_end"], r["value"]) for r in json.loads(got.stdout))
+
+    for store, key_format, size in WINDOW_STORES:
+        sized = ["--window-size", size] if size else []
+        expected = sorted((w["key"], w["start"], w["end"], w["value"]) for w in queried[store])
+        assert state(store, key_format, "all", *sized) == expected, store
+        # fetch(key, from, to): windows starting in it; sessions ending at or after from and
+        # starting at or before to (ReadOnlySessionStore.findSessions(key, earliestEnd, latestStart))
+        first_minute = [w for w in expected if w[0] == "a" and (
+            BASE <= w[1] <= BASE + 60_000 if store != "sessions" else w[2] >= BASE and w[1] <= BASE + 60_000)]
+        assert state(store, key_format, "fetch", "a", "--from", f"@{BASE}", "--to", f"@{BASE + 60_000}",
+                     *sized) == first_minute, store
+
+    # the tumbling store keeps 1m + 30s grace: its changelog still holds windows that the store
+    # (and so Interactive Queries) no longer returns, per partition: a's at 3m, b's at 5m only
+    assert sorted((w["key"], w["start"]) for w in queried["tumbling"]) == [("a", BASE + 180_000), ("b", BASE + 300_000)]
+    logged = cli("-b", apache_kafka.bootstrap, "changelog", "dump", f"{app_id}-tumbling-changelog", "--compact",
+                 "--key-format", "windowed:string", "--value-format", "long", "-o", "jsonl")
+    assert len(jsonl_rows(logged.stdout)) == 6
+
+    # what suppress(untilWindowCloses) emitted, once each: the closed windows (a's by 200s, b's by
+    # 300s, end + 30s grace) with their last count in the store's changelog
+    wait_until(lambda: len(read_all(apache_kafka, app_id + "-final")) >= 4, "four windows closed")
+    final = {m.key().decode(): as_long(m.value()) for m in read_all(apache_kafka, app_id + "-final")}
+    last = {f"{r['key']}@{r['window_start']}": r["value"] for r in jsonl_rows(logged.stdout)}
+    assert final == {key: last[key] for key in (f"a@{BASE}", f"a@{BASE + 60_000}", f"b@{BASE}", f"b@{BASE + 60_000}")}
+
+
+def test_a_suppression_buffer_changelog_is_decoded_not_shown_as_bytes(apache_kafka, tmp_path):
+    source, app_id = (f"ref-{name}-{uuid.uuid4().hex[:6]}" for name in ("events", "suppress"))
+    create_topic(apache_kafka, source, 1)
+    create_topic(apache_kafka, app_id + "-final", 1)
+    # stream time 95s closes a@0 (its end 60s + grace 30s); the buffer still holds a@1m and b@1m
+    produce_batched(apache_kafka, source, [(b"a", b"x", 0, BASE), (b"b", b"x", 0, BASE + 61_000),
+                                           (b"a", b"x", 0, BASE + 62_000), (b"b", b"x", 0, BASE + 95_000)])
+    topic = f"{app_id}-final-store-changelog"
+
+    def held() -> dict:
+        dumped = cli("-b", apache_kafka.bootstrap, "changelog", "dump", topic, "--detect", "--compact", "-o", "jsonl")
+        assert dumped.exit_code == 0 and "did not decode" not in dumped.stderr, dumped.stderr
+        return {(r["key"], r["window_start"]): r["value"] for r in jsonl_rows(dumped.stdout)}
+
+    with ReferenceApp("windows", apache_kafka.bootstrap, app_id, "classic", tmp_path / app_id, source,
+                      app_id + "-final"):
+        # the buffer logs at each commit: a@0 left it (a tombstone), a@1m and b@1m wait
+        wait_until(lambda: {key: value["value"] for key, value in held().items()} == {
+            ("a", BASE + 60_000): 1, ("b", BASE + 60_000): 2}, lambda: f"the buffer's changelog: {held()}")
+    assert [m.key() for m in read_all(apache_kafka, app_id + "-final")] == [f"a@{BASE}".encode()]
+    described = cli("-b", apache_kafka.bootstrap, "changelog", "describe", topic, "--detect", "-o", "json")
+    layout = json.loads(described.stdout)["layout"]
+    assert (layout["formats"]["key"], layout["formats"]["value"]) == ("time-windowed:string", "suppress-buffer:long")
+    for (_, start), buffered in held().items():
+        assert buffered["buffer_time"] == start + 60_000, "it leaves the buffer when its window ends"
+        assert (buffered["record"]["topic"], buffered["record"]["partition"]) == (source, 0)

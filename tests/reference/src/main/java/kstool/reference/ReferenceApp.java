@@ -7,35 +7,48 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.SortedSet;
+import java.util.TreeSet;
 import java.util.Locale;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StoreQueryParameters;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.TaskMetadata;
+import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.InvalidStateStoreException;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.state.KeyValueIterator;
 import org.apache.kafka.streams.state.QueryableStoreTypes;
-import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
+import org.apache.kafka.streams.state.ReadOnlySessionStore;
+import org.apache.kafka.streams.state.SessionStore;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * A Kafka Streams application of the tests, by name, against a real broker:
  * {@code ReferenceApp APP BOOTSTRAP APPLICATION_ID GROUP_PROTOCOL STATE_DIR INPUT OUTPUT [NAME=VALUE...]}
  * (the NAME=VALUE pairs: more StreamsConfig settings).
  * It prints its topology's describe() text between "topology:" and "end-topology", then
- * "state RUNNING" (and every later state), and reads commands on stdin: "query STORE FILE" writes
- * what Interactive Queries return for the store as JSON ({"key": value, ...}) and prints
- * "queried FILE"; "stop" (or the end of stdin) closes the app and exits.
+ * "state RUNNING" (and every later state), and reads commands on stdin: "query KIND STORE FILE"
+ * (KIND: key-value, window, session) writes what Interactive Queries return for the store as JSON
+ * and prints "queried FILE"; "stop" (or the end of stdin) closes the app and exits.
  */
 public final class ReferenceApp {
 
@@ -80,9 +93,9 @@ public final class ReferenceApp {
             String line;
             while ((line = commands.readLine()) != null && !line.equals("stop")) {
                 String[] words = line.split(" ");
-                if (words.length == 3 && words[0].equals("query")) {
-                    Files.writeString(Path.of(words[2]), queryKeyValueStore(streams, words[1]));
-                    System.out.println("queried " + words[2]);
+                if (words.length == 4 && words[0].equals("query")) {
+                    Files.writeString(Path.of(words[3]), query(streams, words[1], words[2]));
+                    System.out.println("queried " + words[3]);
                 } else {
                     System.out.println("unknown command " + Arrays.toString(words));
                 }
@@ -105,6 +118,25 @@ public final class ReferenceApp {
                         .toStream()
                         .to(output, Produced.with(Serdes.String(), Serdes.Long()));
                 break;
+            case "windows": {
+                // every window kind's count over the same keys: tumbling (its final counts to the
+                // output through suppress), hopping, sliding and session stores to query
+                KGroupedStream<String, String> byKey = builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+                        .groupByKey(Grouped.with(Serdes.String(), Serdes.String()));
+                byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMinutes(1), Duration.ofSeconds(30)))
+                        .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("tumbling"))
+                        .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()).withName("final"))
+                        .toStream((window, count) -> window.key() + "@" + window.window().start())
+                        .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+                byKey.windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMinutes(1), Duration.ofMinutes(10))
+                                .advanceBy(Duration.ofSeconds(30)))
+                        .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("hopping"));
+                byKey.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofSeconds(30), Duration.ofMinutes(10)))
+                        .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("sliding"));
+                byKey.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofSeconds(30), Duration.ofMinutes(10)))
+                        .count(Materialized.<String, Long, SessionStore<Bytes, byte[]>>as("sessions"));
+                break;
+            }
             case "doubler":
                 // fails on every value that is not a number: with a processing exception handler
                 // that continues and errors.dead.letter.queue.topic.name set, a KIP-1034 dead letter
@@ -118,28 +150,81 @@ public final class ReferenceApp {
         return builder.build();
     }
 
-    /** The store's entries as a JSON object, once the store can be queried (after a rebalance). */
-    static String queryKeyValueStore(KafkaStreams streams, String store) throws InterruptedException {
+    /**
+     * What Interactive Queries return for the store, as JSON, once it can be queried (after a
+     * rebalance): a key-value store as {"key": value, ...}; a window or session store as
+     * [{"key", "start", "end", "value"}, ...] (all windows; all sessions).
+     */
+    static String query(KafkaStreams streams, String kind, String store) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (true) {
             try {
-                ReadOnlyKeyValueStore<Object, Object> view = streams.store(
-                        StoreQueryParameters.fromNameAndType(store, QueryableStoreTypes.keyValueStore()));
-                StringBuilder json = new StringBuilder("{");
-                try (KeyValueIterator<Object, Object> entries = view.all()) {
-                    while (entries.hasNext()) {
-                        KeyValue<Object, Object> entry = entries.next();
-                        json.append(json.length() > 1 ? ", " : "").append(quoted(String.valueOf(entry.key)))
-                                .append(": ").append(jsonValue(entry.value));
-                    }
+                switch (kind) {
+                    case "key-value":
+                        try (KeyValueIterator<Object, Object> entries = streams.store(StoreQueryParameters.fromNameAndType(
+                                store, QueryableStoreTypes.keyValueStore())).all()) {
+                            return keyValues(entries);
+                        }
+                    case "window":
+                        StringBuilder windowsJson = new StringBuilder("[");
+                        try (KeyValueIterator<Windowed<Object>, Object> windows = streams.store(StoreQueryParameters.fromNameAndType(
+                                store, QueryableStoreTypes.windowStore())).all()) {
+                            appendWindowed(windowsJson, windows);
+                        }
+                        return windowsJson.append("]").toString();
+                    case "session":
+                        // partition by partition: over all of them, findSessions(null, null, ...)
+                        // returns the first partition's sessions only (CompositeReadOnlySessionStore)
+                        StringBuilder sessionsJson = new StringBuilder("[");
+                        for (int partition : localPartitions(streams)) {
+                            ReadOnlySessionStore<Object, Object> sessions = streams.store(StoreQueryParameters.fromNameAndType(
+                                    store, QueryableStoreTypes.<Object, Object>sessionStore()).withPartition(partition));
+                            try (KeyValueIterator<Windowed<Object>, Object> all = sessions.findSessions(null, null, 0L, Long.MAX_VALUE)) {
+                                appendWindowed(sessionsJson, all);
+                            }
+                        }
+                        return sessionsJson.append("]").toString();
+                    default:
+                        throw new IllegalArgumentException("no store kind " + kind);
                 }
-                return json.append("}").toString();
             } catch (InvalidStateStoreException notYet) {
                 if (System.nanoTime() > deadline) {
                     throw notYet;
                 }
                 Thread.sleep(100);
             }
+        }
+    }
+
+    /** The partitions this instance's active tasks read (of any source topic). */
+    static SortedSet<Integer> localPartitions(KafkaStreams streams) {
+        SortedSet<Integer> partitions = new TreeSet<>();
+        for (ThreadMetadata thread : streams.metadataForLocalThreads()) {
+            for (TaskMetadata task : thread.activeTasks()) {
+                task.topicPartitions().forEach(partition -> partitions.add(partition.partition()));
+            }
+        }
+        return partitions;
+    }
+
+    static String keyValues(KeyValueIterator<Object, Object> entries) {
+        StringBuilder json = new StringBuilder("{");
+        while (entries.hasNext()) {
+            KeyValue<Object, Object> entry = entries.next();
+            json.append(json.length() > 1 ? ", " : "").append(quoted(String.valueOf(entry.key)))
+                    .append(": ").append(jsonValue(entry.value));
+        }
+        return json.append("}").toString();
+    }
+
+    /** Each entry as {"key", "start", "end", "value"}, after what json holds ("[" or entries). */
+    static void appendWindowed(StringBuilder json, KeyValueIterator<Windowed<Object>, Object> entries) {
+        while (entries.hasNext()) {
+            KeyValue<Windowed<Object>, Object> entry = entries.next();
+            json.append(json.length() > 1 ? ", " : "").append("{\"key\": ").append(quoted(String.valueOf(entry.key.key())))
+                    .append(", \"start\": ").append(entry.key.window().start())
+                    .append(", \"end\": ").append(entry.key.window().end())
+                    .append(", \"value\": ").append(jsonValue(entry.value)).append("}");
         }
     }
 
