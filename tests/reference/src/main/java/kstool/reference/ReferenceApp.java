@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StoreQueryParameters;
@@ -48,7 +49,7 @@ import org.apache.kafka.streams.state.WindowStore;
  * It prints its topology's describe() text between "topology:" and "end-topology", then
  * "state RUNNING" (and every later state), and reads commands on stdin: "query KIND STORE FILE"
  * (KIND: key-value, window, session) writes what Interactive Queries return for the store as JSON
- * and prints "queried FILE"; "stop" (or the end of stdin) closes the app and exits.
+ * and prints "queried FILE"; "stop" (or the end of stdin) closes the app, leaving its group, and exits.
  */
 public final class ReferenceApp {
 
@@ -102,7 +103,10 @@ public final class ReferenceApp {
                 System.out.flush();
             }
         }
-        streams.close(Duration.ofSeconds(30));
+        // leaving the group: a classic member would otherwise stay until its session times out
+        // (Kafka Streams does not leave on a plain close), and a reset refuses an active group
+        streams.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
+                .withTimeout(Duration.ofSeconds(30)));
         stopped.await(30, TimeUnit.SECONDS);
     }
 
