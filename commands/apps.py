@@ -10,6 +10,7 @@ import click
 
 from kstool.application.model import LockHolder
 from kstool.apps import describe as ops
+from kstool.apps.kafka_streams import kafka_streams_apps
 from kstool.apps.top import Top, TopOptions, check_lag
 from kstool.base.documents import AppTopRow
 from kstool.base.timeutil import format_duration, parse_duration
@@ -28,9 +29,18 @@ def apps():
 
 @apps.command("list")
 @state_dir_option()
+@click.option("--kafka-streams", is_flag=True,
+              help="List the Kafka Streams applications the broker shows instead: streams groups, and groups "
+                   "owning topics of Kafka Streams' internal names (kstool's apps among them).")
 @output_option()
-def list_(state_dir, output):
+@pass_globals
+def list_(g: Globals, state_dir, kafka_streams, output):
     """List apps with their topology, topics, last committed batch and whether they run."""
+    if kafka_streams:
+        emit(Listing(kafka_streams_apps(g.clients(), state_dir),
+                     [Column("app_id"), Column("protocol"), Column("state"), Column("members", justify="right"),
+                      Column("input_topics"), Column("internal_topics"), Column("kstool_app", "KSTOOL")]), output)
+        return
     rows = ops.list_apps(state_dir)
     emit(Listing(rows, [Column("app_id"), Column("topology"), Column("input_topics"),
                         Column("output_topics"), Column("last_batch", justify="right"),

@@ -133,6 +133,16 @@ class AppRow(TypedDict):  # apps list
     engine_pid: int | None  # the warm engine hosting the run; None: the command runs it itself
 
 
+class KafkaStreamsAppRow(TypedDict):  # apps list --kafka-streams
+    app_id: str  # the application.id: its group
+    protocol: str  # the group's: streams (KIP-1071), classic or consumer
+    state: str
+    members: int
+    input_topics: list[str]  # streams: its topology's sources; classic: the topics it committed offsets of
+    internal_topics: list[str]  # changelog, repartition and foreign-key subscription topics
+    kstool_app: bool  # an app of this state dir
+
+
 class ProcessedOffset(TypedDict):
     topic: str
     partition: int

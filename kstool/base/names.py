@@ -1,4 +1,5 @@
-"""Validation of names that become paths or topic names (application ids, store names)."""
+"""Validation of names that become paths or topic names (application ids, store names), and
+Kafka Streams' names of an application's topics."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def validate_topic(name: str) -> str:
 def changelog_topic(app_id: str, store: str) -> str:
     return f"{app_id}-{store}-changelog"
 
+
+
+INTERNAL_SUFFIXES = ("-changelog", "-repartition", "-subscription-registration-topic",
+                     "-subscription-response-topic")
+FK_JOIN_TOPIC = re.compile(r".+-KTABLE-FK-JOIN-SUBSCRIPTION-(REGISTRATION|RESPONSE)-\d+-topic")
+
+
+def detect_internal_topics(app_id: str, topics: list[str], excluded: set[str]) -> list[str]:
+    """Kafka Streams' rule: `<app-id>-` prefix, an internal suffix, not an input/intermediate."""
+    prefix = f"{app_id}-"
+    return sorted(t for t in topics if t.startswith(prefix) and t not in excluded
+                  and (t.endswith(INTERNAL_SUFFIXES) or FK_JOIN_TOPIC.fullmatch(t)))

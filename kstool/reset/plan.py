@@ -9,15 +9,13 @@ from pathlib import Path
 
 from kstool.application.model import AppPaths, load_manifest, refuse_if_running
 from kstool.base.documents import GroupMember
+from kstool.base.names import detect_internal_topics
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members, require_group_allowed
 from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.exceptions import GroupActiveError, ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
 
-INTERNAL_SUFFIXES = ("-changelog", "-repartition", "-subscription-registration-topic",
-                     "-subscription-response-topic")
-FK_JOIN_TOPIC = re.compile(r".+-KTABLE-FK-JOIN-SUBSCRIPTION-(REGISTRATION|RESPONSE)-\d+-topic")
 KAFKA_STREAMS_TASK_DIR = re.compile(r"\d+_\d+")
 # Kafka resets only groups that are EMPTY or DEAD
 ACTIVE_GROUP_STATES = ("STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE")
@@ -73,13 +71,6 @@ class ResetPlan:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def detect_internal_topics(app_id: str, topics: list[str], excluded: set[str]) -> list[str]:
-    """Kafka Streams' rule: `<app-id>-` prefix, an internal suffix, not an input/intermediate."""
-    prefix = f"{app_id}-"
-    return sorted(t for t in topics if t.startswith(prefix) and t not in excluded
-                  and (t.endswith(INTERNAL_SUFFIXES) or FK_JOIN_TOPIC.fullmatch(t)))
 
 
 def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:

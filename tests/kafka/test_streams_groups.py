@@ -61,6 +61,17 @@ def test_groups_list_shows_each_app_with_its_type(apps):
     assert streams in theirs and classic not in theirs
 
 
+def test_apps_list_finds_both_as_kafka_streams_apps(apps):
+    listed = cli("-b", apps["kafka"].bootstrap, "apps", "list", "--kafka-streams", "-o", "json")
+    assert listed.exit_code == 0, listed.stderr
+    rows = {row["app_id"]: row for row in json.loads(listed.stdout)}
+    for protocol in ("streams", "classic"):
+        app_id = apps[protocol].application_id
+        assert rows[app_id] == {  # streams: from its topology; classic: from its topics' names and commits
+            "app_id": app_id, "protocol": protocol, "state": "STABLE", "members": 1, "input_topics": [apps["source"]],
+            "internal_topics": [f"{app_id}-counts-changelog", f"{app_id}-counts-repartition"], "kstool_app": False}
+
+
 def test_groups_describe_of_a_streams_group_agrees_with_kafka_streams_groups(apps):
     kafka, app_id = apps["kafka"], apps["streams"].application_id
     described = cli("groups", "describe", app_id, "-o", "json")

@@ -1,0 +1,47 @@
+"""The Kafka Streams applications a cluster shows, whoever runs them: streams groups (KIP-1071),
+whose coordinator holds their topology, and classic or consumer groups that own topics of Kafka
+Streams' internal names (`<application.id>-...-changelog`, `-repartition`, ...). kstool's own
+apps are among them (they keep Kafka Streams' changelogs), marked as such."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kstool.application.model import iter_apps
+from kstool.base.documents import KafkaStreamsAppRow, StreamsGroupDescription
+from kstool.base.names import detect_internal_topics
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.groups import committed_offsets, describe_members, list_groups
+
+
+def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStreamsAppRow]:
+    ours = {manifest.app_id for _, manifest in iter_apps(state_dir)}
+    topics = sorted(t for t in clients.metadata().topics if not t.startswith("__"))
+    rows: list[KafkaStreamsAppRow] = []
+    for group in list_groups(clients):
+        app_id = group["group"]
+        streams_group = group["type"] == "streams"
+        membership = describe_members(clients, app_id) if streams_group else None
+        if membership is not None and membership.streams is not None and membership.streams["subtopologies"]:
+            inputs, internal = _from_topology(membership.streams)
+        else:  # by the names of its topics, and what it committed
+            internal = detect_internal_topics(app_id, topics, set())
+            if not internal and not streams_group:  # a stateless app's group looks like any other
+                continue
+            membership = membership or describe_members(clients, app_id)
+            outside = [t for t in topics if t not in internal]
+            inputs = sorted({topic for topic, _ in committed_offsets(clients, app_id, outside)})
+        rows.append({"app_id": app_id, "protocol": group["type"],
+                     "state": membership.state, "members": len(membership.members), "input_topics": inputs,
+                     "internal_topics": internal, "kstool_app": app_id in ours})
+    return rows
+
+
+def _from_topology(described: StreamsGroupDescription) -> tuple[list[str], list[str]]:
+    """Input and internal topics as the streams group's coordinator knows its topology (empty
+    until a member has sent it)."""
+    subtopologies = described["subtopologies"]
+    repartition = {t for s in subtopologies for t in s["repartition_source_topics"]}
+    changelogs = {t for s in subtopologies for t in s["changelog_topics"]}
+    inputs = {t for s in subtopologies for t in s["source_topics"]} - repartition
+    return sorted(inputs), sorted(repartition | changelogs)
