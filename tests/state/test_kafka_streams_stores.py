@@ -49,6 +49,15 @@ def test_window_and_session_stores_are_what_interactive_queries_return(apache_ka
                    lambda: f"every event in a session: {app.query('sessions', 'session')}")
         queried = {store: app.query(store, "session" if store == "sessions" else "window")
                    for store, *_ in WINDOW_STORES}
+        described = tmp_path / "topology.txt"
+        described.write_text(app.topology)
+
+    # its describe() text, read back: the same text, and each store's changelog is a topic the app wrote
+    assert cli("topology", "describe", "--from-file", str(described), "-o", "text").stdout.rstrip() == app.topology.rstrip()
+    drawn = json.loads(cli("topology", "describe", "--from-file", str(described), "--app-id", app_id, "-o", "json").stdout)
+    listed = json.loads(cli("-b", apache_kafka.bootstrap, "changelog", "list", "--app-id", app_id, "-o", "json").stdout)
+    assert sorted(s["changelog_topic"] for s in drawn["stores"]) == sorted(t["topic"] for t in listed) == sorted(
+        f"{app_id}-{store}-changelog" for store in ("tumbling", "hopping", "sliding", "sessions", "final-store"))
 
     def state(store, key_format, *args):
         got = cli("-b", apache_kafka.bootstrap, "state", *args, "--changelog-topic", f"{app_id}-{store}-changelog",
