@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kstool.application.model import iter_apps
-from kstool.base.documents import KafkaStreamsAppRow, StreamsGroupDescription
+from kstool.base.documents import KafkaStreamsAppRow
 from kstool.base.names import detect_internal_topics
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import committed_offsets, describe_members, list_groups
+from kstool.kafka.groups import committed_offsets, describe_members, list_groups, topology_topics
 
 
 def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStreamsAppRow]:
@@ -23,7 +23,7 @@ def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStre
         streams_group = group["type"] == "streams"
         membership = describe_members(clients, app_id) if streams_group else None
         if membership is not None and membership.streams is not None and membership.streams["subtopologies"]:
-            inputs, internal = _from_topology(membership.streams)
+            inputs, internal = topology_topics(membership.streams)
         else:  # by the names of its topics, and what it committed
             internal = detect_internal_topics(app_id, topics, set())
             if not internal and not streams_group:  # a stateless app's group looks like any other
@@ -35,13 +35,3 @@ def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStre
                      "state": membership.state, "members": len(membership.members), "input_topics": inputs,
                      "internal_topics": internal, "kstool_app": app_id in ours})
     return rows
-
-
-def _from_topology(described: StreamsGroupDescription) -> tuple[list[str], list[str]]:
-    """Input and internal topics as the streams group's coordinator knows its topology (empty
-    until a member has sent it)."""
-    subtopologies = described["subtopologies"]
-    repartition = {t for s in subtopologies for t in s["repartition_source_topics"]}
-    changelogs = {t for s in subtopologies for t in s["changelog_topics"]}
-    inputs = {t for s in subtopologies for t in s["source_topics"]} - repartition
-    return sorted(inputs), sorted(repartition | changelogs)

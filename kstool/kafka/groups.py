@@ -233,6 +233,16 @@ def _streams_description(clients: KafkaClients, group: str) -> StreamsGroupDescr
         return None
 
 
+def topology_topics(described: StreamsGroupDescription) -> tuple[list[str], list[str]]:
+    """A streams group's input and internal (changelog, repartition) topics, from the topology its
+    coordinator holds (none until a member has sent it)."""
+    subtopologies = described["subtopologies"]
+    repartition = {t for s in subtopologies for t in s["repartition_source_topics"]}
+    changelogs = {t for s in subtopologies for t in s["changelog_topics"]}
+    inputs = {t for s in subtopologies for t in s["source_topics"]} - repartition
+    return sorted(inputs), sorted(repartition | changelogs)
+
+
 def _member_of(member: StreamsGroupMember, subtopologies: list[StreamsSubtopology]) -> GroupMember:
     """A streams group's member as a consumer group's: its active tasks' input partitions."""
     inputs = {s["subtopology"]: s["source_topics"] + s["repartition_source_topics"] for s in subtopologies}

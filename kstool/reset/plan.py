@@ -11,7 +11,7 @@ from kstool.application.model import AppPaths, load_manifest, refuse_if_running
 from kstool.base.documents import GroupMember
 from kstool.base.names import detect_internal_topics
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import committed_offsets, describe_members, require_group_allowed
+from kstool.kafka.groups import committed_offsets, describe_members, require_group_allowed, topology_topics
 from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.exceptions import GroupActiveError, ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
@@ -62,6 +62,7 @@ class ResetPlan:
     spec: str
     offsets: list[OffsetChange]
     topics_to_delete: list[str]
+    internal_topics_from: str  # topology (a streams group's, from its coordinator) | names
     local_state: LocalState | None
     members: list[GroupMember]
     warnings: list[str] = field(default_factory=list)
@@ -79,12 +80,13 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     if manifest is not None and not options.plan_only:
         refuse_if_running(paths, "a reset")
     warnings: list[str] = []
+    state, members, streams = describe_members(clients, options.app_id)
+    # a streams group's coordinator holds its topology: its inputs and internal topics
+    topology = topology_topics(streams) if streams is not None and streams["subtopologies"] else None
     inputs = options.input_topics if options.input_topics is not None else (
-        manifest.input_topics if manifest is not None else [])
+        manifest.input_topics if manifest is not None else topology[0] if topology is not None else [])
     if not inputs:
         warnings.append("no input topics given: input offsets stay as they are")
-
-    state, members, streams = describe_members(clients, options.app_id)
     active = bool(members) or state in ACTIVE_GROUP_STATES
     if active and streams is not None:  # LeaveGroup (--force) removes a consumer group's members, not these
         raise GroupActiveError(
@@ -103,7 +105,10 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
 
     clients.require_topics([*inputs, *options.intermediate_topics])
     existing = clients.metadata().topics
-    detected = detect_internal_topics(options.app_id, sorted(existing),
+    # from the topology as kafka-streams-groups.sh --delete-all-internal-topics takes them, else by name
+    internal_from = "topology" if topology is not None else "names"
+    detected = detect_internal_topics(options.app_id, sorted(t for t in (topology[1] if topology else existing)
+                                                             if t in existing),
                                       set(inputs) | set(options.intermediate_topics))
     if options.internal_topics is not None:
         unknown = sorted(set(options.internal_topics) - set(detected))
@@ -135,7 +140,7 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
                 "nothing was changed. Check --state-dir, or use --keep-local-state")
         warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
     return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
-                     options.spec.describe(), changes, to_delete, local, members, warnings)
+                     options.spec.describe(), changes, to_delete, internal_from, local, members, warnings)
 
 
 def _input_changes(clients, spec: ResetSpec, inputs, existing, committed, warnings) -> list[OffsetChange]:

@@ -53,6 +53,11 @@ def test_a_kafka_streams_app_reset_is_kafkas_reset_and_the_app_starts_over(apach
     for app_id in (ours, theirs):
         _run_until_counted(kafka, app_id, source, tmp_path, protocol)
 
+    if protocol == "streams":  # its coordinator holds its topology: inputs and internal topics need no naming
+        planned = cli("-b", kafka.bootstrap, "reset", "--app-id", ours, "--dry-run", "-o", "json")
+        plan = json.loads(planned.stdout)
+        assert ({c["topic"] for c in plan["offsets"]}, plan["topics_to_delete"], plan["internal_topics_from"]) == (
+            {source}, [f"{ours}-counts-changelog", f"{ours}-counts-repartition"], "topology")
     reset = cli("-b", kafka.bootstrap, "reset", "--app-id", ours, "--input-topics", source, "--to-earliest",
                 "--state-dir", str(tmp_path / ours), "--yes")
     assert reset.exit_code == 0, reset.stderr

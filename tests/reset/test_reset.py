@@ -52,7 +52,7 @@ def test_kstool_app_reset_to_datetime_reprocesses_exactly_the_later_records(kafk
     assert result.exit_code == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["app_kind"] == "kstool"
-    assert sorted(plan["topics_to_delete"]) == [f"{app}-counts-changelog"]
+    assert sorted(plan["topics_to_delete"]) == [f"{app}-counts-changelog"] and plan["internal_topics_from"] == "names"
     assert plan["local_state"]["kind"] == "kstool"
     assert {"checkpoint", "metrics.jsonl", "app.json"} <= set(plan["local_state"]["entries"])
     assert not (Path(plan["local_state"]["path"]) / "metrics.jsonl").exists(), "apps top starts over too"
@@ -154,8 +154,8 @@ def test_export_then_from_file_round_trips(kafka, topic_name, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert exported.read_text() == "".join(f"{source},{p},6\n" for p in range(3))
     doc = json.loads(result.stdout)
-    assert set(doc) == {"app_id", "app_kind", "spec", "offsets", "topics_to_delete", "local_state",
-                        "members", "warnings", "dry_run"}
+    assert set(doc) == {"app_id", "app_kind", "spec", "offsets", "topics_to_delete", "internal_topics_from",
+                        "local_state", "members", "warnings", "dry_run"}
     assert doc["offsets"][0] == {"topic": source, "partition": 0, "kind": "input", "current": 10,
                                  "target": 6, "delta": -4, "note": None}
     assert _group_offsets(app) == {(source, p): 10 for p in range(3)}  # dry run
