@@ -14,6 +14,7 @@ from kstool.base.errors import KstoolError, UsageError
 from kstool.base.serdes import FORMATS as SERDE_FORMATS
 from kstool.base.serdes import RECORD_FORMATS, SCHEMA_FORMATS
 from kstool.base.timeutil import parse_duration, parse_time
+from kstool.changelog.fk_subscription import FORMAT_PREFIX as SUBSCRIPTION
 from kstool.changelog.suppress_buffer import FORMAT_PREFIX as SUPPRESS_BUFFER
 from kstool.commands.completion import complete_from, complete_topics
 from kstool.output import FORMATS
@@ -79,14 +80,15 @@ def named_argument(name: str, flag_help: str, **argument: Any):
 
 
 class StoreValueFormat(click.Choice):
-    """A store's value format, or Kafka Streams' suppression buffer around one: suppress-buffer:FMT."""
+    """A store's value format, or Kafka Streams' wrapper around one: suppress-buffer:FMT (a
+    suppression buffer), subscription:FMT (a foreign-key join's subscription store)."""
 
     def __init__(self) -> None:
         plain = [*SERDE_FORMATS, *SCHEMA_FORMATS]
-        super().__init__(plain + [f"{SUPPRESS_BUFFER}:{f}" for f in plain])
+        super().__init__(plain + [f"{wrapper}:{f}" for wrapper in (SUPPRESS_BUFFER, SUBSCRIPTION) for f in plain])
 
     def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
-        return "FMT|suppress-buffer:FMT"
+        return "FMT|suppress-buffer:FMT|subscription:FMT"
 
 
 # what a store's keys and values (changelogs, state) and whole records (also `raw`) may be in

@@ -95,11 +95,12 @@ class ReferenceApp:
         while self._next(max(deadline - time.monotonic(), 0.1)) != wanted:
             pass
 
-    def query(self, store: str, kind: str = "key-value") -> Any:
+    def query(self, store: str, kind: str = "key-value", keys: list[str] | None = None) -> Any:
         """What Interactive Queries return for the store: {key: value} for a key-value store; for a
-        window or session store, [{"key", "start", "end", "value"}, ...]."""
+        window or session store, [{"key", "start", "end", "value"}, ...]; for a versioned store,
+        {key: {"value", "timestamp"}} of the keys given (no spaces in them)."""
         out = self.state_dir / f"query-{store}.json"
-        self._send(f"query {kind} {store} {out}")
+        self._send(" ".join(["query", kind, store, str(out), *(keys or [])]))
         self._expect(f"queried {out}")
         return json.loads(out.read_text())
 

@@ -18,7 +18,7 @@ from kstool.base.store_keys import (
     split_window_store_key,
     windowed_key_bounds,
 )
-from kstool.changelog import suppress_buffer
+from kstool.changelog import fk_subscription, suppress_buffer
 from kstool.schemas.formats import Schemas, record_decoder
 
 # window and session: Kafka Streams' store keys (a changelog's); time-windowed: an aggregate's
@@ -45,7 +45,7 @@ class KeySpec:
     def parse(cls, text: str) -> "KeySpec":
         """`string`, `windowed:long`, `session:json`, `time-windowed:string`, ..."""
         prefix, sep, fmt = text.partition(":")
-        if prefix in BUFFER_KEYS and fmt in KEY_FORMATS:  # key-value stores whose keys hold more
+        if prefix in (*BUFFER_KEYS, fk_subscription.FORMAT_PREFIX) and fmt in KEY_FORMATS:  # keys that hold more
             return cls("key-value", text)
         if not sep:
             prefix, fmt = "key-value", text
@@ -53,7 +53,7 @@ class KeySpec:
                   "time-windowed": "time-windowed", "key-value": "key-value"}.get(prefix)
         if layout is None or fmt not in KEY_FORMATS:
             raise UsageError(f"invalid key format {text!r}: use FORMAT, windowed:FORMAT, session:FORMAT, "
-                             f"time-windowed:FORMAT, time-first:FORMAT or join-side:FORMAT with FORMAT one of "
+                             f"time-windowed:FORMAT, time-first:FORMAT, join-side:FORMAT or subscription:FORMAT with FORMAT one of "
                              f"{', '.join(KEY_FORMATS)}")
         return cls(layout, fmt)
 
@@ -82,6 +82,8 @@ def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[byte
     buffer, _, fmt = spec.key_format.rpartition(":")
     if buffer in BUFFER_KEYS:
         return _buffer_key_decoder(buffer, fmt, _inner_decoder(fmt, schemas, "key"))
+    if buffer == fk_subscription.FORMAT_PREFIX:
+        return _subscription_key_decoder(fmt, schemas)
     inner = _inner_decoder(spec.key_format, schemas, "key")
 
     def decode(data: bytes | None) -> DecodedKey:
@@ -95,6 +97,15 @@ def key_decoder(spec: KeySpec, schemas: Schemas | None = None) -> Callable[[byte
             return DecodedKey(raw(data), ok=False)
         key, start, end, seqnum = bounds
         return _checked(inner(key), spec.key_format, start=start, end=end, seqnum=seqnum)
+    return decode
+
+
+def _subscription_key_decoder(fmt: str, schemas: Schemas | None) -> Callable[[bytes | None], DecodedKey]:
+    combined = fk_subscription.key_decoder(_inner_decoder(fmt, schemas, "key"), lambda part: _is_fallback(part, fmt))
+
+    def decode(data: bytes | None) -> DecodedKey:
+        key, ok = combined(data)
+        return DecodedKey(key, ok=ok)
     return decode
 
 
@@ -132,6 +143,8 @@ def value_decoder(fmt: str, schemas: Schemas | None = None) -> Callable[[bytes |
         return _buffered_value_decoder(value_decoder(within, schemas))
     if buffered == suppress_buffer.FORMAT_PREFIX and within:
         return suppress_buffer.value_decoder(value_decoder(within, schemas))
+    if buffered == fk_subscription.FORMAT_PREFIX and within:
+        return fk_subscription.value_decoder(value_decoder(within, schemas))
     inner = _inner_decoder(fmt, schemas, "value")
 
     def decode(data: bytes | None):

@@ -10,7 +10,7 @@ from typing import Any, Iterator, cast
 from kstool.application.model import iter_apps
 from kstool.base.errors import UsageError
 from kstool.base.serdes import as_text
-from kstool.changelog import suppress_buffer
+from kstool.changelog import fk_subscription, suppress_buffer
 from kstool.changelog.layouts import (
     KeySpec,
     detect_key_format,
@@ -104,6 +104,12 @@ def detect_formats(clients: KafkaClients, topic: str) -> Formats:
     for record in consume(clients, ConsumeOptions(topic, exit_at_end=True, max_messages=DETECT_SAMPLE)):
         sample.append(record)
     keys, values = [r.key for r in sample], [r.value for r in sample]
+    if fk_subscription.TOPIC.fullmatch(topic):
+        primary_keys: list[bytes | None] = [fk_subscription.split_key(k)[1] for k in keys if k is not None and _splits(k)]
+        inner = detect_value_format(primary_keys)
+        return Formats(KeySpec("key-value", f"{fk_subscription.FORMAT_PREFIX}:{inner}"),
+                       f"{fk_subscription.FORMAT_PREFIX}:{inner}", "detected",
+                       "named as a foreign-key join's subscription store: CombinedKey keys, SubscriptionWrapper values")
     layout, evidence = detect_layout(keys)
     value_format = detect_value_format(values)
     if suppress_buffer.is_buffer([r.headers for r in sample if r.value is not None]):
@@ -111,6 +117,14 @@ def detect_formats(clients: KafkaClients, topic: str) -> Formats:
         evidence += "; values carry the header v=3 of Kafka Streams' suppression buffer"
     return Formats(KeySpec(layout, detect_key_format(keys, layout)), value_format, "detected",
                    f"{evidence}; from {len(sample)} records")
+
+
+def _splits(key: bytes) -> bool:
+    try:
+        fk_subscription.split_key(key)
+        return True
+    except ValueError:
+        return False
 
 
 @dataclass

@@ -13,18 +13,23 @@ from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import UnsupportedQueryError
 from kstool.streams.versioned import latest_versions
 
-# Kafka Streams keeps a window or session changelog this much longer than its store
+# what Kafka Streams adds to a window, session or versioned store's time in its changelog's config
 # (StreamsConfig windowstore.changelog.additional.retention.ms, default one day)
 CHANGELOG_EXTRA_RETENTION_MS = 86_400_000
 
 
-def store_retention(clients: KafkaClients, topic: str) -> int | None:
-    """A Kafka Streams window or session store's retention, from its changelog topic's config."""
+def store_times(clients: KafkaClients, topic: str) -> tuple[int | None, int | None]:
+    """A Kafka Streams store's (retention, history), read from its changelog topic's config: a
+    window or session changelog is `compact,delete` with retention.ms = the store's retention plus
+    the extra day; a versioned store's is compacted with min.compaction.lag.ms = its history
+    retention plus the extra day (VersionedChangelogTopicConfig), a setting no other changelog has."""
     config = topic_configs(clients, topic)
-    retention = int(config.get("retention.ms", "-1"))
-    if "delete" not in config.get("cleanup.policy", "") or retention <= CHANGELOG_EXTRA_RETENTION_MS:
-        return None
-    return retention - CHANGELOG_EXTRA_RETENTION_MS
+    policy = set(config.get("cleanup.policy", "").split(","))
+    retention, lag = int(config.get("retention.ms", "-1")), int(config.get("min.compaction.lag.ms", "0"))
+    windowed = "delete" in policy and retention > CHANGELOG_EXTRA_RETENTION_MS
+    versioned = policy == {"compact"} and lag > CHANGELOG_EXTRA_RETENTION_MS
+    return (retention - CHANGELOG_EXTRA_RETENTION_MS if windowed else None,
+            lag - CHANGELOG_EXTRA_RETENTION_MS if versioned else None)
 
 
 class ChangelogBackend:

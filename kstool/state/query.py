@@ -23,7 +23,7 @@ from kstool.engine.session import SparkOptions
 from kstool.kafka.client import KafkaClients
 from kstool.schemas.formats import SchemaOptions
 from kstool.state.backend import Change, Entry, StateBackend
-from kstool.state.changelog import ChangelogBackend, store_retention
+from kstool.state.changelog import ChangelogBackend, store_times
 from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
 from kstool.state.from_checkpoint import CheckpointBackend
 
@@ -82,11 +82,12 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     if source.changelog_topic:
         formats = flag_formats(source.key_format, source.value_format, source.schemas)
         online = _online(clients)
-        retention = source.retention_ms
-        if retention is None and formats.key.layout in ("window", "session"):
-            retention = store_retention(online, source.changelog_topic)
+        retention, history = store_times(online, source.changelog_topic)
+        windowed = formats.key.layout in ("window", "session")
         return ChangelogBackend(online, source.changelog_topic, formats, source.window_size_ms,
-                                retention_ms=retention), None
+                                history_ms=None if windowed else history,
+                                retention_ms=source.retention_ms if source.retention_ms is not None
+                                else retention if windowed else None), None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
     manifest, store = _store(source.state_dir, source.app_id, source.store)

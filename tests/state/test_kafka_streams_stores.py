@@ -119,3 +119,51 @@ def test_a_suppression_buffer_changelog_is_decoded_not_shown_as_bytes(apache_kaf
     for (_, start), buffered in held().items():
         assert buffered["buffer_time"] == start + 60_000, "it leaves the buffer when its window ends"
         assert (buffered["record"]["topic"], buffered["record"]["partition"]) == (source, 0)
+
+
+def test_versioned_global_and_foreign_key_join_stores_are_what_the_app_holds(apache_kafka, tmp_path):
+    source, app_id = (f"ref-{name}-{uuid.uuid4().hex[:6]}" for name in ("orders", "joins"))
+    output = app_id + "-out"
+    for topic, partitions in ((source, 2), (source + "-prices", 2), (source + "-regions", 1),
+                              (source + "-customers", 1), (source + "-accounts", 1),
+                              (output, 1), (output + "-global", 1), (output + "-fk", 1)):
+        create_topic(apache_kafka, topic, partitions)
+    # p1's price 11 arrives after 12 but is older: the versioned table's latest stays 12
+    produce_batched(apache_kafka, source + "-prices", [(b"p1", b"10", 0, BASE + 100), (b"p1", b"12", 0, BASE + 300),
+                                                       (b"p1", b"11", 0, BASE + 200), (b"p2", b"5", 1, BASE + 100)])
+    produce_batched(apache_kafka, source + "-regions", [(b"p1", b"eu"), (b"p2", b"us")])
+    # one partition each: a foreign-key join needs the right table partitioned as Kafka's murmur2 would
+    produce_batched(apache_kafka, source + "-customers", [(b"c1", b"alice"), (b"c2", b"bob")])
+    accounts = {"a1": "c1|gold", "a2": "c2|silver", "a3": "c1|basic"}
+    produce_batched(apache_kafka, source + "-accounts", [(k.encode(), v.encode()) for k, v in accounts.items()])
+    with ReferenceApp("joins", apache_kafka.bootstrap, app_id, "classic", tmp_path / app_id, source, output) as app:
+        produce_batched(apache_kafka, source, [(b"p1", b"2", 0, BASE + 250), (b"p2", b"1", 1, BASE + 150)])
+        wait_until(lambda: [len(read_all(apache_kafka, t)) for t in (output, output + "-global", output + "-fk")]
+                   == [2, 2, 3], "every join's output")
+        queried = {"prices": app.query("prices", "versioned", ["p1", "p2"]), "regions": app.query("regions"),
+                   "customers": app.query("customers"), "accounts": app.query("accounts")}
+
+    def state_all(topic: str) -> dict:
+        got = cli("-b", apache_kafka.bootstrap, "state", "all", "--changelog-topic", topic, "-o", "json")
+        assert got.exit_code == 0, got.stderr
+        return {row["key"]: row["value"] for row in json.loads(got.stdout)}
+
+    assert queried["prices"] == {"p1": {"value": "12", "timestamp": BASE + 300}, "p2": {"value": "5", "timestamp": BASE + 100}}
+    # a versioned store's changelog is its history; kstool takes each key's latest version by time
+    assert state_all(f"{app_id}-prices-changelog") == {"p1": "12", "p2": "5"}
+    assert state_all(source + "-regions") == queried["regions"]  # a global store's changelog is its topic
+    assert state_all(f"{app_id}-customers-changelog") == queried["customers"] == {"c1": "alice", "c2": "bob"}
+    assert state_all(f"{app_id}-accounts-changelog") == queried["accounts"] == accounts
+
+    # the foreign-key join's subscription store: which account subscribes to which customer
+    [subscriptions] = [t["topic"] for t in json.loads(cli("-b", apache_kafka.bootstrap, "changelog", "list", "--app-id",
+                                                          app_id, "-o", "json").stdout)
+                       if "SUBSCRIPTION-STATE-STORE" in t["topic"]]
+    dumped = cli("-b", apache_kafka.bootstrap, "changelog", "dump", subscriptions, "--detect", "-o", "jsonl")
+    assert dumped.exit_code == 0 and "did not decode" not in dumped.stderr, dumped.stderr
+    rows = jsonl_rows(dumped.stdout)
+    assert sorted((r["key"]["foreign_key"], r["key"]["primary_key"]) for r in rows) == sorted(
+        (value.split("|")[0], key) for key, value in accounts.items())
+    # an inner join's subscription: answer only when the customer exists (SubscriptionWrapper.Instruction)
+    assert all(r["value"]["primary_key"] == r["key"]["primary_key"] and r["value"]["primary_partition"] == 0
+               and r["value"]["instruction"] == "PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE" for r in rows), rows

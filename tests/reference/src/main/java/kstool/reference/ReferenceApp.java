@@ -27,8 +27,12 @@ import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.InvalidStateStoreException;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KGroupedStream;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindows;
@@ -36,10 +40,17 @@ import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.query.QueryResult;
+import org.apache.kafka.streams.query.StateQueryRequest;
+import org.apache.kafka.streams.query.StateQueryResult;
+import org.apache.kafka.streams.query.VersionedKeyQuery;
 import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.QueryableStoreTypes;
 import org.apache.kafka.streams.state.ReadOnlySessionStore;
 import org.apache.kafka.streams.state.SessionStore;
+import org.apache.kafka.streams.state.Stores;
+import org.apache.kafka.streams.state.VersionedRecord;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
@@ -47,8 +58,9 @@ import org.apache.kafka.streams.state.WindowStore;
  * {@code ReferenceApp APP BOOTSTRAP APPLICATION_ID GROUP_PROTOCOL STATE_DIR INPUT OUTPUT [NAME=VALUE...]}
  * (the NAME=VALUE pairs: more StreamsConfig settings).
  * It prints its topology's describe() text between "topology:" and "end-topology", then
- * "state RUNNING" (and every later state), and reads commands on stdin: "query KIND STORE FILE"
- * (KIND: key-value, window, session) writes what Interactive Queries return for the store as JSON
+ * "state RUNNING" (and every later state), and reads commands on stdin: "query KIND STORE FILE
+ * [KEY...]" (KIND: key-value, window, session; versioned, for the KEYs) writes what Interactive
+ * Queries return for the store as JSON
  * and prints "queried FILE"; "stop" (or the end of stdin) closes the app, leaving its group, and exits.
  */
 public final class ReferenceApp {
@@ -94,8 +106,9 @@ public final class ReferenceApp {
             String line;
             while ((line = commands.readLine()) != null && !line.equals("stop")) {
                 String[] words = line.split(" ");
-                if (words.length == 4 && words[0].equals("query")) {
-                    Files.writeString(Path.of(words[3]), query(streams, words[1], words[2]));
+                if (words.length >= 4 && words[0].equals("query")) {
+                    Files.writeString(Path.of(words[3]), query(streams, words[1], words[2],
+                            Arrays.copyOfRange(words, 4, words.length)));
                     System.out.println("queried " + words[3]);
                 } else {
                     System.out.println("unknown command " + Arrays.toString(words));
@@ -141,6 +154,30 @@ public final class ReferenceApp {
                         .count(Materialized.<String, Long, SessionStore<Bytes, byte[]>>as("sessions"));
                 break;
             }
+            case "joins": {
+                // INPUT: orders (key product); INPUT-prices: a versioned table; INPUT-regions: a
+                // global table; INPUT-accounts and INPUT-customers: tables joined by foreign key
+                // (an account's value "customer|..."). OUTPUT: orders with their price at the
+                // order's time; OUTPUT-global: with their region; OUTPUT-fk: accounts with their customer.
+                KStream<String, String> orders = builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()));
+                KTable<String, String> prices = builder.table(input + "-prices", Consumed.with(Serdes.String(), Serdes.String()),
+                        Materialized.<String, String>as(Stores.persistentVersionedKeyValueStore("prices", Duration.ofMinutes(10)))
+                                .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
+                orders.join(prices, (quantity, price) -> quantity + "x" + price, Joined.with(Serdes.String(), Serdes.String(), Serdes.String()))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                GlobalKTable<String, String> regions = builder.globalTable(input + "-regions",
+                        Consumed.with(Serdes.String(), Serdes.String()),
+                        Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("regions"));
+                orders.join(regions, (product, quantity) -> product, (quantity, region) -> quantity + "@" + region)
+                        .to(output + "-global", Produced.with(Serdes.String(), Serdes.String()));
+                KTable<String, String> customers = builder.table(input + "-customers", Consumed.with(Serdes.String(), Serdes.String()),
+                        Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("customers"));
+                KTable<String, String> accounts = builder.table(input + "-accounts", Consumed.with(Serdes.String(), Serdes.String()),
+                        Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("accounts"));
+                accounts.join(customers, account -> account.split("\\|")[0], (account, customer) -> account + "/" + customer)
+                        .toStream().to(output + "-fk", Produced.with(Serdes.String(), Serdes.String()));
+                break;
+            }
             case "doubler":
                 // fails on every value that is not a number: with a processing exception handler
                 // that continues and errors.dead.letter.queue.topic.name set, a KIP-1034 dead letter
@@ -159,7 +196,7 @@ public final class ReferenceApp {
      * rebalance): a key-value store as {"key": value, ...}; a window or session store as
      * [{"key", "start", "end", "value"}, ...] (all windows; all sessions).
      */
-    static String query(KafkaStreams streams, String kind, String store) throws InterruptedException {
+    static String query(KafkaStreams streams, String kind, String store, String[] keys) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         while (true) {
             try {
@@ -188,6 +225,8 @@ public final class ReferenceApp {
                             }
                         }
                         return sessionsJson.append("]").toString();
+                    case "versioned":
+                        return versioned(streams, store, keys);
                     default:
                         throw new IllegalArgumentException("no store kind " + kind);
                 }
@@ -198,6 +237,30 @@ public final class ReferenceApp {
                 Thread.sleep(100);
             }
         }
+    }
+
+    /**
+     * A versioned store's latest version of each key, {"key": {"value", "timestamp"}} (a key
+     * without one left out), by Interactive Queries v2 (VersionedKeyQuery); not yet answerable
+     * (a rebalance) is an InvalidStateStoreException, as the first-generation queries throw.
+     */
+    static String versioned(KafkaStreams streams, String store, String[] keys) {
+        StringBuilder json = new StringBuilder("{");
+        for (String key : keys) {
+            StateQueryResult<VersionedRecord<String>> result = streams.query(StateQueryRequest.inStore(store)
+                    .withQuery(VersionedKeyQuery.<String, String>withKey(key)).requireActive());
+            for (QueryResult<VersionedRecord<String>> partition : result.getPartitionResults().values()) {
+                if (partition.isFailure()) {
+                    throw new InvalidStateStoreException(partition.getFailureMessage());
+                }
+                VersionedRecord<String> latest = partition.getResult();
+                if (latest != null) {
+                    json.append(json.length() > 1 ? ", " : "").append(quoted(key)).append(": {\"value\": ")
+                            .append(quoted(latest.value())).append(", \"timestamp\": ").append(latest.timestamp()).append("}");
+                }
+            }
+        }
+        return json.append("}").toString();
     }
 
     /** The partitions this instance's active tasks read (of any source topic). */
