@@ -76,7 +76,7 @@ def replay(g: Globals, from_topic, from_file, to_topic, dead_letters, from_time,
     if dead_letters:
         given = {"--from-file": from_file, "--from-offset": from_offset, "--to-offset": to_offset,
                  "--filter-key": filter_key, "--rate": rate, "--keep-partitions/--by-key": partitioning,
-                 "--now": now, "--transactional": transactional}
+                 "--now": now, "--transactional": transactional, "--yes": yes}
         _replay_dead_letters(g, DeadLetterReplay(
             from_topic, to_topic, from_time, to_time, list(partitions) or None, not no_provenance, dry_run),
             [flag for flag, value in given.items() if value], output)
@@ -120,7 +120,14 @@ def _replay_dead_letters(g: Globals, options: DeadLetterReplay, refused: list[st
         raise UsageError(f"--dead-letters does not take {', '.join(refused)}")
     if options.from_topic is None:
         raise UsageError("--dead-letters needs --from-topic (the dead-letter topic)")
-    summary = replay_dead_letters(g.clients(), options)
+    if stderr_is_tty():
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"dead letters of {options.from_topic}", total=None)
+            summary = replay_dead_letters(g.clients(), options, lambda n: bar.advance(task, n))
+    else:
+        summary = replay_dead_letters(g.clients(), options)
     doc = summary.to_dict()
     verb = "would send" if options.dry_run else "sent"
     emit(Listing(doc["targets"],
