@@ -60,8 +60,8 @@ import org.apache.kafka.streams.state.WindowStore;
  * It prints its topology's describe() text between "topology:" and "end-topology", then
  * "state RUNNING" (and every later state), and reads commands on stdin: "query KIND STORE FILE
  * [KEY...]" (KIND: key-value, window, session; versioned, for the KEYs) writes what Interactive
- * Queries return for the store as JSON
- * and prints "queried FILE"; "stop" (or the end of stdin) closes the app, leaving its group, and exits.
+ * Queries return for the store as JSON and prints "queried FILE"; "stop" (or the end of stdin)
+ * closes the app, leaving its group, and exits.
  */
 public final class ReferenceApp {
 
