@@ -25,6 +25,7 @@ from kstool.commands.options import (
 from kstool.engine.session import SparkOptions
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.state import query as ops
+from kstool.state.changelog import ChangelogBackend
 from kstool.state.exceptions import KeyNotFoundError
 
 ENTRY_COLUMNS = [Column("key"), Column("value"), Column("window_start", kind="time"),
@@ -72,7 +73,11 @@ def source_options(with_batch: bool = True):
 def _open(g: Globals, source: ops.StateSource):
     source = dataclasses.replace(source, spark=SparkOptions(master="local[1]", debug=g.debug))
     needs_kafka = source.from_changelog or source.changelog_topic
-    return ops.open_backend(g.clients() if needs_kafka else None, source)
+    backend, store = ops.open_backend(g.clients() if needs_kafka else None, source)
+    if isinstance(backend, ChangelogBackend):
+        for warning in backend.warnings:
+            warn(warning)
+    return backend, store
 
 
 def _emit(entries, output):

@@ -39,6 +39,7 @@ class ChangelogBackend:
         self.window_size_ms = window_size_ms  # window store keys hold only the start
         self.history_ms = history_ms  # a versioned table's: each key's latest version is its newest by time
         self.retention_ms = retention_ms  # a window or session store's: older windows are gone
+        self.warnings: list[str] = []  # what the reads could not know, for the command to say
         self.description = f"changelog topic {topic}"
         self._entries: list[Entry] | None = None
 

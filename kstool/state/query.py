@@ -21,6 +21,7 @@ from kstool.checkpoint.logs import committed_batches
 from kstool.engine.daemon.client import engine_wanted
 from kstool.engine.session import SparkOptions
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.exceptions import AuthorizationError
 from kstool.schemas.formats import SchemaOptions
 from kstool.state.backend import Change, Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend, store_times
@@ -82,12 +83,20 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     if source.changelog_topic:
         formats = flag_formats(source.key_format, source.value_format, source.schemas)
         online = _online(clients)
-        retention, history = store_times(online, source.changelog_topic)
         windowed = formats.key.layout in ("window", "session")
-        return ChangelogBackend(online, source.changelog_topic, formats, source.window_size_ms,
-                                history_ms=None if windowed else history,
-                                retention_ms=source.retention_ms if source.retention_ms is not None
-                                else retention if windowed else None), None
+        warnings = []
+        try:
+            retention, history = store_times(online, source.changelog_topic)
+        except AuthorizationError as refused:  # the records may still be read: say what is not known
+            retention = history = None
+            warnings.append(f"{refused}: the store's retention (give --retention) and whether it is a "
+                            "versioned store are unknown; entries are shown as the changelog holds them")
+        changelog = ChangelogBackend(online, source.changelog_topic, formats, source.window_size_ms,
+                                     history_ms=None if windowed else history,
+                                     retention_ms=source.retention_ms if source.retention_ms is not None
+                                     else retention if windowed else None)
+        changelog.warnings = warnings
+        return changelog, None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
     manifest, store = _store(source.state_dir, source.app_id, source.store)

@@ -115,3 +115,17 @@ def test_refused_credentials_and_an_untrusted_certificate_say_so(cluster, tmp_pa
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"kstool: error: the TLS handshake with {cluster.kafka.secured_bootstrap} failed")
     assert "certificate verify failed" in result.stderr
+
+
+def test_a_changelog_read_without_describe_configs_says_what_it_cannot_know(cluster):
+    """`state --changelog-topic` reads the topic's config to know a window store's retention and
+    a versioned store's history; a user who may only read the records still gets them."""
+    topic = cluster.prefix + "counts-changelog"
+    assert cluster.as_user("alice", "topics", "create", topic).exit_code == 0
+    assert cluster.as_user("alice", "produce", topic, "--key-delimiter", ":", input="k1:v1\nk2:v2\n").exit_code == 0
+    cluster.allow("mallory", ResourceType.TOPIC, topic, AclOperation.READ)
+    got = cluster.as_user("mallory", "state", "all", "--changelog-topic", topic, "-o", "json")
+    assert got.exit_code == 0, got.stderr
+    assert [(row["key"], row["value"]) for row in json.loads(got.stdout)] == [("k1", "v1"), ("k2", "v2")]
+    assert f"not authorized to DESCRIBE_CONFIGS topic '{topic}' as User:mallory" in got.stderr
+    assert "give --retention" in got.stderr
