@@ -37,7 +37,6 @@ def changelog_topic(app_id: str, store: str) -> str:
     return f"{app_id}-{store}-changelog"
 
 
-
 INTERNAL_SUFFIXES = ("-changelog", "-repartition", "-subscription-registration-topic",
                      "-subscription-response-topic")
 FK_JOIN_TOPIC = re.compile(r".+-KTABLE-FK-JOIN-SUBSCRIPTION-(REGISTRATION|RESPONSE)-\d+-topic")
