@@ -134,38 +134,24 @@ def confirm_or_refuse(question: str, yes: bool) -> None:
         raise KstoolError("not confirmed: nothing was changed")
 
 
-class TimeType(click.ParamType):
-    """A time as every command takes it: ISO-8601, epoch ms (or @ms), or a duration ago."""
+class ParsedType(click.ParamType):
+    """A value every command parses alike, in milliseconds; a bad one is click's usage error."""
 
-    name = "time"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_time(value)
-        except UsageError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-TIME = TimeType()
-
-
-class DurationType(click.ParamType):
-    """A duration in milliseconds: 90s, 1h30m, PT5M."""
-
-    name = "duration"
+    def __init__(self, name: str, parse: Callable[[str], int]):
+        self.name, self.parse = name, parse
 
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         try:
-            return parse_duration(value)
+            return self.parse(value)
         except UsageError as exc:
             self.fail(str(exc), param, ctx)
 
 
-DURATION = DurationType()
+# a time: ISO-8601, epoch ms (or @ms), or a duration ago; a duration: 90s, 1h30m, PT5M
+TIME = ParsedType("time", parse_time)
+DURATION = ParsedType("duration", parse_duration)
 
 
 def setting_option(setting: Setting, for_describe: bool = False):
