@@ -107,9 +107,8 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     existing = clients.metadata().topics
     # from the topology as kafka-streams-groups.sh --delete-all-internal-topics takes them, else by name
     internal_from = "topology" if topology is not None else "names"
-    detected = detect_internal_topics(options.app_id, sorted(t for t in (topology[1] if topology else existing)
-                                                             if t in existing),
-                                      set(inputs) | set(options.intermediate_topics))
+    candidates = [t for t in topology[1] if t in existing] if topology is not None else sorted(existing)
+    detected = detect_internal_topics(options.app_id, candidates, set(inputs) | set(options.intermediate_topics))
     if options.internal_topics is not None:
         unknown = sorted(set(options.internal_topics) - set(detected))
         if unknown:
