@@ -8,6 +8,8 @@ import click
 
 from kstool.application.model import AppPaths, default_state_dir, load_manifest
 from kstool.apps import describe as ops
+from kstool.apps.kafka_streams import stored_topology
+from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import output_option, setting_option
 from kstool.output import Column, Listing, emit, info, render_topology, stdout_is_tty
@@ -42,6 +44,9 @@ def _describe_options(func):
                                "--from-file, the application.id that names its changelog topics.")
 @click.option("--from-file", "from_file", type=click.File("r"), metavar="FILE",
               help="A Kafka Streams app's Topology#describe() text ('-' for stdin).")
+@click.option("--group", "streams_group", metavar="GROUP", shell_complete=complete_groups,
+              help="A streams group's topology, as its broker keeps it (Kafka 4.4+ with a topology "
+                   "description plugin: the describe() its members send).")
 @_describe_options
 @click.option("--spark-plan", is_flag=True, help="Add Spark's physical plan (starts Spark).")
 @output_option(default="text", extra=("text", *DIAGRAMS), long="--output-format", dest="fmt",
@@ -49,17 +54,22 @@ def _describe_options(func):
                          "csv: one row per node; dot, mermaid: a diagram's source; svg, png: the diagram "
                          "(Graphviz: dot, or graphviz-pure).")
 @pass_globals
-def describe(g: Globals, name, app_id, from_file, input_topic, output_topic, spark_plan, fmt, **settings):
-    """Print NAME's topology, an app's (--app-id), or a Kafka Streams app's (--from-file):
+def describe(g: Globals, name, app_id, from_file, streams_group, input_topic, output_topic, spark_plan, fmt,
+             **settings):
+    """Print NAME's topology, an app's (--app-id), or a Kafka Streams app's (--from-file, --group):
     sub-topologies with source, processor and sink nodes, and stores (join: --input is the left
     topic and the right one is <right>)."""
-    if from_file is not None:
+    if from_file is not None and streams_group is not None:
+        raise click.UsageError("give --from-file or --group, not both")
+    if streams_group is not None:
+        doc = stored_topology(g.clients(), streams_group)
+    elif from_file is not None:
         origin = "stdin" if from_file.name == "<stdin>" else from_file.name
         doc = parse_describe(from_file.read(), origin, app_id)
     else:
         manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
         if manifest is None and name is None:
-            raise click.UsageError("give a topology NAME, --app-id of an existing app, or --from-file")
+            raise click.UsageError("give a topology NAME, --app-id of an existing app, --from-file or --group")
         topo = (from_manifest(manifest) if manifest is not None
                 else REGISTRY[name].for_describe(input_topic, output_topic, settings))
         doc = ops.describe_topology(topo, app_id or name, spark_plan, g.debug)

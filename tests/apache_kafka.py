@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from tests.cluster import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
-KAFKA_VERSION = "4.3.1"  # tests/reference/pom.xml's kafka.version
+KAFKA_VERSION = "4.4.0"  # tests/reference/pom.xml's kafka.version
 POM = REPO / "tests" / "reference" / "pom.xml"
 # the jars of this pom: another pom (a dependency added) fetches into a folder of its own
 CACHE = REPO / ".cache" / f"apache-kafka-{KAFKA_VERSION}-{hashlib.sha256(POM.read_bytes()).hexdigest()[:8]}"
@@ -169,6 +169,9 @@ class KafkaBroker:
             "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
             # tests join groups often: no 3 s wait for more members (GroupCoordinatorConfig's defaults)
             "group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
+            # streams groups' topologies kept by the broker (KIP-1331, 4.4+): off unless a plugin is set
+            "group.streams.topology.description.plugin.class":
+                "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin",
             # the cleaner also applies retention to compact,delete topics (window stores'
             # changelogs): off unless a test asks for it, as retention below
             "log.cleaner.enable": str(self.log_cleaner).lower(), "log.cleaner.backoff.ms": "1000",

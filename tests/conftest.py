@@ -51,6 +51,7 @@ class Kafka:
     # certificate that verifies it
     secured_bootstrap: str | None = None
     ca_pem: Path | None = None
+    keeps_topologies: bool = False  # a topology description plugin (KIP-1331): the test broker's
 
     def producer_conf(self) -> dict:
         conf = {"bootstrap.servers": self.bootstrap}
@@ -83,7 +84,7 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
 
 
 INTEGRATION_FIXTURES = {"kafka", "suite_kafka", "embedded_kafka", "spark", "fresh_home", "spark_cluster", "own_broker",
-                        "jvm_archive", "apache_kafka", "on_apache_kafka", "secured_cluster"}
+                        "jvm_archive", "apache_kafka", "on_apache_kafka", "secured_cluster", "topologies_kafka"}
 
 
 # the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
@@ -137,7 +138,8 @@ def suite_kafka(tmp_path_factory) -> Kafka:
 
 
 def _apache_kafka(broker) -> Kafka:
-    return Kafka(broker.bootstrap, embedded=False, secured_bootstrap=broker.secured_bootstrap, ca_pem=broker.ca_pem)
+    return Kafka(broker.bootstrap, embedded=False, secured_bootstrap=broker.secured_bootstrap, ca_pem=broker.ca_pem,
+                 keeps_topologies=True)
 
 
 def _embedded_broker():
@@ -208,6 +210,22 @@ def secured_cluster(apache_kafka, tmp_path_factory):
     broker = KafkaBroker(workdir / "broker").start()
     try:
         yield secure(_apache_kafka(broker), workdir)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def topologies_kafka(apache_kafka, tmp_path_factory) -> Kafka:
+    """An Apache Kafka broker that keeps streams groups' topologies (KIP-1331); a broker of this
+    worker's own when the suite's is another (KSTOOL_TEST_BOOTSTRAP)."""
+    if apache_kafka.keeps_topologies:
+        yield apache_kafka
+        return
+    from tests.apache_kafka import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("topologies-kafka")).start()
+    try:
+        yield _apache_kafka(broker)
     finally:
         broker.stop()
 

@@ -9,9 +9,13 @@ from pathlib import Path
 
 from kstool.application.model import iter_apps
 from kstool.base.documents import KafkaStreamsAppRow
-from kstool.base.names import detect_internal_topics
+from kstool.base.errors import NotFoundError
+from kstool.base.names import detect_internal_topics, validate_name
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets, describe_members, list_groups, topology_topics
+from kstool.kafka.streams_groups import describe_streams_group
+from kstool.topologies.stored_description import describe_document
 
 
 def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStreamsAppRow]:
@@ -35,3 +39,21 @@ def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStre
                      "state": membership.state, "members": len(membership.members), "input_topics": inputs,
                      "internal_topics": internal, "kstool_app": app_id in ours})
     return rows
+
+
+def stored_topology(clients: KafkaClients, group: str) -> dict:
+    """The describe() document of a streams group's topology, as its broker keeps it (Kafka 4.4+,
+    KIP-1331); one line saying why when the broker keeps none."""
+    description = describe_streams_group(clients.config, validate_name(group, "group"), with_topology=True)
+    if description is None:
+        raise NotFoundError(f"no streams group {group!r}: the broker keeps the topologies of streams groups "
+                            "only (a classic app's: topology describe --from-file with its describe() text)")
+    status = description.get("stored_topology_status")
+    if status == "ERROR":
+        raise KafkaOperationError(f"the broker failed to read the topology of streams group {group!r} "
+                                  "from its topology description plugin (see the broker's log)")
+    if status != "AVAILABLE":
+        raise NotFoundError(f"the broker keeps no topology of streams group {group!r} (status {status}): a "
+                            "broker keeps one with group.streams.topology.description.plugin.class set, once a "
+                            "member sends it (Kafka Streams 4.4+ does, unless topology.description.push.enabled=false)")
+    return describe_document(description)

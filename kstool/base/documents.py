@@ -80,6 +80,20 @@ class StreamsGroupMember(TypedDict):
     target_active_tasks: dict[str, list[int]]
 
 
+class StoredTopologyNode(TypedDict):  # a node of a topology description the broker keeps
+    name: str
+    type: str  # source | processor | sink
+    source_topics: list[str]
+    sink_topic: str | None
+    stores: list[str]
+    successors: list[str]
+
+
+class StoredTopology(TypedDict):  # StreamsGroupDescribe v1's TopologyDescription (KIP-1331)
+    subtopologies: list[dict[str, Any]]  # [{"subtopology", "nodes": [StoredTopologyNode]}]
+    global_stores: list[dict[str, StoredTopologyNode]]  # [{"source", "processor"}]
+
+
 class StreamsGroupDescription(TypedDict):
     group: str
     type: str  # "streams"
@@ -89,6 +103,9 @@ class StreamsGroupDescription(TypedDict):
     topology_epoch: int | None  # None: no member has sent the topology yet
     subtopologies: list[StreamsSubtopology]
     members: list[StreamsGroupMember]
+    # asked for (Kafka 4.4+): NOT_STORED | ERROR | AVAILABLE, and the description when AVAILABLE
+    stored_topology_status: NotRequired[str]
+    stored_topology: NotRequired[StoredTopology | None]
 
 
 class GroupDescription(TypedDict):  # groups describe

@@ -2,7 +2,8 @@
 protocol (`group.protocol=streams`, the default protocol of new clusters since Kafka 4.2).
 librdkafka's admin client has no call for them, so kstool asks the broker itself: ListGroups
 v5 (its types filter) and StreamsGroupDescribe, as Kafka's `kafka-streams-groups.sh` does
-(org.apache.kafka.tools.streams.StreamsGroupCommand)."""
+(org.apache.kafka.tools.streams.StreamsGroupCommand). StreamsGroupDescribe v1 (Kafka 4.4,
+KIP-1331) also answers with the topology description the group's members sent the broker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import struct
 from functools import partial
 from typing import Any, cast
 
-from kstool.base.documents import StreamsGroupDescription, StreamsGroupMember, StreamsSubtopology
+from kstool.base.documents import StoredTopology, StoredTopologyNode, StreamsGroupDescription, StreamsGroupMember, StreamsSubtopology
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import AuthorizationError, KafkaOperationError
 from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
@@ -18,6 +19,9 @@ from kstool.kafka.wire_protocol import GROUP_KEY, Connection, error_name, find_c
 
 API_VERSIONS, LIST_GROUPS, STREAMS_GROUP_DESCRIBE = 18, 16, 89
 GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND = 30, 69
+# StreamsGroupDescribeResponse v1's TopologyDescriptionStatus (clients' StreamsGroupTopologyDescriptionStatus)
+TOPOLOGY_STATUSES = {0: "NOT_REQUESTED", 1: "NOT_STORED", 2: "ERROR", 3: "AVAILABLE"}
+NODE_TYPES = {1: "source", 2: "processor", 3: "sink"}  # TopologyDescriptionNode.NodeType
 
 
 def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
@@ -37,10 +41,18 @@ class StreamsGroupsUnsupported(KafkaOperationError):
     """The broker serves no request of streams groups: it has none (Apache Kafka before 4.2)."""
 
 
+class TopologiesNotKept(KafkaOperationError):
+    """The broker serves StreamsGroupDescribe v0 only: it keeps no topology description (before 4.4)."""
+
+
 def _require(conn: Connection, api_key: int, version: int, what: str) -> None:
     low, high = api_versions(conn).get(api_key, (0, -1))
     if not low <= version <= high:
-        raise StreamsGroupsUnsupported(f"the broker does not serve {what} (Apache Kafka 4.2+ with streams groups does)")
+        raise StreamsGroupsUnsupported(_unserved(what))
+
+
+def _unserved(what: str) -> str:
+    return f"the broker does not serve {what} (Apache Kafka 4.2+ with streams groups does)"
 
 
 def list_streams_groups(config: ClientConfig, brokers: list[tuple[str, int]]) -> list[dict[str, str]]:
@@ -77,8 +89,10 @@ def _listed(reply: Reader) -> tuple[str, str]:
     return group, state.upper()
 
 
-def describe_streams_group(config: ClientConfig, group: str) -> StreamsGroupDescription | None:
-    """The group as its coordinator describes it, or None when it is no streams group."""
+def describe_streams_group(config: ClientConfig, group: str,
+                           with_topology: bool = False) -> StreamsGroupDescription | None:
+    """The group as its coordinator describes it, or None when it is no streams group. With
+    `with_topology`, also the topology description the broker keeps (v1: Kafka 4.4+)."""
     try:
         error, host, port = find_coordinator(config, group, GROUP_KEY)
         _refuse_if_unauthorized(config, group, error)
@@ -86,11 +100,12 @@ def describe_streams_group(config: ClientConfig, group: str) -> StreamsGroupDesc
             raise KafkaOperationError(f"cannot find the coordinator of {group!r}: {error_name(error)}")
         conn = Connection(host, port, config)
         try:
-            _require(conn, STREAMS_GROUP_DESCRIBE, 0, "StreamsGroupDescribe")
-            body = compact_array([compact_string(group)]) + b"\0" + NO_TAGS  # no authorized operations
-            reply = conn.call(STREAMS_GROUP_DESCRIBE, 0, body, flexible=True)
+            version = describe_version(api_versions(conn), f"{host}:{port}", with_topology)
+            body = compact_array([compact_string(group)]) + b"\0"  # no authorized operations
+            body += (b"\1" if with_topology else b"\0") if version >= 1 else b""
+            reply = conn.call(STREAMS_GROUP_DESCRIBE, version, body + NO_TAGS, flexible=True)
             reply.take(">i")  # throttle
-            described = reply.compact_array(lambda: _described(reply)) or []
+            described = reply.compact_array(lambda: _described(reply, version)) or []
         finally:
             conn.close()
     except (OSError, struct.error) as exc:
@@ -104,12 +119,24 @@ def describe_streams_group(config: ClientConfig, group: str) -> StreamsGroupDesc
     return cast(StreamsGroupDescription, description)
 
 
+def describe_version(served: dict[int, tuple[int, int]], address: str, with_topology: bool) -> int:
+    """The StreamsGroupDescribe version to ask a broker that serves `served` (api_versions)."""
+    low, high = served.get(STREAMS_GROUP_DESCRIBE, (0, -1))
+    if not low <= 0 <= high:
+        raise StreamsGroupsUnsupported(_unserved("StreamsGroupDescribe"))
+    if with_topology and high < 1:
+        raise TopologiesNotKept(f"the broker at {address} keeps no topology of streams groups: "
+                                f"it serves StreamsGroupDescribe up to v{high}, and v1 (Apache Kafka 4.4+, "
+                                "KIP-1331) is the one that answers with it")
+    return min(high, 1)
+
+
 def _refuse_if_unauthorized(config: ClientConfig, group: str, error: int) -> None:
     if error == GROUP_AUTHORIZATION_FAILED:
         raise AuthorizationError("group", group, "DESCRIBE", config.common.get("sasl.username"))
 
 
-def _described(reply: Reader) -> tuple[int, str | None, StreamsGroupDescription]:
+def _described(reply: Reader, version: int) -> tuple[int, str | None, StreamsGroupDescription]:
     error = reply.take(">h")
     message = reply.compact_string()
     description: StreamsGroupDescription = {
@@ -128,8 +155,42 @@ def _described(reply: Reader) -> tuple[int, str | None, StreamsGroupDescription]
         reply.skip_tags()
     description["members"] = reply.compact_array(lambda: _member(reply)) or []
     reply.take(">i")  # authorized operations
+    if version >= 1:
+        stored = _stored_topology(reply) if reply.take(">b") >= 0 else None
+        description["stored_topology_status"] = TOPOLOGY_STATUSES.get(reply.take(">b"), "UNKNOWN")
+        description["stored_topology"] = stored
+        reply.compact_string()  # the assignor's name
     reply.skip_tags()
     return error, message, description
+
+
+def _stored_topology(reply: Reader) -> StoredTopology:
+    subtopologies = reply.compact_array(lambda: _stored_subtopology(reply)) or []
+    global_stores = reply.compact_array(lambda: _global_store(reply)) or []
+    reply.skip_tags()
+    return {"subtopologies": subtopologies, "global_stores": global_stores}
+
+
+def _stored_subtopology(reply: Reader) -> dict[str, Any]:
+    subtopology = {"subtopology": reply.compact_string() or "",
+                   "nodes": reply.compact_array(lambda: _node(reply)) or []}
+    reply.skip_tags()
+    return subtopology
+
+
+def _global_store(reply: Reader) -> dict[str, StoredTopologyNode]:
+    source, processor = _node(reply), _node(reply)
+    reply.skip_tags()
+    return {"source": source, "processor": processor}
+
+
+def _node(reply: Reader) -> StoredTopologyNode:
+    name, node_type = reply.compact_string() or "", reply.take(">b")
+    node: StoredTopologyNode = {"name": name, "type": NODE_TYPES.get(node_type, f"type {node_type}"),
+                                "source_topics": _strings(reply), "sink_topic": reply.compact_string(),
+                                "stores": _strings(reply), "successors": _strings(reply)}
+    reply.skip_tags()
+    return node
 
 
 def _subtopology(reply: Reader) -> StreamsSubtopology:

@@ -158,7 +158,7 @@ def test_text_that_is_not_a_topology_description_is_refused_in_one_line():
     assert bad.exit_code == 2 and bad.stdout == ""
     assert bad.stderr == "kstool: error: stdin, line 4: not a line of Topology#describe(): 'Oops: x'\n"
     neither = cli("topology", "describe", "-o", "dot")
-    assert neither.exit_code == 2 and "give a topology NAME, --app-id of an existing app, or --from-file" in neither.stderr
+    assert neither.exit_code == 2 and "give a topology NAME, --app-id of an existing app, --from-file or --group" in neither.stderr
 
 
 @pytest.mark.skipif(diagram.renderer() is None, reason="no Graphviz: neither dot nor graphviz-pure")
