@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint install java kafka bench docs clean
+.PHONY: run test test-fast test-differential lint install java kafka bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,16 @@ TEST_WORKERS ?= 3
 test: java kafka
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0
 
-# no JVM, no broker: parsers, serdes, layouts, processors against their oracles, planning;
-# CPU-bound (the hypothesis tests), so two workers: 58 s -> 35 s on a 2-core machine
-test-fast: install
+# no broker, no Spark: parsers, serdes, layouts, processors against their oracles (Kafka Streams'
+# TopologyTestDriver among them: one JVM per worker), planning; CPU-bound (the hypothesis
+# tests), so two workers: 58 s -> 35 s on a 2-core machine
+test-fast: java kafka
 	$(BIN)/python -m pytest -m "not integration" -q -n 2
+
+# kstool's processors against Kafka Streams (tests/twin.py) on many more random cases than `make test`
+DIFFERENTIAL_EXAMPLES ?= 5000
+test-differential: java kafka
+	KSTOOL_DIFFERENTIAL_EXAMPLES=$(DIFFERENTIAL_EXAMPLES) $(BIN)/python -m pytest -q -n 2 tests/streams/test_differential_windows.py
 
 lint: install
 	$(BIN)/ruff check kstool commands tests bench

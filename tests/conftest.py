@@ -215,6 +215,18 @@ def secured_cluster(apache_kafka, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def twin():
+    """Kafka Streams' TopologyTestDriver in one JVM of this worker's (tests/twin.py): the oracle."""
+    from tests.twin import Twin
+
+    oracle = Twin()
+    try:
+        yield oracle
+    finally:
+        oracle.close()
+
+
+@pytest.fixture(scope="session")
 def topologies_kafka(apache_kafka, tmp_path_factory) -> Kafka:
     """An Apache Kafka broker that keeps streams groups' topologies (KIP-1331); a broker of this
     worker's own when the suite's is another (KSTOOL_TEST_BOOTSTRAP)."""

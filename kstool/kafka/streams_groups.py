@@ -157,8 +157,9 @@ def _described(reply: Reader, version: int) -> tuple[int, str | None, StreamsGro
     reply.take(">i")  # authorized operations
     if version >= 1:
         stored = _stored_topology(reply) if reply.take(">b") >= 0 else None
-        description["stored_topology_status"] = TOPOLOGY_STATUSES.get(reply.take(">b"), "UNKNOWN")
-        description["stored_topology"] = stored
+        status = TOPOLOGY_STATUSES.get(reply.take(">b"), "UNKNOWN")
+        if status != "NOT_REQUESTED":
+            description["stored_topology_status"], description["stored_topology"] = status, stored
         reply.compact_string()  # the assignor's name
     reply.skip_tags()
     return error, message, description

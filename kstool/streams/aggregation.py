@@ -11,7 +11,11 @@ record is late when the merged session's end is before it (a later record within
 still have extended the session until then). Sessions replaced by a merge are deleted
 (tombstones in the changelog, and in the output with --emit update). `--emit final` emits a
 session once its end is before the close time (EmitStrategy.onWindowClose), with the session's
-end as timestamp, and the session then leaves the store (retention gap + grace).
+end as timestamp, and the session then leaves the store (retention gap + grace). A record does
+not merge with a session that ends exactly at the close time before it, though that session is
+not closed: Kafka Streams' session store hides it by then (RocksDB segments' fetch starts at
+stream time - retention + 1), so the record starts a new session, which replaces a stored one
+of the same bounds (gap 5, grace 5: a@0, a@10, a@0 writes [0,0] with 1, not 2).
 """
 
 from __future__ import annotations
@@ -428,16 +432,17 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             return
         by_key, ends = self._indexes(state)
         ts = _timestamps(records)
+        close_before = state.stream_time - self.grace - self.window.size
         close = np.maximum.accumulate(np.maximum(ts, state.stream_time)) - self.grace - self.window.size
         batch = keyed([cast(bytes, r.key) for r in records])  # records without a key never get here
         owned = [by_key.get(key) for key in batch.keys]
         state.prefetch(STORE, (store_key for store_keys in owned for store_key in store_keys))
         stored = [[_Session.stored(store_key, self.acc_of(state.get(STORE, store_key))) for store_key in store_keys]
                   for store_keys in owned]
-        runs, merged = in_order_runs(batch, ts, close, self.window.size,
+        runs, merged = in_order_runs(batch, ts, close, close_before, self.window.size,
                                      np.array([s[0].end if len(s) == 1 else NO_SESSION for s in stored], np.int64),
                                      np.array([len(s) > 1 for s in stored], bool))
-        merger = _SessionMerger(self, ts.tolist(), close.tolist())
+        merger = _SessionMerger(self, ts.tolist(), close.tolist(), close_before)
         for run in runs:
             merger.add_run(batch.keys[run.key], run, records, stored[run.key][0] if run.joins_stored else None)
         positions: dict[int, list[int]] = {}  # the other keys' records, merged one by one
@@ -484,12 +489,13 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
     def process(self, record: Record, state: TaskState) -> None:
         by_key, ends = self._indexes(state)  # an unindexed store is indexed before this record changes it
         gap, ts = self.window.size, record.timestamp
+        visible_after = state.stream_time - self.grace - gap  # the store's retention (see the module's doc)
         close = state.advance(ts) - self.grace - gap
         key = cast(bytes, record.key)  # records without a key never reach the aggregation
         overlapping = []
         for store_key in by_key.get(key):
             _, start, end = split_session_store_key(store_key)
-            if end >= ts - gap and start <= ts + gap:
+            if end >= ts - gap and start <= ts + gap and end > visible_after:
                 overlapping.append((start, end, store_key, state.get(STORE, store_key)))
         start = min([ts] + [s for s, *_ in overlapping])
         end = max([ts] + [e for _, e, *_ in overlapping])
@@ -578,8 +584,9 @@ class _SessionMerger:
     _DELETE or _PUT, key, session): a stored session merged away is deleted where that
     happened, a session changed by the batch and still standing is put where it last changed."""
 
-    def __init__(self, aggregation: WindowAggregation, timestamps: list[int], close: list[int]):
+    def __init__(self, aggregation: WindowAggregation, timestamps: list[int], close: list[int], close_before: int):
         self.aggregation, self.gap, self.timestamps, self.close = aggregation, aggregation.window.size, timestamps, close
+        self.close_before = close_before  # the close time before the batch
         self.changes: list[tuple[int, int, int, bytes, _Session]] = []
         self.late: list[int] = []
 
@@ -607,9 +614,9 @@ class _SessionMerger:
         gap, close, sessions = self.gap, self.close, list(live)
         for position in positions:
             ts = self.timestamps[position]
-            if position and live:  # sessions closed by the stream time before this record are gone
-                floor = close[position - 1]
-                live = [s for s in live if s.end >= floor]
+            # the store hides sessions ending at or before the close time before this record
+            floor = close[position - 1] if position else self.close_before
+            live = [s for s in live if s.end > floor]
             near = [s for s in live if s.end >= ts - gap and s.start <= ts + gap]
             if len(near) == 1 and near[0].stored_as is None:  # most records: one session of this batch's
                 session = near[0]

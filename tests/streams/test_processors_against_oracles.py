@@ -111,11 +111,13 @@ def _session_oracle(gap: int, grace: int, inputs):
     """Sessions per key by the merge rule of KStreamSessionWindowAggregate#process (Kafka 3.0+,
     KAFKA-12718): the close time is stream time - grace - gap; a record whose merged session
     ends before it is late; a session ending before the close time as it stood before this
-    record is closed and no longer merged with (retention gap + grace)."""
+    record is closed, and one ending at it is no longer merged with either: the store's
+    retention (gap + grace) hides it (found by the differential test against Kafka Streams);
+    a new session of the same bounds replaces it."""
     sessions: dict[bytes, list[list[int]]] = defaultdict(list)  # [start, end, count]
     late, stream_time = 0, -1
     for key, ts in inputs:
-        alive = [s for s in sessions[key] if s[1] >= stream_time - gap - grace]
+        alive = [s for s in sessions[key] if s[1] > stream_time - gap - grace]
         stream_time = max(stream_time, ts)
         near = [s for s in alive if s[1] >= ts - gap and s[0] <= ts + gap]
         start, end = min([ts] + [s[0] for s in near]), max([ts] + [s[1] for s in near])
