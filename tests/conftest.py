@@ -215,11 +215,11 @@ def secured_cluster(apache_kafka, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def twin():
+def twin(tmp_path_factory):
     """Kafka Streams' TopologyTestDriver in one JVM of this worker's (tests/twin.py): the oracle."""
     from tests.twin import Twin
 
-    oracle = Twin()
+    oracle = Twin(tmp_path_factory.mktemp("twin"))
     try:
         yield oracle
     finally:

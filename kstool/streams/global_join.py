@@ -13,28 +13,19 @@ delete; table updates emit nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import cast
 
-from kstool.streams.fields import field_text
 from kstool.streams.joins import Joiner
+from kstool.streams.key_mappers import KeyMapper
 from kstool.streams.task import LEFT, Record, StoreValue, TableStores, TaskState
 
 GLOBAL = "join-global-table"
-KeyMapper = Callable[[bytes | None, bytes], bytes | None]
-
-
-def key_mapper(spec: str) -> KeyMapper:
-    """--global-key key | field:PATH: the table key a stream record joins."""
-    if spec == "key":
-        return lambda key, value: key
-    path = spec[len("field:"):]
-    return lambda key, value: field_text(value, path)
 
 
 @dataclass
 class GlobalTableJoin(TableStores):
     how: str  # inner | left
-    mapper: KeyMapper
+    mapper: KeyMapper  # the table key a stream record joins (--global-key)
     joiner: Joiner
     stores: tuple[str, ...] = (GLOBAL,)
     indexes: tuple[str, ...] = ()

@@ -20,8 +20,9 @@ from typing import cast
 
 from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.aggregation import output_value, stored_number
-from kstool.streams.fields import field_text, json_field
+from kstool.streams.fields import json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
+from kstool.streams.key_mappers import KeyMapper, key_mapper
 from kstool.streams.task import Record, StoreValue, TableStores, TaskState
 
 TABLE, STORE, BUFFER, INDEX = "table", "aggregate", "suppress-buffer", "suppress-index"
@@ -31,12 +32,13 @@ TIME = struct.Struct(">q")
 # a buffered update: the time its group entered the buffer, then 1 and its value, or 0 (a tombstone)
 PRESENT, ABSENT = b"\x01", b"\x00"
 NO_LIMIT = 2**62
+GROUP_BY_FORMS = ("key", "value", "field", "split")  # a row's group
 
 
 @dataclass
 class TableAggregate(TableStores):
     agg: str  # count | sum
-    group_by: str  # key | value | field:PATH
+    group_by: str  # key | value | field:PATH | split:SEP:N (kstool.streams.key_mappers)
     value_field: str | None = None  # sum: a JSON field of the row; None: the row as a number
     value_format: str = "auto"
     suppress_ms: int | None = None  # untilTimeLimit; None: no time limit (with suppress_records)
@@ -44,9 +46,11 @@ class TableAggregate(TableStores):
     index_bucket_ms: int = MIN_BUCKET_MS
     stores: tuple[str, ...] = field(init=False)
     indexes: tuple[str, ...] = field(init=False)
+    group_mapper: KeyMapper = field(init=False)
     cached_roles: frozenset[str] = frozenset({changelog_role(TABLE), changelog_role(STORE)})
 
     def __post_init__(self) -> None:
+        self.group_mapper = key_mapper(self.group_by, "--group-by", GROUP_BY_FORMS)
         self.stores = (TABLE, STORE, BUFFER) if self.suppressed else (TABLE, STORE)
         self.indexes = (INDEX,) if self.suppressed else ()
 
@@ -60,10 +64,7 @@ class TableAggregate(TableStores):
     def group_of(self, key: bytes, value: bytes) -> tuple[bytes, float] | None:
         """KTableRepartitionMap's mapper: the row's group and its number (count: 1), or None
         when it has no group (or, for a sum, no number)."""
-        if self.group_by in ("key", "value"):
-            group: bytes | None = key if self.group_by == "key" else value
-        else:
-            group = field_text(value, self.group_by[6:])
+        group = self.group_mapper(key, value)
         if group is None:
             return None
         if self.agg == "count":

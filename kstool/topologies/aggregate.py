@@ -149,8 +149,8 @@ TYPE = TopologyType(
      Setting("separator", "--separator", "For --agg concat.", default=","),
      Setting("value_field", "--value-field", "The number (concat, latest: the text) is this JSON field (dot path) "
              "of the value.", metavar="PATH"),
-     Setting("group_by", "--group-by", "Group by the record key, or re-key by a JSON field of the value.",
-             default="key", metavar="key|field:PATH"),
+     Setting("group_by", "--group-by", "Group by the record key, or re-key by a JSON field of the value, or by "
+             "field N (from 0) of the value split at SEP.", default="key", metavar="key|field:PATH|split:SEP:N"),
      Setting("input_value_format", "--input-value-format", "How input values hold their number.",
              default="text", choices=INPUT_FORMATS),
      Setting("value_format", "--value-format",

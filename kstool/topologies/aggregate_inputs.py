@@ -3,39 +3,42 @@ come from, which records are valid, and their Topology#describe() nodes.
 
 Numbers come from the value as text (default), as Kafka's 8-byte Long or Double, or from a
 field (`--value-field a.b`) of a JSON value, or of an Avro, Protobuf or JSON Schema one (the
-engine's source decodes those to JSON, the `value_json` column). Groups: the record key, or a JSON field of the value
-(`--group-by field:PATH`, Kafka Streams' groupBy re-keying). Values that are not numbers (or
+engine's source decodes those to JSON, the `value_json` column). Groups: the record key, a JSON field of the value
+(`--group-by field:PATH`), or a delimited field of a text value (`split:SEP:N`), as Kafka Streams'
+groupBy re-keys (kstool.streams.key_mappers). Values that are not numbers (or
 not JSON where JSON is read) follow --on-error; null values and null group keys are ignored,
 as Kafka Streams ignores them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON
 from kstool.streams.aggregation import AGGREGATIONS
+from kstool.streams.key_mappers import KeyMapper, key_mapper
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
 VALUE_FORMATS = ("auto", "string", "json")
 INVALID_REASON = "not a number (or not JSON)"
+GROUP_BY_FORMS = ("key", "field", "split")
 
 
 @dataclass
 class NumberInput:
     agg: str = "count"
     value_field: str | None = None
-    group_by: str = "key"  # key | field:PATH
+    group_by: str = "key"  # key | field:PATH | split:SEP:N
     input_value_format: str = "text"
+    group_mapper: KeyMapper = field(init=False)
 
     def __post_init__(self) -> None:
         if self.agg not in AGGREGATIONS:
             raise UsageError(f"--agg must be one of {', '.join(AGGREGATIONS)}")
-        if self.group_by != "key" and not (self.group_by.startswith("field:") and len(self.group_by) > 6):
-            raise UsageError("--group-by is key or field:PATH")
+        self.group_mapper = key_mapper(self.group_by, "--group-by", GROUP_BY_FORMS)
         if self.value_field and self.input_value_format not in ("json", "text", *SCHEMA_FORMATS):
             raise UsageError("--value-field reads a field: use --input-value-format json, avro or protobuf")
         if self.value_field and self.input_value_format == "text":
@@ -72,18 +75,27 @@ class NumberInput:
     def group_key(self):
         from pyspark.sql import functions as F
 
-        if self.group_by == "key":
+        mapper = self.group_mapper
+        if mapper.kind == "key":
             return F.col("key")
-        return F.encode(F.get_json_object(self.json_text(), "$." + self.group_by[6:]), "UTF-8")
+        if mapper.kind == "field":
+            return F.encode(F.get_json_object(self.json_text(), "$." + mapper.path), "UTF-8")
+        fields = F.split(F.col("value").cast("string"), _java_literal(mapper.separator.decode()))
+        return F.encode(F.try_element_at(fields, F.lit(mapper.index + 1)), "UTF-8")
 
     def valid(self):
         from pyspark.sql import functions as F
 
         # null values and null group keys are ignored (build drops them), as in Kafka Streams
         json_ok = (F.get_json_object(self.json_text(), "$").isNotNull()
-                   if self.structured or self.group_by != "key" else F.lit(True))
+                   if self.structured or self.group_mapper.kind == "field" else F.lit(True))
         number_ok = F.lit(True) if self.agg == "count" else self.number().isNotNull()
         return F.col("value").isNull() | F.coalesce(json_ok & (number_ok | self.group_key().isNull()), F.lit(False))
+
+
+def _java_literal(text: str) -> str:
+    """A regex (Java's, which Spark's split takes) matching `text` as it is: Pattern.quote."""
+    return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
 
 
 def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, group_by: str,

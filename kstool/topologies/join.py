@@ -19,10 +19,10 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, CombinerSpec, SinkTarget
-from kstool.streams.fields import field_text
 from kstool.streams.fk_join import SUBSCRIPTIONS, ForeignKeyJoin
-from kstool.streams.global_join import GLOBAL, GlobalTableJoin, key_mapper
+from kstool.streams.global_join import GLOBAL, GlobalTableJoin
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT
 from kstool.streams.versioned import BUFFER, TABLE, VersionedStreamTableJoin
 from kstool.topologies import events
@@ -39,6 +39,8 @@ _KEY_FORMATS = {"join-unmatched": "join-side:string", BUFFER: "time-first:string
 
 INPUT_FORMATS = ("bytes", *SCHEMA_FORMATS)
 
+FOREIGN_KEY_FORMS = ("field", "split")  # of the left row's value
+GLOBAL_KEY_FORMS = ("key", "field", "split")  # of the stream record
 
 @dataclass
 class Join:
@@ -56,8 +58,8 @@ class Join:
     before: int | None = None  # ms; stream-stream, instead of within: JoinWindows.before / after
     after: int | None = None
     table_history: int | None = None  # ms; stream-table: a versioned table keeping versions this long
-    global_key: str | None = None  # stream-global: key | field:PATH of the stream record (None: key)
-    foreign_key: str | None = None  # table-table: field:PATH of the left row naming the right row
+    global_key: str | None = None  # stream-global: key | field:PATH | split:SEP:N of the stream record (None: key)
+    foreign_key: str | None = None  # table-table: field:PATH | split:SEP:N of the left row naming the right row
     name: str = "join"
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
@@ -92,14 +94,14 @@ class Join:
                              "records' timestamps may be), or --before and --after")
         if self.foreign_key is not None and self.kind != "table-table":
             raise UsageError("--foreign-key is for table-table joins")
-        if self.foreign_key is not None and not (self.foreign_key.startswith("field:") and len(self.foreign_key) > 6):
-            raise UsageError("--foreign-key is field:PATH: the JSON field of the left row that names the right row")
+        if self.foreign_key is not None:
+            key_mapper(self.foreign_key, "--foreign-key", FOREIGN_KEY_FORMS)
         if self.foreign_key is not None and self.how == "outer":
             raise UsageError("--how is inner or left for a foreign-key join (Kafka Streams has no outer one)")
         if self.global_key is not None and self.kind != "stream-global":
             raise UsageError("--global-key is for stream-global joins")
-        if self.global_key not in (None, "key") and not (self.global_key.startswith("field:") and len(self.global_key) > 6):
-            raise UsageError("--global-key is key or field:PATH (a JSON field of the stream record's value)")
+        if self.global_key is not None:
+            key_mapper(self.global_key, "--global-key", GLOBAL_KEY_FORMS)
         if self.kind == "stream-global" and self.repartition:
             raise UsageError("a stream-global join needs no --repartition: every task holds the whole table")
         if self.joiner not in JOINERS:
@@ -143,10 +145,11 @@ class Join:
         if self.kind == "stream-table":
             return StreamTableJoin(self.how, joiner)
         if self.kind == "stream-global":
-            return GlobalTableJoin(self.how, key_mapper(self.global_key or "key"), joiner)
+            return GlobalTableJoin(self.how, key_mapper(self.global_key or "key", "--global-key", GLOBAL_KEY_FORMS),
+                                   joiner)
         if self.foreign_key is not None:
-            path = self.foreign_key[len("field:"):]
-            return ForeignKeyJoin(self.how, lambda value: field_text(value, path), joiner)
+            foreign_key = key_mapper(self.foreign_key, "--foreign-key", FOREIGN_KEY_FORMS)
+            return ForeignKeyJoin(self.how, lambda value: foreign_key(None, value), joiner)
         return TableTableJoin(self.how, joiner)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
@@ -302,10 +305,12 @@ TYPE = TopologyType(
              "this long; a stream record joins the version valid at its timestamp, not the latest.",
              kind=DURATION, metavar="DURATION"),
      Setting("foreign_key", "--foreign-key", "table-table: join each left row with the right row this JSON "
-             "field of it names (a foreign-key join, KIP-213).", metavar="field:PATH",
+             "field of it, or its field N (from 0) split at SEP, names (a foreign-key join, KIP-213).",
+             metavar="field:PATH|split:SEP:N",
              describe_help="join: a foreign-key table-table join."),
-     Setting("global_key", "--global-key", "stream-global: the table key a stream record joins: its key, or a "
-             "JSON field of its value (default: key).", metavar="key|field:PATH"),
+     Setting("global_key", "--global-key", "stream-global: the table key a stream record joins: its key, a "
+             "JSON field of its value, or its value's field N (from 0) split at SEP (default: key).",
+             metavar="key|field:PATH|split:SEP:N"),
      Setting("joiner", "--joiner", 'json: {"left": ..., "right": ...}; concat: left + separator + right.',
              default="json", choices=JOINERS),
      Setting("separator", "--separator", "For --joiner concat.", default=","),

@@ -10,7 +10,7 @@ together (merged by timestamp, as a repartition topic would merge them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kstool.application.model import StoreSpec
@@ -18,7 +18,8 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import SinkTarget
 from kstool.streams.aggregation import store_format
-from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, STORE, TABLE, TableAggregate
+from kstool.streams.key_mappers import KeyMapper, key_mapper
+from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, GROUP_BY_FORMS, STORE, TABLE, TableAggregate
 from kstool.topologies import events
 from kstool.topologies.aggregate_inputs import VALUE_FORMATS
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
@@ -30,7 +31,7 @@ SINK = "KSTREAM-SINK-0000000009"
 class TableAggregation:
     input_topic: str
     output_topic: str
-    group_by: str = "value"  # key | value | field:PATH
+    group_by: str = "value"  # key | value | field:PATH | split:SEP:N
     agg: str = "count"
     value_field: str | None = None
     value_format: str = "auto"
@@ -40,13 +41,13 @@ class TableAggregation:
     invalid_reason: str = "not JSON where a field is read, or no number to sum"
     per_task: bool = True
     tasks_are_partitions: bool = False
+    group_mapper: KeyMapper = field(init=False)
 
     def __post_init__(self) -> None:
         if self.agg not in AGGREGATIONS:
             raise UsageError(f"--agg must be one of {', '.join(AGGREGATIONS)} (what a row leaving its group "
                              "can take back)")
-        if self.group_by not in ("key", "value") and not (self.group_by.startswith("field:") and len(self.group_by) > 6):
-            raise UsageError("--group-by is key, value or field:PATH")
+        self.group_mapper = key_mapper(self.group_by, "--group-by", GROUP_BY_FORMS)
         if self.value_field and self.agg != "sum":
             raise UsageError("--value-field is the number --agg sum adds")
         if self.value_format not in VALUE_FORMATS:
@@ -87,7 +88,7 @@ class TableAggregation:
 
         text = F.col("value").cast("string")
         ok = F.lit(True)
-        if self.group_by.startswith("field:") or self.value_field:
+        if self.group_mapper.kind == "field" or self.value_field:
             ok = F.get_json_object(text, "$").isNotNull()
         if self.agg == "sum":
             number = F.get_json_object(text, "$." + self.value_field) if self.value_field else F.trim(text)
@@ -131,8 +132,8 @@ TYPE = TopologyType(
     (Setting("input_topic", "--input", "A table: each key's latest value is its row; a tombstone deletes it.",
              kind=TOPIC, required=True, metavar="TOPIC"),
      Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
-     Setting("group_by", "--group-by", "The row's group: its key, its value, or a JSON field of the value.",
-             default="value", metavar="key|value|field:PATH"),
+     Setting("group_by", "--group-by", "The row's group: its key, its value, a JSON field of the value, or "
+             "field N (from 0) of the value split at SEP.", default="value", metavar="key|value|field:PATH|split:SEP:N"),
      Setting("agg", "--agg", default="count", choices=AGGREGATIONS),
      Setting("value_field", "--value-field", "sum: this JSON field (dot path) of the row (else the row as a number).",
              metavar="PATH"),

@@ -4,7 +4,7 @@ apache/kafka's own KTableKTableForeignKeyJoinIntegrationTest
 record goes through kstool's ForeignKeyJoin on its own, as TopologyTestDriver processes it, and
 each step checks what the test checks: outputTopic.readKeyValuesToMap(), the last value written
 per key (None: a tombstone). Left values are "lhsValue1|rhs1", the foreign key the part after
-"|"; the test's joiner is "(" + left + "," + right + ")"."""
+"|" (`--foreign-key split:|:1`); the test's joiner is "(" + left + "," + right + ")"."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from kstool.contract import OUTPUT
 from kstool.streams.fk_join import ForeignKeyJoin
+from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, run_task, task_stores
 
 
@@ -21,7 +22,8 @@ def _joiner(left: bytes | None, right: bytes | None) -> bytes:
 
 class _Driver:
     def __init__(self, how: str):
-        self.join = ForeignKeyJoin(how, lambda value: value.split(b"|")[1], _joiner)
+        foreign_key = key_mapper("split:|:1", "--foreign-key", ("split",))
+        self.join = ForeignKeyJoin(how, lambda value: foreign_key(None, value), _joiner)
         self.state, self.offset = TaskState.empty(task_stores(self.join)), 0
 
     def pipe(self, side: int, key: str, value: str | None, ts: int) -> dict[str, str | None]:

@@ -4,26 +4,22 @@ KStreamGlobalKTableJoinTest and KStreamGlobalKTableLeftJoinTest
 piped record goes through kstool's GlobalTableJoin on its own, as TopologyTestDriver processes
 it. The tests' key mapper takes the table key from the stream value "X0,FKey0" (the token after
 the comma; none: no key); MockValueJoiner.TOSTRING_JOINER is value1 + "+" + value2; stream
-timestamps advance 1 ms per record from 0."""
+timestamps advance 1 ms per record from 0. The mapper is `--global-key split:,:1`."""
 
 from __future__ import annotations
 
 from kstool.contract import OUTPUT
 from kstool.streams.global_join import GlobalTableJoin
 from kstool.streams.joins import make_joiner
+from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, run_task, task_stores
 
 KEYS = (0, 1, 2, 3)
 
 
-def _mapper(key: bytes | None, value: bytes) -> bytes | None:
-    tokens = value.split(b",")
-    return tokens[1] if len(tokens) > 1 else None
-
-
 class _Driver:
     def __init__(self, how: str):
-        self.join = GlobalTableJoin(how, _mapper, make_joiner("concat", "+"))
+        self.join = GlobalTableJoin(how, key_mapper("split:,:1", "--global-key", ("split",)), make_joiner("concat", "+"))
         self.state, self.clock, self.offset = TaskState.empty(task_stores(self.join)), 0, 0
 
     def _pipe(self, record: Record) -> list[tuple]:

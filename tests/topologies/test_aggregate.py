@@ -73,6 +73,19 @@ def test_group_by_json_field_with_double_values_and_bad_records(kafka, spark, to
     assert sorted(m.value() for m in read_all(kafka, dlq)) == sorted([b'{"user": "u1"}', b"not json"])
 
 
+def test_group_by_a_delimited_field_of_a_text_value(kafka, spark, topic_name):
+    # as Kafka's own tests re-key, value.split("|")[1]; a value without that field has no key: ignored
+    source, sink = topic_name, topic_name + "-out"
+    create_topic(kafka, source, 2)
+    _produce(kafka, source, [(b"a", b"home|u1"), (b"b", b"cart|u2"), (b"c", b"home|u1"), (b"d", b"nofield"),
+                             (b"e", b"pay|u1|extra")])
+    result = cli("run", "aggregate", "--input", source, "--output", sink, "--group-by", "split:|:1",
+                 "--app-id", topic_name + "-app", "--once", "--report", "json")
+    assert result.exit_code == 0, result.stderr
+    got = latest_per_key(read_all(kafka, sink))
+    assert {key: _decode(value, True) for key, value in got.items()} == {b"u1": 3, b"u2": 1}
+
+
 def test_long_and_double_input_formats(kafka, spark, topic_name):
     source = topic_name
     create_topic(kafka, source, 1)

@@ -264,7 +264,9 @@ def test_join_usage_errors_are_one_line(kafka, spark, topic_name):
                             "--how", "outer"), "--how is inner or left for stream-global joins"),
                           ((*stream_table, "--foreign-key", "field:id"), "--foreign-key is for table-table joins"),
                           (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "table-table",
-                            "--foreign-key", "customer"), "--foreign-key is field:PATH")):
+                            "--foreign-key", "customer"), "--foreign-key is one of field:PATH, split:SEP:N"),
+                          (("run", "join", "--left", "x", "--right", "y", "--output", "z", "--kind", "table-table",
+                            "--foreign-key", "split:,:one"), "--foreign-key is one of field:PATH, split:SEP:N")):
         refused = cli(*args)
         assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1

@@ -73,7 +73,7 @@ def test_suppressed_updates_wait_across_runs(kafka, spark, topic_name):
 def test_table_aggregate_usage_errors_are_one_line(kafka, spark, topic_name):
     base = ("run", "table-aggregate", "--input", "x", "--output", "y")
     for args, message in (((*base, "--agg", "max"), "Invalid value for '--agg'"),
-                          ((*base, "--group-by", "field:"), "--group-by is key, value or field:PATH"),
+                          ((*base, "--group-by", "field:"), "--group-by is one of key, value, field:PATH, split:SEP:N"),
                           ((*base, "--value-field", "amount"), "--value-field is the number --agg sum adds"),
                           ((*base, "--suppress-records", "0"), "--suppress-records must be a whole number")):
         refused = cli(*args)
