@@ -85,7 +85,7 @@ final class Joins {
     }
 
     /** kstool's split:SEP:N of a value; null when it has no such field. */
-    private static String field(final JsonNode spec, final String value) {
+    static String field(final JsonNode spec, final String value) {
         if (value == null) {
             return null;
         }

@@ -25,12 +25,13 @@ import org.apache.kafka.streams.test.TestRecord;
 
 /**
  * Kafka Streams as the tests' oracle: kstool's topologies built with Kafka Streams' DSL
- * ({@link WindowedAggregates}, {@link Joins}) and run in its TopologyTestDriver, record caches off
+ * ({@link WindowedAggregates}, {@link Joins}, {@link TableAggregates}) and run in its TopologyTestDriver, record caches off
  * (every update forwarded) unless a case asks for them. One JVM serves many cases: each stdin line is a case as JSON, each
  * stdout line its answer, {@code {"id", "records": [{"key", "value", "timestamp"}]}} (the output
  * topic's records, in order) or {@code {"id", "error"}}.
  *
- * <p>A case: its topology's options (a {@code "window"}: a windowed aggregate; else a join),
+ * <p>A case: its topology's options (a {@code "window"}: a windowed aggregate; {@code "kind":
+ * "table-aggregate"}; else a join),
  * {@code "cache": true} for the record cache, and {@code "records": [[topic, key, value,
  * timestamp]]}, piped in that order (null: none). One case is one task: one partition of each input.
  */
@@ -67,6 +68,8 @@ public final class Twin {
         final StreamsBuilder builder = new StreamsBuilder();
         if (spec.has("window")) {
             WindowedAggregates.build(builder, spec);
+        } else if ("table-aggregate".equals(spec.path("kind").asText())) {
+            TableAggregates.build(builder, spec);
         } else {
             Joins.build(builder, spec);
         }
