@@ -308,7 +308,9 @@ class StreamTableJoin(TableStores, RecordByRecord):
         get, out, joiner, left = table.table.get, state.out, self.joiner, self.how == "left"
         for record in records:
             key, value = record.key, record.value
-            if key is None:
+            if key is None:  # a left join keeps a stream record without a key (KIP-962), a table drops it
+                if left and record.side != RIGHT and value is not None:
+                    out.append(Emitted(OUTPUT, None, joiner(value, None), record.timestamp))
                 continue
             if record.side == RIGHT:
                 table.write(key, value, record.timestamp)
@@ -320,7 +322,9 @@ class StreamTableJoin(TableStores, RecordByRecord):
                     out.append(Emitted(OUTPUT, key, joiner(value, None), record.timestamp))
 
     def process(self, record: Record, state: TaskState) -> None:
-        if record.key is None:
+        if record.key is None:  # a left join keeps a stream record without a key (KIP-962), a table drops it
+            if self.how == "left" and record.side != RIGHT and record.value is not None:
+                state.emit(None, self.joiner(record.value, None), record.timestamp)
             return
         table = self.stores[0]
         if record.side == RIGHT:

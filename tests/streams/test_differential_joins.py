@@ -1,6 +1,6 @@
 """Every join kind of kstool's processors against Kafka Streams itself (tests/twin.py: the same
 join in TopologyTestDriver), on random inputs of both sides: out-of-order timestamps, table
-tombstones, keys a record maps to another table's key (`split:,:1`). The comparison contract
+tombstones, records without a key, keys a record maps to another table's key (`split:,:1`). The comparison contract
 (README "Differences from Kafka Streams"):
 - a micro-batch per record: the same output records in the same order as Kafka Streams with its
   record cache, which the driver commits after each record (kstool emulates the cache: a
@@ -36,8 +36,8 @@ from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order
 EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
 KEYS = ["a", "b", "c"]
 SIDES = {"left": LEFT, "right": RIGHT}
-# (side, key, value: None for a tombstone, else a number and the key it names, timestamp)
-records = st.lists(st.tuples(st.sampled_from(["left", "right"]), st.sampled_from(KEYS),
+# (side, key (None: none), value: None for a tombstone, else a number and the key it names, timestamp)
+records = st.lists(st.tuples(st.sampled_from(["left", "right"]), st.sampled_from([*KEYS, None]),
                              st.one_of(st.none(), st.tuples(st.integers(0, 9), st.sampled_from(KEYS))),
                              st.integers(0, 40)), max_size=24)
 joins = st.sampled_from([("stream-stream", h) for h in ("inner", "left", "outer")]
@@ -68,7 +68,8 @@ def _value(value: tuple[int, str] | None) -> str | None:
 def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
     processor = _processor(kind, how, before, after, grace)
     state, out = TaskState.empty(task_stores(processor)), []
-    recs = [Record(key.encode(), None if (v := _value(value)) is None else v.encode(), ts, SIDES[side], offset=i)
+    recs = [Record(None if key is None else key.encode(), None if (v := _value(value)) is None else v.encode(), ts,
+                   SIDES[side], offset=i)
             for i, (side, key, value, ts) in enumerate(inputs)]
     for i in range(0, len(recs), batch):
         out += run_task(processor, state, recs[i:i + batch])
@@ -76,9 +77,9 @@ def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
             for e in out if e.role == OUTPUT]
 
 
-def _kafka_streams(twin, kind, how, before, after, grace, inputs, cache: bool = True) -> list[tuple]:
+def _kafka_streams(twin, kind, how, before, after, grace, inputs) -> list[tuple]:
     answer = twin.ask({"kind": kind, "how": how, "before": before, "after": after, "grace": grace,
-                       "separator": ",", "index": 1, "cache": cache,
+                       "separator": ",", "index": 1, "cache": True,
                        "records": [[side, key, _value(value), ts] for side, key, value, ts in inputs]})
     return [(r["key"], r["value"], r["timestamp"]) for r in answer]
 
