@@ -187,9 +187,14 @@ def apache_kafka(suite_kafka, tmp_path_factory) -> Kafka:
     if not suite_kafka.embedded:
         yield suite_kafka
         return
+    yield from _broker_of_this_worker(tmp_path_factory.mktemp("apache-kafka"))
+
+
+def _broker_of_this_worker(workdir: Path):
+    """A test broker (tests/apache_kafka.py) started in `workdir`, stopped when its fixture ends."""
     from tests.apache_kafka import KafkaBroker
 
-    broker = KafkaBroker(tmp_path_factory.mktemp("apache-kafka")).start()
+    broker = KafkaBroker(workdir).start()
     try:
         yield _apache_kafka(broker)
     finally:
@@ -200,18 +205,14 @@ def apache_kafka(suite_kafka, tmp_path_factory) -> Kafka:
 def secured_cluster(apache_kafka, tmp_path_factory):
     """The Apache Kafka broker's SASL_SSL listener with its users and ACLs (tests/secured.py);
     a broker of this worker's own when the suite's is another (KSTOOL_TEST_BOOTSTRAP)."""
-    from tests.apache_kafka import KafkaBroker
     from tests.secured import secure
 
     workdir = tmp_path_factory.mktemp("secured")
     if apache_kafka.secured_bootstrap is not None:
         yield secure(apache_kafka, workdir)
         return
-    broker = KafkaBroker(workdir / "broker").start()
-    try:
-        yield secure(_apache_kafka(broker), workdir)
-    finally:
-        broker.stop()
+    for broker in _broker_of_this_worker(workdir / "broker"):
+        yield secure(broker, workdir)
 
 
 @pytest.fixture(scope="session")
@@ -233,13 +234,7 @@ def topologies_kafka(apache_kafka, tmp_path_factory) -> Kafka:
     if apache_kafka.keeps_topologies:
         yield apache_kafka
         return
-    from tests.apache_kafka import KafkaBroker
-
-    broker = KafkaBroker(tmp_path_factory.mktemp("topologies-kafka")).start()
-    try:
-        yield _apache_kafka(broker)
-    finally:
-        broker.stop()
+    yield from _broker_of_this_worker(tmp_path_factory.mktemp("topologies-kafka"))
 
 
 @pytest.fixture
