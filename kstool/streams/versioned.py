@@ -11,7 +11,10 @@ tombstone) and its older versions in `aux`; versions no get can answer any more 
 
 With a grace (Joined.withGracePeriod), stream records wait in a buffer
 (RocksDBTimeOrderedKeyValueBuffer) until the buffer's observed time - grace reaches them, then
-join in (time, key, seqnum) order; a record already that late joins at once.
+join in (time, key, seqnum) order; a record already that late joins at once. A left join writes
+a stream record without a key at once, joined with nothing (KIP-962; Kafka Streams 4.4 fails the
+task on one when a grace is set: its buffer takes no null key, README "Differences from Kafka
+Streams").
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
         return {TABLE: {r.key for r in records if r.key is not None}, INDEX: {TABLE_TIME, BUFFERED}}
 
     def process(self, record: Record, state: TaskState) -> None:
-        if record.key is None:
+        if record.key is None:  # a left join keeps a stream record without a key (KIP-962), at once
+            if self.how == "left" and record.side == LEFT and record.value is not None:
+                state.emit(None, self.joiner(record.value, None), record.timestamp)
             return
         clocks = self._clocks(state)
         if record.side != LEFT:

@@ -1,6 +1,8 @@
 """Every join kind of kstool's processors against Kafka Streams itself (tests/twin.py: the same
 join in TopologyTestDriver), on random inputs of both sides: out-of-order timestamps, table
-tombstones, records without a key, keys a record maps to another table's key (`split:,:1`). The comparison contract
+tombstones, records without a key, keys a record maps to another table's key (`split:,:1`), a
+versioned table with a grace (without stream records lacking a key: Kafka Streams 4.4 fails on
+them then). The comparison contract
 (README "Differences from Kafka Streams"):
 - a micro-batch per record: the same output records in the same order as Kafka Streams with its
   record cache, which the driver commits after each record (kstool emulates the cache: a
@@ -13,8 +15,9 @@ tombstones, records without a key, keys a record maps to another table's key (`s
   write a null result Kafka Streams does not (and then the join, when a partner comes late);
 - larger micro-batches: a table join's last result per key is the same (a batch writes a key's
   latest result once, as Kafka Streams' record cache does; a key without one may end with a
-  tombstone on one side and nothing on the other, as the sides interleave differently); an inner stream-stream join's
-  results are the same records in the same order when Kafka Streams gets each batch's records
+  tombstone on one side and nothing on the other, as the sides interleave differently); an inner
+  stream-stream join's and a stream-table join's results are the same records in the same order
+  when Kafka Streams gets each batch's records
   in the order kstool processes them (Kafka Streams' order within a task: the side whose next
   record is older first), not the order they were written in."""
 
@@ -32,6 +35,7 @@ from kstool.streams.global_join import GlobalTableJoin
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task, task_stores
+from kstool.streams.versioned import VersionedStreamTableJoin
 
 EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
 KEYS = ["a", "b", "c"]
@@ -42,6 +46,7 @@ records = st.lists(st.tuples(st.sampled_from(["left", "right"]), st.sampled_from
                              st.integers(0, 40)), max_size=24)
 joins = st.sampled_from([("stream-stream", h) for h in ("inner", "left", "outer")]
                         + [("stream-table", h) for h in ("inner", "left")]
+                        + [("versioned-stream-table", h) for h in ("inner", "left")]
                         + [("table-table", h) for h in ("inner", "left", "outer")]
                         + [("stream-global", h) for h in ("inner", "left")]
                         + [("foreign-key", h) for h in ("inner", "left")])
@@ -54,11 +59,19 @@ def _processor(kind: str, how: str, before: int, after: int, grace: int):
         return StreamStreamJoin(how, before, after, grace, joiner)
     if kind == "stream-table":
         return StreamTableJoin(how, joiner)
+    if kind == "versioned-stream-table":
+        return VersionedStreamTableJoin(how, _history(before, grace), grace, joiner)
     if kind == "table-table":
         return TableTableJoin(how, joiner)
     if kind == "stream-global":
         return GlobalTableJoin(how, mapped, joiner)
     return ForeignKeyJoin(how, lambda value: mapped(None, value), joiner)
+
+
+def _history(before: int, grace: int) -> int:
+    """A versioned table's history (--table-history): from the drawn numbers, never below the
+    grace (Kafka Streams refuses a grace longer than the history)."""
+    return grace + 3 * before
 
 
 def _value(value: tuple[int, str] | None) -> str | None:
@@ -78,8 +91,9 @@ def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
 
 
 def _kafka_streams(twin, kind, how, before, after, grace, inputs) -> list[tuple]:
+    versioned = {"kind": "stream-table", "history": _history(before, grace)} if kind.startswith("versioned") else {}
     answer = twin.ask({"kind": kind, "how": how, "before": before, "after": after, "grace": grace,
-                       "separator": ",", "index": 1, "cache": True,
+                       "separator": ",", "index": 1, "cache": True, **versioned,
                        "records": [[side, key, _value(value), ts] for side, key, value, ts in inputs]})
     return [(r["key"], r["value"], r["timestamp"]) for r in answer]
 
@@ -111,22 +125,34 @@ def _has_null_side(row: tuple) -> bool:
 # Kafka Streams processes right@1 with its `after` (this join's before, 1): 0 + 1 >= 1, no look yet
 @example(inputs=[("left", "a", (0, "a"), 0), ("right", "a", (0, "a"), 1)], join=("stream-stream", "left"),
          before=1, after=0, grace=0, batch=1)
+# a left join against a versioned table keeps a stream record without a key (kstool dropped it)
+@example(inputs=[("left", None, (0, "a"), 0)], join=("versioned-stream-table", "left"), before=1, after=0, grace=0,
+         batch=1)
+# grace 3: left@1 waits, so it joins before left@5 does, both with right@0
+@example(inputs=[("right", "a", (1, "a"), 0), ("left", "a", (0, "a"), 5), ("left", "a", (0, "a"), 1),
+                 ("right", "a", (2, "a"), 7), ("left", "a", (3, "a"), 20)],
+         join=("versioned-stream-table", "inner"), before=1, after=0, grace=3, batch=2)
 @given(records, joins, st.integers(0, 6), st.integers(0, 6), st.integers(0, 6), st.integers(1, 7))
 def test_joins_are_kafka_streams_joins(twin, inputs, join, before, after, grace, batch):
     kind, how = join
-    if kind.startswith("stream"):  # a stream record is an event: no tombstones
+    if "stream" in kind:  # a stream record is an event: no tombstones
         inputs = [(side, key, value or (0, key), ts) if side == "left" or kind == "stream-stream" else
                   (side, key, value, ts) for side, key, value, ts in inputs]
+    ours, batched = (_kstool(kind, how, before, after, grace, inputs, size) for size in (1, batch))
+    in_batch_order = _in_processing_order(inputs, batch)
+    if kind == "versioned-stream-table" and grace:  # Kafka Streams 4.4 fails on a stream record without a key
+        inputs, in_batch_order = ([record for record in rows if record[1] is not None]
+                                  for rows in (inputs, in_batch_order))
+        ours, batched = ([row for row in rows if row[0] is not None] for rows in (ours, batched))
     theirs = _kafka_streams(twin, kind, how, before, after, grace, inputs)
-    ours = _kstool(kind, how, before, after, grace, inputs, 1)
     if kind == "stream-stream" and how != "inner":
         joined = [row for row in ours if not _has_null_side(row)]
         assert joined == [row for row in theirs if not _has_null_side(row)]
         assert not Counter(row for row in theirs if _has_null_side(row)) - Counter(ours)
     else:
         assert ours == theirs
-    batched = _kstool(kind, how, before, after, grace, inputs, batch)
     if kind in TABLE_OUTPUTS:  # the tables end alike whatever the interleaving: so do their joins
         assert _latest(batched) == _latest(theirs)
-    elif (kind, how) == ("stream-stream", "inner"):  # fed in the order kstool processes each batch
-        assert batched == _kafka_streams(twin, kind, how, before, after, grace, _in_processing_order(inputs, batch))
+    elif (kind, how) == ("stream-stream", "inner") or kind.endswith("stream-table"):
+        # fed in the order kstool processes each batch
+        assert batched == _kafka_streams(twin, kind, how, before, after, grace, in_batch_order)

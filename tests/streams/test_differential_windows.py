@@ -1,4 +1,4 @@
-"""Windowed aggregates (count, sum, min, max) of kstool's processors against Kafka Streams itself
+"""Windowed aggregates (count, sum, min, max, avg; concat and latest: reduces of texts) of kstool's processors against Kafka Streams itself
 (tests/twin.py: the same aggregate in TopologyTestDriver), on random out-of-order inputs over
 several partitions. The comparison contract (README "Differences from Kafka Streams"):
 - a micro-batch per record: the same output records, in the same order (key, window, value or
@@ -31,7 +31,7 @@ from kstool.streams.windows import WindowSpec
 EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
 KEYS = ["a", "b", "c"]
 inputs = st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, 60), st.integers(-5, 5)), max_size=30)
-aggregations = st.sampled_from(["count", "sum", "min", "max"])
+aggregations = st.sampled_from(["count", "sum", "min", "max", "avg", "concat", "latest"])
 windows = st.sampled_from([("tumbling:10ms", {"type": "tumbling", "size": 10}),
                            ("hopping:10ms,5ms", {"type": "hopping", "size": 10, "advance": 5}),
                            ("hopping:9ms,3ms", {"type": "hopping", "size": 9, "advance": 3}),
@@ -56,9 +56,17 @@ def _kstool(window: str, agg: str, grace: int, emit: str, records: list[tuple[st
     for e in out:
         if e.role == OUTPUT:
             key = json.loads(e.key)
-            rows.append((key["key"], key["start"], key["end"],
-                         None if e.value is None else struct.unpack(">q", e.value)[0], e.timestamp))
+            rows.append((key["key"], key["start"], key["end"], _value(agg, e.value), e.timestamp))
     return rows
+
+
+def _value(agg: str, value: bytes | None) -> int | float | str | None:
+    """An aggregate as the output has it: an 8-byte long (an average: a double), or text."""
+    if value is None:
+        return None
+    if agg in ("concat", "latest"):
+        return value.decode()
+    return struct.unpack(">d" if agg == "avg" else ">q", value)[0]
 
 
 def _kafka_streams(twin, window: dict, agg: str, grace: int, emit: str, records: list[tuple[str, int, int]],
@@ -69,7 +77,8 @@ def _kafka_streams(twin, window: dict, agg: str, grace: int, emit: str, records:
     rows = []
     for record in answer:
         window_key = json.loads(record["key"])
-        value = None if record["value"] is None else int(record["value"])
+        text = record["value"]
+        value = text if text is None or agg in ("concat", "latest") else float(text) if agg == "avg" else int(text)
         rows.append((window_key["key"], window_key["start"], window_key["end"], value, record["timestamp"]))
     return rows
 

@@ -58,7 +58,7 @@ public final class Twin {
             try {
                 answer.set("records", run(spec, json, stateDir));
             } catch (final RuntimeException failed) {
-                answer.put("error", failed.toString());
+                answer.put("error", causes(failed));
             }
             out.println(json.writeValueAsString(answer));
         }
@@ -100,6 +100,21 @@ public final class Twin {
             }
         }
         return records;
+    }
+
+    /** The exception, its causes, and where the root one was thrown ("Caused by" alone hides it). */
+    private static String causes(final Throwable failed) {
+        final StringBuilder text = new StringBuilder(failed.toString());
+        Throwable root = failed;
+        while (root.getCause() != null) {
+            root = root.getCause();
+            text.append(" <- ").append(root);
+        }
+        final StackTraceElement[] frames = root.getStackTrace();
+        for (int i = 0; i < Math.min(frames.length, 8); i++) {
+            text.append(i == 0 ? " at " : " < ").append(frames[i]);
+        }
+        return text.toString();
     }
 
     private static String text(final JsonNode node) {

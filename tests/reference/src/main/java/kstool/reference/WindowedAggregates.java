@@ -15,6 +15,7 @@ import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Reducer;
 import org.apache.kafka.streams.kstream.SessionWindowedKStream;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
@@ -22,6 +23,7 @@ import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
@@ -29,8 +31,8 @@ import org.apache.kafka.streams.state.WindowStore;
  * {@code input}, written to {@code output} with the window as the key's JSON ({@code {"key",
  * "start", "end"}}) and the aggregate as text. A case: {@code "window": {"type":
  * tumbling|hopping|sliding|session, "size", "advance", "grace", "retention"}, "agg":
- * count|sum|min|max, "emit": update|final, "final": suppress|on-window-close} (durations in ms;
- * values read as longs).
+ * count|sum|min|max|avg|concat|latest, "separator", "emit": update|final, "final":
+ * suppress|on-window-close} (durations in ms; values read as longs, by concat and latest as texts).
  */
 final class WindowedAggregates {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -42,19 +44,18 @@ final class WindowedAggregates {
         final KGroupedStream<String, String> grouped =
                 builder.stream(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
         aggregate(grouped, spec).toStream()
-                .map((windowed, aggregate) -> KeyValue.pair(windowedKey(windowed),
-                        aggregate == null ? null : aggregate.toString()))
+                .map((windowed, aggregate) -> KeyValue.pair(windowedKey(windowed), aggregate))
                 .to(Twin.OUTPUT, Produced.with(Serdes.String(), Serdes.String()));
     }
 
-    private static KTable<Windowed<String>, Long> aggregate(final KGroupedStream<String, String> grouped,
-                                                            final JsonNode spec) {
+    private static KTable<Windowed<String>, String> aggregate(final KGroupedStream<String, String> grouped,
+                                                              final JsonNode spec) {
         final JsonNode window = spec.get("window");
         final Duration grace = Duration.ofMillis(window.path("grace").asLong());
         final boolean emitFinal = "final".equals(spec.path("emit").asText("update"));
         final boolean onWindowClose = emitFinal && "on-window-close".equals(spec.path("final").asText("suppress"));
-        final Aggregation aggregation = new Aggregation(spec.path("agg").asText("count"));
-        final KTable<Windowed<String>, Long> aggregates;
+        final Aggregation aggregation = Aggregation.of(spec);
+        final KTable<Windowed<String>, String> aggregates;
         switch (window.get("type").asText()) {
             case "session": {
                 SessionWindowedKStream<String, String> sessions = grouped.windowedBy(
@@ -62,8 +63,10 @@ final class WindowedAggregates {
                 if (onWindowClose) {
                     sessions = sessions.emitStrategy(EmitStrategy.onWindowClose());
                 }
-                aggregates = sessions.aggregate(aggregation::initial, aggregation::add, aggregation::merge,
-                        Materialized.with(Serdes.String(), Serdes.Long()));
+                final Materialized<String, String, SessionStore<Bytes, byte[]>> store =
+                        Materialized.with(Serdes.String(), Serdes.String());
+                aggregates = aggregation.reducer != null ? sessions.reduce(aggregation.reducer, store)
+                        : sessions.aggregate(aggregation::initial, aggregation::add, aggregation::merge, store);
                 break;
             }
             case "sliding":
@@ -78,49 +81,91 @@ final class WindowedAggregates {
                 aggregates = aggregate(grouped.windowedBy(windows), onWindowClose, window, aggregation);
             }
         }
-        return emitFinal && !onWindowClose
+        final KTable<Windowed<String>, String> emitted = emitFinal && !onWindowClose
                 ? aggregates.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
                 : aggregates;
+        return aggregation.kind.equals("avg") ? emitted.mapValues(Aggregation::average) : emitted;
     }
 
-    private static KTable<Windowed<String>, Long> aggregate(final TimeWindowedKStream<String, String> windows,
-                                                            final boolean onWindowClose, final JsonNode window,
-                                                            final Aggregation aggregation) {
+    private static KTable<Windowed<String>, String> aggregate(final TimeWindowedKStream<String, String> windows,
+                                                              final boolean onWindowClose, final JsonNode window,
+                                                              final Aggregation aggregation) {
         final TimeWindowedKStream<String, String> emitting =
                 onWindowClose ? windows.emitStrategy(EmitStrategy.onWindowClose()) : windows;
-        Materialized<String, Long, WindowStore<Bytes, byte[]>> store = Materialized.with(Serdes.String(), Serdes.Long());
+        Materialized<String, String, WindowStore<Bytes, byte[]>> store = Materialized.with(Serdes.String(), Serdes.String());
         if (window.has("retention")) {  // else the store's default: size + grace
             store = store.withRetention(Duration.ofMillis(window.get("retention").asLong()));
         }
-        return emitting.aggregate(aggregation::initial, aggregation::add, store);
+        return aggregation.reducer != null ? emitting.reduce(aggregation.reducer, store)
+                : emitting.aggregate(aggregation::initial, aggregation::add, store);
     }
 
-    /** count, sum, min or max of the values as longs, as KGroupedStream#count and aggregate would. */
-    private record Aggregation(String kind) {
-        Long initial() {
+    /**
+     * count, sum, min, max of the values as longs (an aggregate as text; avg: "sum count", its
+     * average once out of the store), or concat (joined by {@code "separator"}) and latest as a
+     * reduce of the texts, as kstool's --agg says Kafka Streams would.
+     */
+    private static final class Aggregation {
+        final String kind;
+        final Reducer<String> reducer;
+
+        private Aggregation(final String kind, final Reducer<String> reducer) {
+            this.kind = kind;
+            this.reducer = reducer;
+        }
+
+        static Aggregation of(final JsonNode spec) {
+            final String kind = spec.path("agg").asText("count");
+            final String separator = spec.path("separator").asText(",");
+            return new Aggregation(kind, switch (kind) {
+                case "concat" -> (left, right) -> left + separator + right;
+                case "latest" -> (left, right) -> right;
+                default -> null;
+            });
+        }
+
+        String initial() {
             return switch (kind) {
-                case "min" -> Long.MAX_VALUE;
-                case "max" -> Long.MIN_VALUE;
-                default -> 0L;
+                case "min" -> Long.toString(Long.MAX_VALUE);
+                case "max" -> Long.toString(Long.MIN_VALUE);
+                case "avg" -> "0 0";
+                default -> "0";
             };
         }
 
-        Long add(final String key, final String value, final Long aggregate) {
-            return switch (kind) {
-                case "count" -> aggregate + 1;
-                case "sum" -> aggregate + Long.parseLong(value);
-                case "min" -> Math.min(aggregate, Long.parseLong(value));
-                case "max" -> Math.max(aggregate, Long.parseLong(value));
+        String add(final String key, final String value, final String aggregate) {
+            if (kind.equals("avg")) {
+                return merge(key, aggregate, value + " 1");
+            }
+            final long total = Long.parseLong(aggregate);
+            return Long.toString(switch (kind) {
+                case "count" -> total + 1;
+                case "sum" -> total + Long.parseLong(value);
+                case "min" -> Math.min(total, Long.parseLong(value));
+                case "max" -> Math.max(total, Long.parseLong(value));
                 default -> throw new IllegalArgumentException("no aggregation " + kind);
-            };
+            });
         }
 
-        Long merge(final String key, final Long left, final Long right) {
-            return switch (kind) {
-                case "min" -> Math.min(left, right);
-                case "max" -> Math.max(left, right);
-                default -> left + right;
-            };
+        String merge(final String key, final String left, final String right) {
+            if (kind.equals("avg")) {
+                final String[] one = left.split(" ");
+                final String[] other = right.split(" ");
+                return (Long.parseLong(one[0]) + Long.parseLong(other[0])) + " "
+                        + (Long.parseLong(one[1]) + Long.parseLong(other[1]));
+            }
+            final long one = Long.parseLong(left);
+            final long other = Long.parseLong(right);
+            return Long.toString(switch (kind) {
+                case "min" -> Math.min(one, other);
+                case "max" -> Math.max(one, other);
+                default -> one + other;
+            });
+        }
+
+        static String average(final String sumAndCount) {
+            final String[] parts = sumAndCount.split(" ");
+            return Double.toString((double) Long.parseLong(parts[0]) / Long.parseLong(parts[1]));
         }
     }
 
