@@ -10,6 +10,12 @@ subtracts. An aggregate's timestamp is the later of the update's and the aggrega
 are collapsed per batch (the record cache, flushed at each commit). Suppressed, each group's
 latest update waits in a buffer from when the group entered it, and leaves (is written) when
 stream time - D reaches that time, or, beyond N waiting groups, oldest first.
+
+Over a versioned table (`history`: Materialized.as(Stores.persistentVersionedKeyValueStore)),
+the table keeps every row's versions (kstool.streams.versioned), and an update older than its
+row's latest version (a tombstone's too), or than the table's observed time - history, changes
+no group: KTableRepartitionMap skips a change that is not the latest (KIP-914,
+testAggOfVersionedStore).
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from kstool.streams.fields import json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 from kstool.streams.task import Record, StoreValue, TableStores, TaskState
+from kstool.streams.versioned import TABLE_TIME, VersionedTable
 
 TABLE, STORE, BUFFER, INDEX = "table", "aggregate", "suppress-buffer", "suppress-index"
+TABLE_INDEX = "table-index"  # a versioned table's observed time
 AGGREGATIONS = ("count", "sum")  # what a subtractor can take back
 BUFFERED = b"B"  # the index store: buffered groups by the time they entered
 TIME = struct.Struct(">q")
@@ -43,23 +51,36 @@ class TableAggregate(TableStores):
     value_format: str = "auto"
     suppress_ms: int | None = None  # untilTimeLimit; None: no time limit (with suppress_records)
     suppress_records: int | None = None  # maxRecords(N).emitEarlyWhenFull()
+    history: int | None = None  # ms: a versioned table keeping each row's versions this long
     index_bucket_ms: int = MIN_BUCKET_MS
     stores: tuple[str, ...] = field(init=False)
     indexes: tuple[str, ...] = field(init=False)
     group_mapper: KeyMapper = field(init=False)
-    cached_roles: frozenset[str] = frozenset({changelog_role(TABLE), changelog_role(STORE)})
+    cached_roles: frozenset[str] = field(init=False)
+    history_stores: tuple[str, ...] = field(init=False)  # restored by replaying their changelog whole
+    versions: VersionedTable | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.group_mapper = key_mapper(self.group_by, "--group-by", GROUP_BY_FORMS)
         self.stores = (TABLE, STORE, BUFFER) if self.suppressed else (TABLE, STORE)
-        self.indexes = (INDEX,) if self.suppressed else ()
+        self.indexes = ((INDEX,) if self.suppressed else ()) + ((TABLE_INDEX,) if self.history is not None else ())
+        self.versions = None if self.history is None else VersionedTable(TABLE, TABLE_INDEX, self.history)
+        self.history_stores = () if self.versions is None else (TABLE,)
+        # a versioned table's changelog has every record (ChangeLoggingVersionedKeyValueBytesStore)
+        self.cached_roles = frozenset({changelog_role(STORE)} | ({changelog_role(TABLE)} if self.versions is None
+                                                                  else set()))
 
     @property
     def suppressed(self) -> bool:
         return self.suppress_ms is not None or self.suppress_records is not None
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        return {TABLE: {r.key for r in records if r.key is not None}}
+        rows = {r.key for r in records if r.key is not None}
+        return {TABLE: rows} if self.versions is None else {TABLE: rows, TABLE_INDEX: {TABLE_TIME}}
+
+    def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
+        """A restore: one record of the versioned table's changelog, in changelog order."""
+        cast(VersionedTable, self.versions).put(state, key, value, timestamp)
 
     def group_of(self, key: bytes, value: bytes) -> tuple[bytes, float] | None:
         """KTableRepartitionMap's mapper: the row's group and its number (count: 1), or None
@@ -80,14 +101,10 @@ class TableAggregate(TableStores):
         for record in records:
             if record.key is None:
                 continue  # KTableSource drops it
-            old = state.get(TABLE, record.key)
-            if record.value is None and old is None:
-                continue  # nothing to take back, nothing to add
-            if record.value is None:
-                state.delete(TABLE, record.key, record.timestamp)
-            else:
-                state.put(TABLE, record.key, StoreValue(record.value, record.timestamp))
-            old_pair = self.group_of(record.key, cast(bytes, old.value)) if old is not None else None
+            changes_groups, old = self._update_row(state, record)
+            if not changes_groups:
+                continue
+            old_pair = self.group_of(record.key, old) if old is not None else None
             new_pair = self.group_of(record.key, record.value) if record.value is not None else None
             if old_pair and new_pair and old_pair[0] == new_pair[0]:
                 self._aggregate(state, flushed, old_pair[0], new_pair[1], old_pair[1], record.timestamp)
@@ -101,6 +118,24 @@ class TableAggregate(TableStores):
                 self._suppress(state, group, value, ts)
             else:
                 state.emit(group, value, ts)
+
+    def _update_row(self, state: TaskState, record: Record) -> tuple[bool, bytes | None]:
+        """The row's update into the table: whether it changes groups (not a tombstone for no
+        row; over a versioned table, the row's latest version), and the row's old value."""
+        key = cast(bytes, record.key)
+        if self.versions is not None:
+            old = self.versions.latest(state, key)
+            latest = self.versions.put(state, key, record.value, record.timestamp)
+            state.emit(key, record.value, record.timestamp, changelog_role(TABLE))
+            return latest and (old is not None or record.value is not None), old
+        entry = state.get(TABLE, key)
+        if record.value is None and entry is None:
+            return False, None
+        if record.value is None:
+            state.delete(TABLE, key, record.timestamp)
+        else:
+            state.put(TABLE, key, StoreValue(record.value, record.timestamp))
+        return True, None if entry is None else entry.value
 
     def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[bytes | None, int]], group: bytes,
                    new: float | None, old: float | None, ts: int) -> None:

@@ -62,17 +62,83 @@ def split_buffer_key(data: bytes) -> tuple[bytes, int]:
 
 
 @dataclass
-class _Clocks:
-    """The table's observed time and the buffer's records (with its observed time), saved to
-    the index store when the batch ends."""
+class TableClock:
+    """A versioned table's observed time (its newest put), saved to the index store when the batch ends."""
 
     state: TaskState
-    table_time: int
-    buffered: TimeIndex
+    index: str
+    time: int
 
     def save(self) -> None:
-        self.state.put(INDEX, TABLE_TIME, StoreValue(TIME.pack(self.table_time), 0), log=False)
-        self.buffered.save()
+        self.state.put(self.index, TABLE_TIME, StoreValue(TIME.pack(self.time), 0), log=False)
+
+
+@dataclass
+class VersionedTable:
+    """A versioned key-value store (RocksDBVersionedStore) in a task's store `store`: an entry
+    holds a key's latest version (value None: a tombstone) and its older ones; its observed time
+    lives in the index store `index`."""
+
+    store: str
+    index: str
+    history: int  # ms the table keeps versions (also its grace, as in RocksDBVersionedStore)
+
+    def clock(self, state: TaskState) -> TableClock:
+        found = state.index.get(f"versioned:{self.store}")
+        if found is None:
+            saved = state.get(self.index, TABLE_TIME)
+            if saved is not None:
+                time = TIME.unpack(cast(bytes, saved.value))[0]
+            else:  # restored, or a new task: the newest version is the newest put
+                time = max((e.timestamp for e in state.stores[self.store].values()), default=NO_TIME)
+            found = TableClock(state, self.index, time)
+            state.index[f"versioned:{self.store}"] = found
+        return cast(TableClock, found)
+
+    def latest(self, state: TaskState, key: bytes) -> bytes | None:
+        """The key's latest version (None: none, or a tombstone): Kafka Streams' get(key)."""
+        entry = state.get(self.store, key)
+        return None if entry is None else entry.value
+
+    def get(self, state: TaskState, key: bytes, as_of: int) -> bytes | None:
+        """The version valid at `as_of`: get(key, asOfTimestamp)."""
+        entry = state.get(self.store, key)
+        if entry is None:
+            return None
+        if entry.timestamp <= as_of:
+            return entry.value
+        if as_of < self.clock(state).time - self.history:
+            return None  # beyond the history: only the latest version answers
+        for valid_from, value in reversed(older_versions(entry)):
+            if valid_from <= as_of:
+                return value
+        return None
+
+    def put(self, state: TaskState, key: bytes, value: bytes | None, timestamp: int) -> bool:
+        """A table record (None: a tombstone) into the key's versions, unless it is older than
+        the history; a version replaces one of the same time. True when it is now the key's
+        latest version (KTableSource forwards the others with isLatest false, and downstream
+        processors of a versioned table skip them, KIP-914)."""
+        clock = self.clock(state)
+        if timestamp < clock.time - self.history:
+            return False
+        clock.time = max(clock.time, timestamp)
+        entry = state.get(self.store, key)
+        versions = [*older_versions(entry), (entry.timestamp, entry.value)] if entry is not None else []
+        versions = [v for v in versions if v[0] != timestamp] + [(timestamp, value)]
+        versions.sort(key=lambda v: v[0])
+        horizon = clock.time - self.history
+        # a version nothing can ask for: one that ended by the horizon, a tombstone that began before it
+        while len(versions) > 1 and versions[1][0] <= horizon:
+            versions.pop(0)
+        if versions[0][1] is None and versions[0][0] < horizon:
+            versions.pop(0)
+        if not versions:
+            state.delete(self.store, key, timestamp, log=False)
+            return False
+        (latest_time, latest), older = versions[-1], Older(versions[:-1])
+        state.put(self.store, key, StoreValue(latest, latest_time, older), log=False)
+        return int(latest_time) == timestamp
 
 
 @dataclass
@@ -86,9 +152,11 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
     indexes: tuple[str, ...] = (INDEX,)
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream
     history_stores: tuple[str, ...] = (TABLE,)  # restored by replaying their changelog whole
+    table: VersionedTable = field(init=False)
 
     def __post_init__(self) -> None:
         self.stores = (TABLE, BUFFER) if self.grace else (TABLE,)
+        self.table = VersionedTable(TABLE, INDEX, self.history)
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {TABLE: {r.key for r in records if r.key is not None}, INDEX: {TABLE_TIME, BUFFERED}}
@@ -98,16 +166,15 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
             if self.how == "left" and record.side == LEFT and record.value is not None:
                 state.emit(None, self.joiner(record.value, None), record.timestamp)
             return
-        clocks = self._clocks(state)
         if record.side != LEFT:
-            self.put(state, clocks, record.key, record.value, record.timestamp)
+            self.table.put(state, record.key, record.value, record.timestamp)
             state.emit(record.key, record.value, record.timestamp, changelog_role(TABLE))
             return
         if record.value is None:
             return
-        buffer = clocks.buffered
+        buffer = self._buffered(state)
         if not self.grace or buffer.newest - self.grace > record.timestamp:
-            self._join(state, clocks, record.key, record.value, record.timestamp)
+            self._join(state, record.key, record.value, record.timestamp)
             return
         state.sequence = (state.sequence + 1) % 2**31
         waiting = buffer_key(record.key, record.timestamp, state.sequence)
@@ -119,69 +186,28 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
             state.prefetch(TABLE, (split_buffer_key(store_key)[0] for _, store_key in due))
         for ts, store_key in due:
             entry = cast(StoreValue, state.get(BUFFER, store_key))
-            self._join(state, clocks, split_buffer_key(store_key)[0], cast(bytes, entry.value), ts)
+            self._join(state, split_buffer_key(store_key)[0], cast(bytes, entry.value), ts)
             state.delete(BUFFER, store_key, record.timestamp)
 
-    def _join(self, state: TaskState, clocks: _Clocks, key: bytes, value: bytes, timestamp: int) -> None:
-        right = self.get(state, clocks, key, timestamp)
+    def _join(self, state: TaskState, key: bytes, value: bytes, timestamp: int) -> None:
+        right = self.table.get(state, key, timestamp)
         if right is not None or self.how == "left":
             state.emit(key, self.joiner(value, right), timestamp)
 
-    def get(self, state: TaskState, clocks: _Clocks, key: bytes, as_of: int) -> bytes | None:
-        entry = state.get(TABLE, key)
-        if entry is None:
-            return None
-        if entry.timestamp <= as_of:
-            return entry.value
-        if as_of < clocks.table_time - self.history:
-            return None  # beyond the history: only the latest version answers
-        for valid_from, value in reversed(older_versions(entry)):
-            if valid_from <= as_of:
-                return value
-        return None
-
-    def put(self, state: TaskState, clocks: _Clocks, key: bytes, value: bytes | None, timestamp: int) -> None:
-        """A table record (None: a tombstone) into the key's versions, unless it is older than
-        the history; a version replaces one of the same time."""
-        if timestamp < clocks.table_time - self.history:
-            return
-        clocks.table_time = max(clocks.table_time, timestamp)
-        entry = state.get(TABLE, key)
-        versions = [*older_versions(entry), (entry.timestamp, entry.value)] if entry is not None else []
-        versions = [v for v in versions if v[0] != timestamp] + [(timestamp, value)]
-        versions.sort(key=lambda v: v[0])
-        horizon = clocks.table_time - self.history
-        # a version nothing can ask for: one that ended by the horizon, a tombstone that began before it
-        while len(versions) > 1 and versions[1][0] <= horizon:
-            versions.pop(0)
-        if versions[0][1] is None and versions[0][0] < horizon:
-            versions.pop(0)
-        if not versions:
-            state.delete(TABLE, key, timestamp, log=False)
-            return
-        (latest_time, latest), older = versions[-1], Older(versions[:-1])
-        state.put(TABLE, key, StoreValue(latest, latest_time, older), log=False)
-
     def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
         """A restore: one changelog record of a history store, in changelog order."""
-        self.put(state, self._clocks(state), key, value, timestamp)
+        self.table.put(state, key, value, timestamp)
 
-    def _clocks(self, state: TaskState) -> _Clocks:
-        found = state.index.get("versioned")
+    def _buffered(self, state: TaskState) -> TimeIndex:
+        """The buffer's records by time (with its observed time)."""
+        found = state.index.get("versioned-buffer")
         if found is None:
-            saved = state.get(INDEX, TABLE_TIME)
-            buffered = TimeIndex(state, INDEX, BUFFERED, self.index_bucket_ms)
-            if saved is not None:
-                table_time = TIME.unpack(cast(bytes, saved.value))[0]
-            else:  # restored, or a new task: the newest version is the newest put
-                table_time = max((e.timestamp for e in state.stores[TABLE].values()), default=NO_TIME)
-            if not buffered.exists and BUFFER in state.stores:
+            found = TimeIndex(state, INDEX, BUFFERED, self.index_bucket_ms)
+            if not found.exists and BUFFER in state.stores:
                 for store_key in state.stores[BUFFER]:
-                    buffered.add(split_buffer_key(store_key)[1], store_key)
-            found = _Clocks(state, table_time, buffered)
-            state.index["versioned"] = found
-        return cast(_Clocks, found)
-
+                    found.add(split_buffer_key(store_key)[1], store_key)
+            state.index["versioned-buffer"] = found
+        return cast(TimeIndex, found)
 
 
 def latest_versions(history: int, records: Iterable[tuple[bytes, bool, int]]) -> dict[bytes, int]:

@@ -2,7 +2,8 @@
 group leaving its old one (Kafka Streams' KTable.groupBy(...).count() / .aggregate(adder,
 subtractor), kstool.streams.table_aggregation), optionally suppressed (suppress(untilTimeLimit)).
 
-The input is read as a table (latest value per key, a tombstone deletes the row). All of it runs
+The input is read as a table (latest value per key, a tombstone deletes the row; with
+--table-history a versioned table, whose out-of-order updates change no group). All of it runs
 in one task: Kafka Streams re-groups the rows through a repartition topic between two tasks,
 kstool keeps the rows and the groups side by side, so the input's partitions are processed
 together (merged by timestamp, as a repartition topic would merge them).
@@ -37,6 +38,7 @@ class TableAggregation:
     value_format: str = "auto"
     suppress_time: int | None = None  # ms
     suppress_records: str | None = None  # a count, as given
+    table_history: int | None = None  # ms; a versioned table keeping each row's versions this long
     name: str = "table-aggregate"
     invalid_reason: str = "not JSON where a field is read, or no number to sum"
     per_task: bool = True
@@ -65,16 +67,20 @@ class TableAggregation:
     def parameters(self) -> dict[str, Any]:
         return {"group_by": self.group_by, "agg": self.agg, "value_field": self.value_field,
                 "value_format": self.value_format, "suppress_time": self.suppress_time,
-                "suppress_records": self.suppress_records}
+                "suppress_records": self.suppress_records,
+                # only when set: apps made before it have no such parameter
+                **({"table_history": self.table_history} if self.table_history is not None else {})}
 
     def processor(self) -> TableAggregate:
         records = None if self.suppress_records is None else int(self.suppress_records)
-        return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records)
+        return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records,
+                              self.table_history)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         output = store_format(self.agg, self.value_format)  # the store's, the output's and the buffer's alike
         values = {TABLE: "string", STORE: output, BUFFER: f"buffered:{output}"}
-        return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name], spark_state_var=name)
+        return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name], spark_state_var=name,
+                          history_ms=self.table_history if name == TABLE else None)
                 for name in self.processor().stores]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
@@ -143,7 +149,10 @@ TYPE = TopologyType(
              "(stream time; suppress(untilTimeLimit)).", kind=DURATION, metavar="DURATION"),
      Setting("suppress_records", "--suppress-records", "Keep at most this many groups waiting: beyond, the oldest "
              "is written early (maxRecords(N).emitEarlyWhenFull()); alone, groups wait for nothing else.",
-             metavar="N")),
+             metavar="N"),
+     Setting("table_history", "--table-history", "A versioned table keeping each row's versions this long: an "
+             "update older than its row's latest version (or than the history) changes no group.",
+             kind=DURATION, metavar="DURATION")),
     TableAggregation,
     examples=("kstool run table-aggregate --input user-regions --output users-per-region --once",
               "kstool run table-aggregate --input accounts --output balance-per-branch --group-by field:branch "

@@ -1,8 +1,8 @@
 """Table aggregation (`run table-aggregate`: a table's rows re-grouped, counted or summed, optionally
 suppressed) of kstool's processor against Kafka Streams itself (tests/twin.py: KTable#groupBy
 then count or aggregate with a subtractor, in TopologyTestDriver with its record cache, which the
-driver commits after each record), on random row updates, moves between groups and tombstones.
-The comparison contract (README "Differences from Kafka Streams"):
+driver commits after each record), on random row updates, moves between groups and tombstones,
+out of order, over a plain or a versioned table (`--table-history`). The comparison contract (README "Differences from Kafka Streams"):
 - a micro-batch per row update: the same output records in the same order;
 - larger micro-batches: each group's last value is the same (a batch writes a group's latest
   value once, as the record cache does at a commit)."""
@@ -13,7 +13,7 @@ import json
 import os
 import struct
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import OUTPUT
@@ -36,9 +36,9 @@ def _value(shape: str, value: tuple[str, int] | None) -> str | None:
     return f"{group},{number}" if shape == "split" else json.dumps({"g": group, "n": number})
 
 
-def _kstool(shape, agg, suppress_ms, suppress_records, inputs, batch: int) -> list[tuple]:
+def _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch: int) -> list[tuple]:
     processor = TableAggregate(agg, "split:,:0" if shape == "split" else "field:g", "n" if shape == "field" else None,
-                               "auto", suppress_ms, suppress_records)
+                               "auto", suppress_ms, suppress_records, history)
     state, out = TaskState.empty(task_stores(processor)), []
     recs = [Record(key.encode(), None if (v := _value(shape, value)) is None else v.encode(), ts, offset=i)
             for i, (key, value, ts) in enumerate(inputs)]
@@ -48,8 +48,9 @@ def _kstool(shape, agg, suppress_ms, suppress_records, inputs, batch: int) -> li
             for e in out if e.role == OUTPUT]
 
 
-def _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, inputs) -> list[tuple]:
+def _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs) -> list[tuple]:
     case = {"kind": "table-aggregate", "agg": agg, "cache": True, "separator": ",", "index": 0,
+            **({"history": history} if history is not None else {}),
             **({"group_field": "g", "sum_field": "n"} if shape == "field" else {}),
             **({"suppress_ms": suppress_ms} if suppress_ms is not None else {}),
             **({"suppress_records": suppress_records} if suppress_records is not None else {}),
@@ -58,13 +59,17 @@ def _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, inputs) -> l
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
+# versioned: r1@5 is out of order (older than r1@9) and changes no group; r2@0 is older than the history
+@example(inputs=[("r1", ("a", 1), 9), ("r1", ("b", 1), 5), ("r3", ("c", 1), 20), ("r2", ("a", 1), 0)], shape="split",
+         agg="count", suppress_ms=None, suppress_records=None, history=10, batch=1)
 @given(rows, shapes, st.sampled_from(["count", "sum"]), st.one_of(st.none(), st.integers(0, 10)),
-       st.one_of(st.none(), st.integers(1, 3)), st.integers(1, 7))
-def test_table_aggregates_are_kafka_streams_aggregates(twin, inputs, shape, agg, suppress_ms, suppress_records, batch):
+       st.one_of(st.none(), st.integers(1, 3)), st.one_of(st.none(), st.integers(0, 30)), st.integers(1, 7))
+def test_table_aggregates_are_kafka_streams_aggregates(twin, inputs, shape, agg, suppress_ms, suppress_records, history,
+                                                       batch):
     if agg == "sum" and shape == "split":
         shape = "field"  # a sum reads its number from a JSON field
-    theirs = _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, inputs)
-    assert _kstool(shape, agg, suppress_ms, suppress_records, inputs, 1) == theirs
-    batched = _kstool(shape, agg, suppress_ms, suppress_records, inputs, batch)
+    theirs = _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs)
+    assert _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, 1) == theirs
+    batched = _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch)
     if suppress_ms is None and suppress_records is None:
         assert {key: value for key, value, _ in batched} == {key: value for key, value, _ in theirs}

@@ -15,6 +15,7 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.state.Stores;
 
 /**
  * The twin of {@code kstool run table-aggregate}: the table {@code input} re-grouped by
@@ -22,7 +23,8 @@ import org.apache.kafka.streams.kstream.Suppressed;
  * {@code index} of the value split at {@code separator} ({@code split:SEP:N}; none: the row has
  * no group), counted or summed ({@code "sum_field"} of the JSON value, a long), optionally
  * suppressed ({@code "suppress_ms"}, {@code "suppress_records"}: untilTimeLimit with
- * maxRecords(N).emitEarlyWhenFull()), written to {@code output} with the aggregate as text.
+ * maxRecords(N).emitEarlyWhenFull()), written to {@code output} with the aggregate as text. With
+ * {@code "history"} (ms) the table is versioned (kstool's {@code --table-history}).
  */
 final class TableAggregates {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -31,7 +33,12 @@ final class TableAggregates {
     }
 
     static void build(final StreamsBuilder builder, final JsonNode spec) {
-        final KTable<String, String> table = builder.table(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String()));
+        final KTable<String, String> table = spec.has("history")
+                ? builder.table(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String()),
+                        Materialized.<String, String>as(Stores.persistentVersionedKeyValueStore(
+                                        "input-versions", Duration.ofMillis(spec.get("history").asLong())))
+                                .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
+                : builder.table(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String()));
         final KGroupedTable<String, String> grouped = table.groupBy(
                 (key, value) -> KeyValue.pair(group(spec, value), value),
                 Grouped.with(Serdes.String(), Serdes.String()));
