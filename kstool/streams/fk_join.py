@@ -10,22 +10,30 @@ change answers every subscription of its key (ForeignTableJoinProcessorSupplier)
 turns answers into results (ResponseJoinProcessorSupplier, which drops answers to a left value
 that has changed since). Here both tables and the subscriptions live in one task and every
 message is handled at once, in the same order, so no answer is ever stale.
+
+Over versioned tables (`history`: both tables Stores.persistentVersionedKeyValueStore, KIP-914),
+an update older than its key's latest version (a tombstone's too), or than its table's newest
+update - history, is kept as a version and changes no result (SubscriptionSendProcessorSupplier
+and ForeignTableJoinProcessorSupplier skip a change that is not the latest); with no record
+cache in front of a versioned store, a delete of nothing is passed on like any change.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, cast
 
 from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.indexes import KeyIndex
 from kstool.streams.joins import Joiner
 from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TableStores, TaskState
+from kstool.streams.versioned import VersionedTable
 
 LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS, INDEX = "join-left-table", "join-right-table", "join-subscriptions", "join-fk-index"
-# the index store: a foreign key -> its subscriptions; whether it was built (a restored store has none)
-BY_FOREIGN_KEY, BUILT = b"F", b"built"
+# the index store: a foreign key -> its subscriptions; whether it was built (a restored store has
+# none); versioned tables' observed times
+BY_FOREIGN_KEY, BUILT, LEFT_TIME, RIGHT_TIME = b"F", b"built", b"TL", b"TR"
 # SubscriptionWrapper.Instruction
 DELETE_AND_PROPAGATE, DELETE_NO_PROPAGATE, PROPAGATE_NULL, PROPAGATE_IF_FOUND = range(4)
 ForeignKey = Callable[[bytes], bytes | None]
@@ -46,16 +54,56 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
     how: str  # inner | left
     foreign_key: ForeignKey
     joiner: Joiner
+    history: int | None = None  # ms: both tables versioned, keeping each key's versions this long
     stores: tuple[str, ...] = (LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS)
     indexes: tuple[str, ...] = (INDEX,)
-    # the result is a KTable: per batch each key's last result (the record cache)
-    cached_roles: frozenset[str] = frozenset({OUTPUT, *(changelog_role(s) for s in (LEFT_TABLE, RIGHT_TABLE,
-                                                                                      SUBSCRIPTIONS))})
+    cached_roles: frozenset[str] = field(init=False)
+    history_stores: tuple[str, ...] = field(init=False)  # restored by replaying their changelog whole
+    versions: dict[str, VersionedTable] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.versions = {} if self.history is None else {
+            LEFT_TABLE: VersionedTable(LEFT_TABLE, INDEX, self.history, LEFT_TIME),
+            RIGHT_TABLE: VersionedTable(RIGHT_TABLE, INDEX, self.history, RIGHT_TIME)}
+        self.history_stores = tuple(self.versions)
+        # the result is a KTable: per batch each key's last result (the record cache); a
+        # versioned table's changelog has every record
+        self.cached_roles = frozenset({OUTPUT, *(changelog_role(s) for s in (LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS)
+                                                 if s not in self.versions)})
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         left = {r.key for r in records if r.side == LEFT and r.key is not None}
         right = {r.key for r in records if r.side != LEFT and r.key is not None}
-        return {LEFT_TABLE: left, RIGHT_TABLE: right, INDEX: {BUILT} | {BY_FOREIGN_KEY + k for k in right}}
+        return {LEFT_TABLE: left, RIGHT_TABLE: right,
+                INDEX: {BUILT, LEFT_TIME, RIGHT_TIME} | {BY_FOREIGN_KEY + k for k in right}}
+
+    def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
+        """A restore: one record of a versioned table's changelog, in changelog order."""
+        self.versions[store].put(state, key, value, timestamp)
+
+    def _row(self, state: TaskState, table: str, key: bytes) -> StoreValue | None:
+        """A table's row (a versioned table's latest version; None: none, or a tombstone)."""
+        versions = self.versions.get(table)
+        return state.get(table, key) if versions is None else versions.latest(state, key)
+
+    def _update(self, state: TaskState, table: str, key: bytes, value: bytes | None,
+                ts: int) -> tuple[bool, StoreValue | None]:
+        """The record into its table: whether it changes anything (not a delete of nothing,
+        which a record cache does not forward; a versioned table's latest version), and the
+        row it replaced."""
+        old = self._row(state, table, key)
+        versions = self.versions.get(table)
+        if versions is not None:
+            latest = versions.put(state, key, value, ts)
+            state.emit(key, value, ts, changelog_role(table))
+            return latest, old
+        if old is None and value is None:
+            return False, None
+        if value is None:
+            state.delete(table, key, ts)
+        else:
+            state.put(table, key, StoreValue(value, ts))
+        return True, old
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:
@@ -66,13 +114,9 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
             self._right(state, record.key, record.value, record.timestamp)
 
     def _left(self, state: TaskState, key: bytes, value: bytes | None, ts: int) -> None:
-        old = state.get(LEFT_TABLE, key)
-        if old is None and value is None:
-            return  # a delete of nothing changes nothing
-        if value is None:
-            state.delete(LEFT_TABLE, key, ts)
-        else:
-            state.put(LEFT_TABLE, key, StoreValue(value, ts))
+        changes, old = self._update(state, LEFT_TABLE, key, value, ts)
+        if not changes:
+            return
         for foreign_key, instruction in self._instructions(old.value if old else None, value):
             self._subscribe(state, key, ts, foreign_key, instruction)
 
@@ -83,6 +127,8 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
         old_fk: bytes | None = self.foreign_key(old) if old is not None else None
         new_fk = self.foreign_key(new) if new is not None else None
         if self.how == "left":
+            if old is None and new is None:
+                return []  # a delete of nothing (a versioned table passes it on)
             moved = [(old_fk, DELETE_NO_PROPAGATE)] if old_fk is not None and new_fk != old_fk else []
             return moved + [(new_fk, PROPAGATE_NULL)]
         if new_fk is None:  # deleted, or no foreign key now
@@ -94,7 +140,7 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
     def _subscribe(self, state: TaskState, key: bytes, ts: int, foreign_key: bytes | None, instruction: int) -> None:
         """SubscriptionReceiveProcessorSupplier (keep or drop the subscription), then
         SubscriptionJoinProcessorSupplier (answer with the right value)."""
-        right = state.get(RIGHT_TABLE, foreign_key) if foreign_key is not None else None
+        right = self._row(state, RIGHT_TABLE, foreign_key) if foreign_key is not None else None
         if foreign_key is not None:
             subscription, by_foreign_key = subscription_key(foreign_key, key), self._index(state)
             if instruction in (DELETE_AND_PROPAGATE, DELETE_NO_PROPAGATE):
@@ -111,12 +157,8 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
     def _right(self, state: TaskState, foreign_key: bytes, value: bytes | None, ts: int) -> None:
         """ForeignTableJoinProcessorSupplier: every subscription of the key gets the new value
         (a delete too), in the subscription store's order."""
-        if value is None and state.get(RIGHT_TABLE, foreign_key) is None:
-            return  # a delete of nothing: the source table's record cache forwards no change
-        if value is None:
-            state.delete(RIGHT_TABLE, foreign_key, ts)
-        else:
-            state.put(RIGHT_TABLE, foreign_key, StoreValue(value, ts))
+        if not self._update(state, RIGHT_TABLE, foreign_key, value, ts)[0]:
+            return
         subscriptions = sorted(self._index(state).get(foreign_key))
         if subscriptions:
             state.prefetch(LEFT_TABLE, (split_subscription_key(s)[1] for s in subscriptions))
@@ -125,7 +167,7 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
 
     def _respond(self, state: TaskState, key: bytes, foreign: bytes | None, ts: int) -> None:
         """ResponseJoinProcessorSupplier: the join of the left row as it is now."""
-        current = state.get(LEFT_TABLE, key)
+        current = self._row(state, LEFT_TABLE, key)
         if foreign is None and (self.how != "left" or current is None):
             state.emit(key, None, ts)
         else:

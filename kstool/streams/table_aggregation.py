@@ -124,10 +124,10 @@ class TableAggregate(TableStores):
         row; over a versioned table, the row's latest version), and the row's old value."""
         key = cast(bytes, record.key)
         if self.versions is not None:
-            old = self.versions.latest(state, key)
+            entry = self.versions.latest(state, key)
             latest = self.versions.put(state, key, record.value, record.timestamp)
             state.emit(key, record.value, record.timestamp, changelog_role(TABLE))
-            return latest and (old is not None or record.value is not None), old
+            return latest and (entry is not None or record.value is not None), None if entry is None else entry.value
         entry = state.get(TABLE, key)
         if record.value is None and entry is None:
             return False, None

@@ -67,38 +67,40 @@ class TableClock:
 
     state: TaskState
     index: str
+    key: bytes
     time: int
 
     def save(self) -> None:
-        self.state.put(self.index, TABLE_TIME, StoreValue(TIME.pack(self.time), 0), log=False)
+        self.state.put(self.index, self.key, StoreValue(TIME.pack(self.time), 0), log=False)
 
 
 @dataclass
 class VersionedTable:
     """A versioned key-value store (RocksDBVersionedStore) in a task's store `store`: an entry
     holds a key's latest version (value None: a tombstone) and its older ones; its observed time
-    lives in the index store `index`."""
+    lives in the index store `index` under `clock_key`."""
 
     store: str
     index: str
     history: int  # ms the table keeps versions (also its grace, as in RocksDBVersionedStore)
+    clock_key: bytes = TABLE_TIME
 
     def clock(self, state: TaskState) -> TableClock:
         found = state.index.get(f"versioned:{self.store}")
         if found is None:
-            saved = state.get(self.index, TABLE_TIME)
+            saved = state.get(self.index, self.clock_key)
             if saved is not None:
                 time = TIME.unpack(cast(bytes, saved.value))[0]
             else:  # restored, or a new task: the newest version is the newest put
                 time = max((e.timestamp for e in state.stores[self.store].values()), default=NO_TIME)
-            found = TableClock(state, self.index, time)
+            found = TableClock(state, self.index, self.clock_key, time)
             state.index[f"versioned:{self.store}"] = found
         return cast(TableClock, found)
 
-    def latest(self, state: TaskState, key: bytes) -> bytes | None:
-        """The key's latest version (None: none, or a tombstone): Kafka Streams' get(key)."""
+    def latest(self, state: TaskState, key: bytes) -> StoreValue | None:
+        """The key's latest version, None for none or a tombstone: Kafka Streams' get(key)."""
         entry = state.get(self.store, key)
-        return None if entry is None else entry.value
+        return None if entry is None or entry.value is None else entry
 
     def get(self, state: TaskState, key: bytes, as_of: int) -> bytes | None:
         """The version valid at `as_of`: get(key, asOfTimestamp)."""

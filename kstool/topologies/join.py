@@ -24,7 +24,7 @@ from kstool.streams.global_join import GLOBAL, GlobalTableJoin
 from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT
-from kstool.streams.versioned import BUFFER, TABLE, VersionedStreamTableJoin
+from kstool.streams.versioned import BUFFER, VersionedStreamTableJoin
 from kstool.topologies import events
 from kstool.topologies.combiners import pack_spec
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
@@ -57,7 +57,7 @@ class Join:
     input_value_format: str = "bytes"  # bytes: as they are; avro, protobuf, jsonschema: decoded to JSON
     before: int | None = None  # ms; stream-stream, instead of within: JoinWindows.before / after
     after: int | None = None
-    table_history: int | None = None  # ms; stream-table: a versioned table keeping versions this long
+    table_history: int | None = None  # ms; stream-table, foreign key: versioned tables keeping versions this long
     global_key: str | None = None  # stream-global: key | field:PATH | split:SEP:N of the stream record (None: key)
     foreign_key: str | None = None  # table-table: field:PATH | split:SEP:N of the left row naming the right row
     name: str = "join"
@@ -74,8 +74,11 @@ class Join:
         asymmetric = self.before is not None or self.after is not None
         if self.kind != "stream-stream" and (self.within is not None or asymmetric):
             raise UsageError("--within, --before and --after are for stream-stream joins")
-        if self.table_history is not None and self.kind != "stream-table":
-            raise UsageError("--table-history is for stream-table joins")
+        if self.table_history is not None and self.kind == "stream-global":
+            raise UsageError("--table-history: a global table cannot be versioned (Kafka Streams refuses it too: "
+                             "\"GlobalTables cannot be versioned\")")
+        if self.table_history is not None and self.kind != "stream-table" and self.foreign_key is None:
+            raise UsageError("--table-history is for stream-table joins and foreign-key joins")
         if self.kind in ("table-table", "stream-global") and self.grace:
             raise UsageError("--grace is for stream-stream joins and versioned stream-table joins")
         if self.kind == "stream-table" and self.grace and self.table_history is None:
@@ -149,17 +152,19 @@ class Join:
                                    joiner)
         if self.foreign_key is not None:
             foreign_key = key_mapper(self.foreign_key, "--foreign-key", FOREIGN_KEY_FORMS)
-            return ForeignKeyJoin(self.how, lambda value: foreign_key(None, value), joiner)
+            return ForeignKeyJoin(self.how, lambda value: foreign_key(None, value), joiner, self.table_history)
         return TableTableJoin(self.how, joiner)
 
     def stores(self, app_id: str) -> list[StoreSpec]:
-        retention = self.processor().retention if self.kind == "stream-stream" else None
+        processor = self.processor()
+        retention = processor.retention if self.kind == "stream-stream" else None
+        versioned = getattr(processor, "history_stores", ())
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
                           _KEY_FORMATS.get(name, "string"), "string",
                           spark_state_var=name,
                           retention_ms=retention if _STORE_KINDS[name] == "window" else None,
-                          history_ms=self.table_history if name == TABLE else None)
-                for name in self.processor().stores]
+                          history_ms=self.table_history if name in versioned else None)
+                for name in processor.stores]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
@@ -235,7 +240,9 @@ class Join:
                        + (f" {self.before}ms before to {self.after}ms after, grace {self.grace}ms"
                           if self.before is not None else "")
                        + (f" against a versioned table (history {self.table_history}ms, grace {self.grace}ms)"
-                          if self.table_history is not None else "")
+                          if self.table_history is not None and self.kind == "stream-table" else "")
+                       + (f" of versioned tables (history {self.table_history}ms)"
+                          if self.table_history is not None and self.foreign_key is not None else "")
                        + (f" on the stream record's {self.global_key or 'key'}, the whole table in every task"
                           if self.kind == "stream-global" else "")
                        + ("; re-grouped by key" if self.repartition else ""))},
@@ -302,7 +309,8 @@ TYPE = TopologyType(
              "stream-table with --table-history: how long stream records wait for late table updates.",
              default="0ms", kind=DURATION, metavar="DURATION"),
      Setting("table_history", "--table-history", "stream-table: a versioned table keeping each key's versions "
-             "this long; a stream record joins the version valid at its timestamp, not the latest.",
+             "this long; a stream record joins the version valid at its timestamp, not the latest. "
+             "--foreign-key: both tables versioned; an update older than its key's latest changes no result.",
              kind=DURATION, metavar="DURATION"),
      Setting("foreign_key", "--foreign-key", "table-table: join each left row with the right row this JSON "
              "field of it, or its field N (from 0) split at SEP, names (a foreign-key join, KIP-213).",

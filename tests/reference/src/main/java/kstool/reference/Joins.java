@@ -24,7 +24,8 @@ import org.apache.kafka.streams.state.Stores;
  * {@code output}, the joiner {@code left + "," + right} (a missing side is "null", as kstool's
  * {@code --joiner concat}). A case: {@code "kind": stream-stream|stream-table|table-table|
  * stream-global|foreign-key, "how": inner|left|outer, "before", "after", "grace" (ms, stream-stream;
- * stream-table with "history": the table versioned, stream records held back for grace),
+ * stream-table with "history": the table versioned, stream records held back for grace; foreign-key
+ * with "history": both tables versioned),
  * "separator", "index"} (stream-global and foreign-key: the key is field {@code index} of the
  * value split at {@code separator}, kstool's {@code split:SEP:N}; none: no key).
  */
@@ -62,10 +63,7 @@ final class Joins {
                     break;
                 }
                 // kstool's --table-history and --grace: a versioned table, stream records buffered for grace
-                final KTable<String, String> right = builder.table("right", STRINGS,
-                        Materialized.<String, String>as(Stores.persistentVersionedKeyValueStore(
-                                        "right-versions", Duration.ofMillis(spec.get("history").asLong())))
-                                .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
+                final KTable<String, String> right = table(builder, "right", spec);
                 Joined<String, String, String> graced = Joined.with(Serdes.String(), Serdes.String(), Serdes.String());
                 if (spec.path("grace").asLong() > 0) {  // with one, a stream record without a key fails the task (4.4)
                     graced = graced.withGracePeriod(Duration.ofMillis(spec.get("grace").asLong()));
@@ -81,8 +79,8 @@ final class Joins {
                 break;
             }
             case "foreign-key": {
-                final KTable<String, String> left = builder.table("left", STRINGS);
-                final KTable<String, String> right = builder.table("right", STRINGS);
+                final KTable<String, String> left = table(builder, "left", spec);
+                final KTable<String, String> right = table(builder, "right", spec);
                 joined = ("left".equals(how)
                         ? left.leftJoin(right, value -> field(spec, value), JOINER)
                         : left.join(right, value -> field(spec, value), JOINER)).toStream();
@@ -99,6 +97,16 @@ final class Joins {
             }
         }
         joined.to(Twin.OUTPUT, Produced.with(Serdes.String(), Serdes.String()));
+    }
+
+    /** The topic as a table, versioned with the case's {@code "history"} (kstool's --table-history). */
+    private static KTable<String, String> table(final StreamsBuilder builder, final String topic, final JsonNode spec) {
+        if (!spec.has("history")) {
+            return builder.table(topic, STRINGS);
+        }
+        return builder.table(topic, STRINGS, Materialized.<String, String>as(Stores.persistentVersionedKeyValueStore(
+                        topic + "-versions", Duration.ofMillis(spec.get("history").asLong())))
+                .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
     }
 
     /** kstool's split:SEP:N of a value; null when it has no such field. */

@@ -11,7 +11,9 @@ import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KGroupedStream;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
@@ -32,7 +34,9 @@ import org.apache.kafka.streams.state.WindowStore;
  * "start", "end"}}) and the aggregate as text. A case: {@code "window": {"type":
  * tumbling|hopping|sliding|session, "size", "advance", "grace", "retention"}, "agg":
  * count|sum|min|max|avg|concat|latest, "separator", "emit": update|final, "final":
- * suppress|on-window-close} (durations in ms; values read as longs, by concat and latest as texts).
+ * suppress|on-window-close, "group_by": {"separator", "index"}} (durations in ms; values read as
+ * longs, by concat and latest as texts; group_by: re-keyed by a field of the value split at the
+ * separator, kstool's {@code --group-by split:SEP:N}).
  */
 final class WindowedAggregates {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -41,8 +45,11 @@ final class WindowedAggregates {
     }
 
     static void build(final StreamsBuilder builder, final JsonNode spec) {
-        final KGroupedStream<String, String> grouped =
-                builder.stream(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String())).groupByKey();
+        final KStream<String, String> input = builder.stream(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String()));
+        final KGroupedStream<String, String> grouped = spec.has("group_by")  // kstool's --group-by split:SEP:N
+                ? input.groupBy((key, value) -> Joins.field(spec.get("group_by"), value),
+                        Grouped.with(Serdes.String(), Serdes.String()))
+                : input.groupByKey();
         aggregate(grouped, spec).toStream()
                 .map((windowed, aggregate) -> KeyValue.pair(windowedKey(windowed), aggregate))
                 .to(Twin.OUTPUT, Produced.with(Serdes.String(), Serdes.String()));
