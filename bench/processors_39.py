@@ -9,7 +9,6 @@ import random
 import sys
 import time
 
-from kstool.streams.aggregation import WindowedAggregate
 from kstool.streams.fk_join import ForeignKeyJoin
 from kstool.streams.global_join import GlobalTableJoin, key_mapper
 from kstool.streams.joins import StreamTableJoin, make_joiner
@@ -17,6 +16,7 @@ from kstool.streams.reduce import TextReduce
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.table_aggregation import TableAggregate
 from kstool.streams.task import LEFT, RIGHT, Processor, Record, TaskState, run_task, task_stores
+from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.versioned import VersionedStreamTableJoin
 from kstool.streams.windows import WindowSpec
 

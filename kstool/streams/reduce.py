@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kstool.contract import OUTPUT, changelog_role
-from kstool.streams.aggregation import STORE, TextAccumulator
+from kstool.streams.accumulators import TextAccumulator
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TableStores, TaskState
+from kstool.streams.window_aggregation import STORE
 
 
 @dataclass

@@ -21,9 +21,10 @@ from typing import cast
 
 from kstool.base.store_keys import output_key, split_window_store_key, window_store_key
 from kstool.contract import LATE
-from kstool.streams.aggregation import INDEX, STORE, Acc, WindowAggregation
+from kstool.streams.accumulators import Acc
 from kstool.streams.indexes import KeyIndex, TimeIndex
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
+from kstool.streams.window_aggregation import INDEX, STORE, WindowAggregation
 
 # the index store: each key's windows, windows by start (expiry; its newest start is the store's
 # observed time) and by end (--emit final)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from kstool.contract import OUTPUT, changelog_role
-from kstool.streams.aggregation import output_value, stored_number
+from kstool.streams.accumulators import output_value, stored_number
 from kstool.streams.fields import json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.key_mappers import KeyMapper, key_mapper

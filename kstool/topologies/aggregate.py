@@ -17,7 +17,8 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topology
-from kstool.streams.aggregation import AGGREGATIONS, STORE, TEXT_AGGREGATIONS, output_value, store_format
+from kstool.streams.accumulators import AGGREGATIONS, TEXT_AGGREGATIONS, output_value, store_format
+from kstool.streams.window_aggregation import STORE
 from kstool.streams.windows import WINDOW_KINDS
 from kstool.topologies import aggregate_inputs, combiners
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput

@@ -18,7 +18,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON
-from kstool.streams.aggregation import AGGREGATIONS
+from kstool.streams.accumulators import AGGREGATIONS
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
@@ -127,7 +127,7 @@ def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, g
 
 def restored_number(value_format: str):
     """A restored store entry's value (kstool.contract.RESTORED rows) as the aggregation's
-    number, read with the store's serde (kstool.streams.aggregation.store_format): 8 bytes as
+    number, read with the store's serde (kstool.streams.accumulators.store_format): 8 bytes as
     kstool's `number` (a count's long reads as one), else the number as text."""
     from pyspark.sql import functions as F
 

@@ -18,7 +18,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import SinkTarget
-from kstool.streams.aggregation import store_format
+from kstool.streams.accumulators import store_format
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, GROUP_BY_FORMS, STORE, TABLE, TableAggregate
 from kstool.topologies import events

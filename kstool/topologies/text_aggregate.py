@@ -11,8 +11,8 @@ from typing import Any
 from kstool.application.model import StoreSpec
 from kstool.base.names import changelog_topic
 from kstool.contract import SinkTarget
-from kstool.streams.aggregation import STORE
 from kstool.streams.reduce import TextReduce
+from kstool.streams.window_aggregation import STORE
 from kstool.topologies import aggregate_inputs, events
 from kstool.topologies.aggregate_inputs import NumberInput
 

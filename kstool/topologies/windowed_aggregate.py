@@ -2,7 +2,7 @@
 windows (Kafka Streams' groupBy(...).windowedBy(...).aggregate(...)).
 
 Event time from the record or a JSON field (`--time`), Kafka Streams' grace, late-record and
-emit rules (`kstool.streams.aggregation`), run per task with Spark's transformWithState (counts
+emit rules (`kstool.streams.time_windows`, `.sessions`), run per task with Spark's transformWithState (counts
 in time windows arrive combined per key and window: kstool.topologies.combiners). The
 store is a window or session store with Kafka Streams' changelog layouts; output keys are
 windowed keys (key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
@@ -17,8 +17,11 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
-from kstool.streams.aggregation import STORE, TEXT_AGGREGATIONS, SessionAggregate, WindowedAggregate, store_format
+from kstool.streams.accumulators import TEXT_AGGREGATIONS, store_format
+from kstool.streams.sessions import SessionAggregate
 from kstool.streams.sliding import SlidingWindowAggregate
+from kstool.streams.time_windows import WindowedAggregate
+from kstool.streams.window_aggregation import STORE
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import aggregate_inputs, combiners, events
 from kstool.topologies.aggregate_inputs import NumberInput

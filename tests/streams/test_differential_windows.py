@@ -22,9 +22,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import OUTPUT
-from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
+from kstool.streams.sessions import SessionAggregate
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
+from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.windows import WindowSpec
 
 # `make test-differential` runs many more (KSTOOL_DIFFERENTIAL_EXAMPLES)

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstool.base.store_keys import window_store_key
-from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.indexes import KeyIndex, OwnedKeys, TimeIndex
 from kstool.streams.joins import StreamStreamJoin, make_joiner
+from kstool.streams.sessions import SessionAggregate
 from kstool.streams.task import NO_TIME, Record, StoreValue, TaskState, run_task, task_stores
+from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.windows import WindowSpec
 
 operations = st.lists(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(-5, 50)),

@@ -10,10 +10,11 @@ import json
 import pytest
 
 from kstool.contract import OUTPUT
-from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.reduce import TextReduce
+from kstool.streams.sessions import SessionAggregate
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
+from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.windows import WindowSpec
 
 # KGroupedStreamImplTest#processData (KGroupedStreamImplTest.java:700): the last record has no value

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from kstool.contract import LATE
 from kstool.engine.source import OffsetRange, combined
-from kstool.streams.aggregation import WindowedAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
+from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.windows import WindowSpec
 from kstool.topologies.combiners import window_spec
 from kstool.topologies.combiners.window_counts import WindowCombiner

@@ -15,10 +15,11 @@ import pytest
 from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
 from kstool.contract import owner_suffixes
 from kstool.engine import packs
-from kstool.streams.aggregation import SessionAggregate, WindowedAggregate
 from kstool.streams.indexes import OwnedKeys
 from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.sessions import SessionAggregate
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
+from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.windows import WindowSpec
 from kstool.topologies import shards
 from kstool.topologies.shards import SHARD_ENTRIES, Directory, ShardedStore, decode_shard, encode_shard

@@ -14,7 +14,7 @@ from kstool.topologies.combiners.partials import partials_table
 
 class WindowCombiner:
     """Counts per (key, time window) of each range, with what the task needs to apply them as it
-    would apply the records one by one (kstool.streams.aggregation.WindowedAggregate):
+    would apply the records one by one (kstool.streams.time_windows.WindowedAggregate):
 
     - stream time here is the range's own running maximum; a record none of whose windows is
       open by it is late whatever came before, and stays a row of its own;
