@@ -43,7 +43,7 @@ test-fast: java kafka
 # kstool's processors against Kafka Streams (tests/twin.py) on many more random cases than `make test`
 DIFFERENTIAL_EXAMPLES ?= 5000
 test-differential: java kafka
-	KSTOOL_DIFFERENTIAL_EXAMPLES=$(DIFFERENTIAL_EXAMPLES) $(BIN)/python -m pytest -q -n 2 $(wildcard tests/streams/test_differential_*.py)
+	KSTOOL_DIFFERENTIAL_EXAMPLES=$(DIFFERENTIAL_EXAMPLES) $(BIN)/python -m pytest -q -n 2 -m "not integration" $(wildcard tests/streams/test_differential_*.py)
 
 lint: install
 	$(BIN)/ruff check kstool commands tests bench

@@ -9,15 +9,17 @@ import random
 import sys
 import time
 
-from kstool.streams.fk_join import ForeignKeyJoin
-from kstool.streams.global_join import GlobalTableJoin, key_mapper
-from kstool.streams.joins import StreamTableJoin, make_joiner
+from kstool.streams.joins.foreign_key import ForeignKeyJoin
+from kstool.streams.joins.global_table import GlobalTableJoin
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.stream_table import StreamTableJoin
+from kstool.streams.joins.versioned_stream_table import VersionedStreamTableJoin
+from kstool.streams.key_mappers import key_mapper
 from kstool.streams.reduce import TextReduce
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.table_aggregation import TableAggregate
 from kstool.streams.task import LEFT, RIGHT, Processor, Record, TaskState, run_task, task_stores
 from kstool.streams.time_windows import WindowedAggregate
-from kstool.streams.versioned import VersionedStreamTableJoin
 from kstool.streams.windows import WindowSpec
 
 BATCH = 10_000

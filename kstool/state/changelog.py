@@ -11,7 +11,7 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.topics import topic_configs
 from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import UnsupportedQueryError
-from kstool.streams.versioned import latest_versions
+from kstool.streams.versioned_table import latest_versions
 
 # what Kafka Streams adds to a window, session or versioned store's time in its changelog's config
 # (StreamsConfig windowstore.changelog.additional.retention.ms, default one day)
@@ -88,7 +88,7 @@ class ChangelogBackend:
 
 def _latest_versions(rows, history_ms: int) -> list[dict]:
     """A versioned table's entries, as its get(key) answers: per partition, each key's latest
-    version by time (kstool.streams.versioned)."""
+    version by time (kstool.streams.versioned_table)."""
     by_partition: dict[int, list[dict]] = {}
     for row in rows:
         by_partition.setdefault(row["partition"], []).append(row)

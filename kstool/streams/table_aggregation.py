@@ -12,7 +12,7 @@ latest update waits in a buffer from when the group entered it, and leaves (is w
 stream time - D reaches that time, or, beyond N waiting groups, oldest first.
 
 Over a versioned table (`history`: Materialized.as(Stores.persistentVersionedKeyValueStore)),
-the table keeps every row's versions (kstool.streams.versioned), and an update older than its
+the table keeps every row's versions (kstool.streams.versioned_table), and an update older than its
 row's latest version (a tombstone's too), or than the table's observed time - history, changes
 no group: KTableRepartitionMap skips a change that is not the latest (KIP-914,
 testAggOfVersionedStore).
@@ -30,7 +30,7 @@ from kstool.streams.fields import json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 from kstool.streams.task import Record, StoreValue, TableStores, TaskState
-from kstool.streams.versioned import TABLE_TIME, VersionedTable
+from kstool.streams.versioned_table import TABLE_TIME, VersionedTable
 
 TABLE, STORE, BUFFER, INDEX = "table", "aggregate", "suppress-buffer", "suppress-index"
 TABLE_INDEX = "table-index"  # a versioned table's observed time

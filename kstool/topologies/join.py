@@ -1,8 +1,7 @@
 """join: stream-stream, stream-table and table-table joins of two topics by key, with Kafka
-Streams' semantics (`kstool.streams.joins`; against a versioned table `kstool.streams.versioned`),
-stream-global joins of a stream with a GlobalKTable by a key the stream record names
-(`kstool.streams.global_join`: the table in every task), and foreign-key table-table joins
-(`kstool.streams.fk_join`, one task), run per task with Spark's transformWithState.
+Streams' semantics (`kstool.streams.joins`, a module per kind), stream-global joins of a stream
+with a GlobalKTable by a key the stream record names (the table in every task), and foreign-key
+table-table joins (one task), run per task with Spark's transformWithState.
 
 Both inputs must be co-partitioned (same partition count), as Kafka Streams requires, unless
 `--repartition` is given: then records are re-grouped by key into as many tasks as the larger
@@ -19,12 +18,15 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, CombinerSpec, SinkTarget
-from kstool.streams.fk_join import SUBSCRIPTIONS, ForeignKeyJoin
-from kstool.streams.global_join import GLOBAL, GlobalTableJoin
-from kstool.streams.joins import HOWS, JOINERS, KINDS, StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.joins.foreign_key import SUBSCRIPTIONS, ForeignKeyJoin
+from kstool.streams.joins.global_table import GLOBAL, GlobalTableJoin
+from kstool.streams.joins.joiners import HOWS, JOINERS, KINDS, make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
+from kstool.streams.joins.stream_table import StreamTableJoin
+from kstool.streams.joins.table_table import TableTableJoin
+from kstool.streams.joins.versioned_stream_table import BUFFER, VersionedStreamTableJoin
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT
-from kstool.streams.versioned import BUFFER, VersionedStreamTableJoin
 from kstool.topologies import events
 from kstool.topologies.combiners import pack_spec
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType

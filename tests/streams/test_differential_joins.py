@@ -30,12 +30,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import OUTPUT
-from kstool.streams.fk_join import ForeignKeyJoin
-from kstool.streams.global_join import GlobalTableJoin
-from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.joins.foreign_key import ForeignKeyJoin
+from kstool.streams.joins.global_table import GlobalTableJoin
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
+from kstool.streams.joins.stream_table import StreamTableJoin
+from kstool.streams.joins.table_table import TableTableJoin
+from kstool.streams.joins.versioned_stream_table import VersionedStreamTableJoin
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task, task_stores
-from kstool.streams.versioned import VersionedStreamTableJoin
 
 EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
 KEYS = ["a", "b", "c"]

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from kstool.base.store_keys import window_store_key
 from kstool.streams.indexes import KeyIndex, OwnedKeys, TimeIndex
-from kstool.streams.joins import StreamStreamJoin, make_joiner
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
 from kstool.streams.sessions import SessionAggregate
 from kstool.streams.task import NO_TIME, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.time_windows import WindowedAggregate

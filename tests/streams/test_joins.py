@@ -9,7 +9,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kstool.streams.joins import HOWS, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.joins.joiners import HOWS, make_joiner
+from kstool.streams.joins.stream_table import StreamTableJoin
+from kstool.streams.joins.table_table import TableTableJoin
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kstool.contract import OUTPUT
-from kstool.streams.fk_join import ForeignKeyJoin
+from kstool.streams.joins.foreign_key import ForeignKeyJoin
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, run_task, task_stores
 

@@ -9,8 +9,8 @@ timestamps advance 1 ms per record from 0. The mapper is `--global-key split:,:1
 from __future__ import annotations
 
 from kstool.contract import OUTPUT
-from kstool.streams.global_join import GlobalTableJoin
-from kstool.streams.joins import make_joiner
+from kstool.streams.joins.global_table import GlobalTableJoin
+from kstool.streams.joins.joiners import make_joiner
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, run_task, task_stores
 

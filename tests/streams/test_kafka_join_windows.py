@@ -8,7 +8,8 @@ MockValueJoiner.TOSTRING_JOINER is value1 + "+" + value2, a missing side "null".
 from __future__ import annotations
 
 from kstool.contract import OUTPUT
-from kstool.streams.joins import StreamStreamJoin, make_joiner
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, run_task, task_stores
 
 KEYS = (0, 1, 2, 3)

@@ -7,9 +7,9 @@ each step are the ones the test checks."""
 from __future__ import annotations
 
 from kstool.contract import OUTPUT, changelog_role
-from kstool.streams.joins import make_joiner
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.versioned_stream_table import TABLE, VersionedStreamTableJoin
 from kstool.streams.task import LEFT, RIGHT, Record, TaskState, run_task, task_stores
-from kstool.streams.versioned import TABLE, VersionedStreamTableJoin
 
 MINUTE = 60_000
 

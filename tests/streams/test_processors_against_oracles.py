@@ -13,13 +13,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import LATE, OUTPUT
-from kstool.streams.joins import StreamStreamJoin, make_joiner
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
+from kstool.streams.joins.versioned_stream_table import VersionedStreamTableJoin
 from kstool.streams.sessions import SessionAggregate
 from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.table_aggregation import BUFFER, TableAggregate
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 from kstool.streams.time_windows import WindowedAggregate
-from kstool.streams.versioned import VersionedStreamTableJoin
 from kstool.streams.windows import WindowSpec
 
 records = st.lists(st.tuples(st.sampled_from([b"a", b"b"]), st.integers(0, 60)), max_size=40)

@@ -16,7 +16,10 @@ from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
 from kstool.contract import owner_suffixes
 from kstool.engine import packs
 from kstool.streams.indexes import OwnedKeys
-from kstool.streams.joins import StreamStreamJoin, StreamTableJoin, TableTableJoin, make_joiner
+from kstool.streams.joins.joiners import make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
+from kstool.streams.joins.stream_table import StreamTableJoin
+from kstool.streams.joins.table_table import TableTableJoin
 from kstool.streams.sessions import SessionAggregate
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState, run_task, task_stores
 from kstool.streams.time_windows import WindowedAggregate

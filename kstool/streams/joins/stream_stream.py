@@ -1,75 +1,24 @@
-"""The three join kinds with Kafka Streams' semantics (KStreamKStreamJoin, KStreamKTableJoin,
-KTableKTableJoin and their left/outer variants). Records with a null key are dropped, and so
-are stream records with a null value; on a table side a null value deletes the key.
-
-stream-stream: a left record at t joins the right side's records of the same key from t -
-before to t + after (a right record: the left ones from t - after to t + before; `--within`
-sets both) that the other side's window store still holds; the result's timestamp is the later
-of the two (details: StreamStreamJoin).
-stream-table: a stream record joins the table's value for its key at that point (the table
-side is processed in timestamp order with the stream, so "at the record's time"); table
-updates emit nothing. table-table: every change on either side emits the new join result
-(a tombstone when the result is gone), with the later timestamp of the two sides.
-"""
+"""stream-stream joins (KStreamKStreamJoin): a left record at t joins the right side's records of
+the same key from t - before to t + after (a right record: the left ones from t - after to t +
+before; `--within` sets both) that the other side's window store still holds; the result's
+timestamp is the later of the two (details: StreamStreamJoin)."""
 
 from __future__ import annotations
 
-import json
-import re
 import struct
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import cast
 
 from kstool.base.store_keys import WINDOW_SUFFIX, split_window_store_key, window_store_key
-from kstool.contract import LATE, OUTPUT
+from kstool.contract import LATE
 from kstool.streams.indexes import MIN_BUCKET_MS, OwnedKeys, TimeIndex
-from kstool.streams.join_batches import join_batch
-from kstool.streams.task import LEFT, RIGHT, Emitted, Record, RecordByRecord, StoreValue, StoreWriter, TableStores, TaskState
+from kstool.streams.joins.joiners import Joiner, joined
+from kstool.streams.joins.stream_stream_batches import join_batch
+from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, StoreValue, TaskState
 
-KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
-HOWS = ("inner", "left", "outer")
-JOINERS = ("json", "concat")
-SIDES = {LEFT: "left", RIGHT: "right"}
 # the stream-stream join's index store: per side, expiry times (EXPIRIES); the unmatched records
 # by time. A key's records are found in its side's window store, sharded by record key.
 EXPIRIES, UNMATCHED = (b"L", b"R"), b"U"
-
-Joiner = Callable[[bytes | None, bytes | None], bytes]
-
-
-# what JSON text can begin with after its whitespace (json.loads also takes NaN and Infinity):
-# other text is taken as it is without a failed parse, which costs more than the join itself
-_JSON_START = re.compile(r"[ \t\n\r]*[{\[\"\-0-9tfnNI]")
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_QUOTED = json.encoder.encode_basestring  # how _COMPACT writes a str (ensure_ascii=False)
-
-
-def make_joiner(kind: str, separator: str = ",") -> Joiner:
-    """json: {"left": ..., "right": ...}, each side parsed as JSON when it is JSON, else text;
-    concat: left + separator + right, a missing side as `null` (as Java's string concat)."""
-    if kind == "concat":
-        sep = separator.encode()
-        return lambda left, right: (b"null" if left is None else left) + sep + (b"null" if right is None else right)
-
-    def as_json(data: bytes | None) -> str:
-        """A side's JSON text, as the encoder would write it inside the result: each side on its
-        own, so that text (most values) is quoted by the encoder's C function, not the whole
-        object encoded."""
-        if data is None:
-            return "null"
-        text = data.decode("utf-8", "replace")
-        if _JSON_START.match(text):
-            try:
-                return _COMPACT.encode(json.loads(text))
-            except ValueError:
-                pass
-        return _QUOTED(text)
-
-    return lambda left, right: f'{{"left":{as_json(left)},"right":{as_json(right)}}}'.encode()
-
-
-def _joined(joiner: Joiner, side: int, this: bytes | None, other: bytes | None) -> bytes:
-    return joiner(this, other) if side == LEFT else joiner(other, this)
 
 
 @dataclass
@@ -107,7 +56,7 @@ class StreamStreamJoin(RecordByRecord):
     def retention(self) -> int:
         return self.before + self.after + self.grace
 
-    def _probe(self, side: int) -> tuple[int, int]:
+    def probe(self, side: int) -> tuple[int, int]:
         """How much earlier and later than a record of `side` its partners may be."""
         return (self.before, self.after) if side == LEFT else (self.after, self.before)
 
@@ -135,13 +84,13 @@ class StreamStreamJoin(RecordByRecord):
         stream_time = state.advance(ts)
         if self.keyless_result(state, record) or record.key is None or record.value is None:
             return
-        indexes = self._indexes(state)
+        indexes = self.join_indexes(state)
         by_key, unmatched = indexes.by_key, indexes.unmatched
         if ts == stream_time:
-            self._emit_unmatched(state, unmatched, stream_time)
+            self.emit_unmatched(state, unmatched, stream_time)
         this_key = self._store(record, state, by_key, indexes.expiries)
         matched = False
-        earlier, later = self._probe(side)
+        earlier, later = self.probe(side)
         for other_ts, store_key in sorted((split_window_store_key(k)[1], k)
                                           for k in by_key[1 - side].get(record.key)):
             if not ts - earlier <= other_ts <= ts + later:
@@ -156,7 +105,7 @@ class StreamStreamJoin(RecordByRecord):
         """A record with a value but no key to join on: on a left/outer side, its null result."""
         if record.key is not None or record.value is None or not self.outer_side(record.side):
             return False
-        state.emit(None, _joined(self.joiner, record.side, record.value, None), record.timestamp)
+        state.emit(None, joined(self.joiner, record.side, record.value, None), record.timestamp)
         return True
 
     def outer_side(self, side: int) -> bool:
@@ -170,7 +119,7 @@ class StreamStreamJoin(RecordByRecord):
         if self.outer_side(1 - record.side):
             state.delete("join-unmatched", _unmatched_key(1 - record.side, cast(bytes, record.key), other_ts,
                                                           other_store_key[-4:]), other_ts)
-        state.emit(record.key, _joined(self.joiner, record.side, record.value, other_value),
+        state.emit(record.key, joined(self.joiner, record.side, record.value, other_value),
                    max(record.timestamp, other_ts))
 
     def no_partner(self, state: TaskState, record: Record, store_key: bytes | None, stream_time: int,
@@ -179,8 +128,8 @@ class StreamStreamJoin(RecordByRecord):
         closed (t + its probe's upper bound < stream time), else it waits, under its store key's
         seqnum (a late record, not stored, takes one)."""
         ts, side = record.timestamp, record.side
-        if ts + self._probe(side)[1] < stream_time:  # no partner can come
-            state.emit(record.key, _joined(self.joiner, side, record.value, None), ts)
+        if ts + self.probe(side)[1] < stream_time:  # no partner can come
+            state.emit(record.key, joined(self.joiner, side, record.value, None), ts)
         else:  # a late record too, when its window closes just at stream time (asymmetric windows)
             waiting = _unmatched_key(side, cast(bytes, record.key), ts, (store_key or self._late_key(record, state))[-4:])
             state.put("join-unmatched", waiting, StoreValue(record.value, ts))
@@ -228,11 +177,11 @@ class StreamStreamJoin(RecordByRecord):
             return None
         return StoreValue(value, timestamp)
 
-    def _indexes(self, state: TaskState) -> "_JoinIndexes":
+    def join_indexes(self, state: TaskState) -> "JoinIndexes":
         found = state.index.get("join")
         if found is None:
             index = self.indexes[0]
-            found = _JoinIndexes((OwnedKeys(state.stores[self.stores[LEFT]]),
+            found = JoinIndexes((OwnedKeys(state.stores[self.stores[LEFT]]),
                                   OwnedKeys(state.stores[self.stores[RIGHT]])),
                                  (TimeIndex(state, index, EXPIRIES[LEFT], self.index_bucket_ms),
                                   TimeIndex(state, index, EXPIRIES[RIGHT], self.index_bucket_ms)),
@@ -245,9 +194,9 @@ class StreamStreamJoin(RecordByRecord):
                     ts, side, _ = _split_unmatched_key(store_key)
                     found.unmatched.add(self._waiting_time(ts, side), store_key)
             state.index["join"] = found
-        return cast(_JoinIndexes, found)
+        return cast(JoinIndexes, found)
 
-    def _emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
+    def emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
         order: time, then right before left, then key."""
         # the store keys' order is time, side, key
@@ -258,12 +207,12 @@ class StreamStreamJoin(RecordByRecord):
             ts, side, key = _split_unmatched_key(store_key)
             value = state.get("join-unmatched", store_key)
             if value is not None:  # else a partner came
-                state.emit(key, _joined(self.joiner, side, value.value, None), ts)
+                state.emit(key, joined(self.joiner, side, value.value, None), ts)
                 state.delete("join-unmatched", store_key, ts)
 
 
 @dataclass
-class _JoinIndexes:
+class JoinIndexes:
     """Per side: key -> its window store keys, and (ts, store key) for expiry; and the
     unmatched store's keys by time."""
 
@@ -285,117 +234,3 @@ def _unmatched_key(side: int, key: bytes, ts: int, seqnum: bytes) -> bytes:
 def _split_unmatched_key(data: bytes) -> tuple[int, int, bytes]:
     ts, is_left = struct.unpack(">q?", data[:9])
     return ts, LEFT if is_left else RIGHT, data[9:-4]
-
-
-@dataclass
-class StreamTableJoin(TableStores, RecordByRecord):
-    how: str  # inner | left
-    joiner: Joiner
-    stores: tuple[str, ...] = ("join-right-table",)
-    indexes: tuple[str, ...] = ()
-    cached_roles: frozenset[str] = frozenset()
-
-    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        return {self.stores[0]: {r.key for r in records if r.key is not None}}
-
-    def process_batch(self, records: list[Record], state: TaskState) -> None:
-        """`process()` per record, in one loop without TaskState's calls per record; its oracle
-        is `process()` (tests/streams/test_joins.py)."""
-        if state.cached_roles:  # not this join's (a KStream's results are not cached): as defined
-            super().process_batch(records, state)
-            return
-        table = StoreWriter(state, self.stores[0])
-        get, out, joiner, left = table.table.get, state.out, self.joiner, self.how == "left"
-        for record in records:
-            key, value = record.key, record.value
-            if key is None:  # a left join keeps a stream record without a key (KIP-962), a table drops it
-                if left and record.side != RIGHT and value is not None:
-                    out.append(Emitted(OUTPUT, None, joiner(value, None), record.timestamp))
-                continue
-            if record.side == RIGHT:
-                table.write(key, value, record.timestamp)
-            elif value is not None:
-                right = get(key)
-                if right is not None:
-                    out.append(Emitted(OUTPUT, key, joiner(value, right.value), record.timestamp))
-                elif left:
-                    out.append(Emitted(OUTPUT, key, joiner(value, None), record.timestamp))
-
-    def process(self, record: Record, state: TaskState) -> None:
-        if record.key is None:  # a left join keeps a stream record without a key (KIP-962), a table drops it
-            if self.how == "left" and record.side != RIGHT and record.value is not None:
-                state.emit(None, self.joiner(record.value, None), record.timestamp)
-            return
-        table = self.stores[0]
-        if record.side == RIGHT:
-            if record.value is None:
-                state.delete(table, record.key, record.timestamp)
-            else:
-                state.put(table, record.key, StoreValue(record.value, record.timestamp))
-            return
-        if record.value is None:
-            return
-        right = state.get(table, record.key)
-        if right is not None or self.how == "left":
-            state.emit(record.key, self.joiner(record.value, right.value if right else None), record.timestamp)
-
-
-@dataclass
-class TableTableJoin(TableStores, RecordByRecord):
-    how: str
-    joiner: Joiner
-    stores: tuple[str, ...] = ("join-left-table", "join-right-table")
-    indexes: tuple[str, ...] = ()
-    cached_roles: frozenset[str] = frozenset()  # "every update on either side emits"
-
-    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
-        keys = {r.key for r in records if r.key is not None}
-        return {name: keys for name in self.stores}
-
-    def process_batch(self, records: list[Record], state: TaskState) -> None:
-        """`process()` per record, in one loop (as StreamTableJoin's); its oracle is `process()`."""
-        if state.cached_roles:
-            super().process_batch(records, state)
-            return
-        tables = (StoreWriter(state, self.stores[LEFT]), StoreWriter(state, self.stores[RIGHT]))
-        gets = (tables[LEFT].table.get, tables[RIGHT].table.get)
-        out, joiner, how = state.out, self.joiner, self.how
-        for record in records:
-            key, value, side, ts = record.key, record.value, record.side, record.timestamp
-            if key is None or not tables[side].write(key, value, ts):
-                continue
-            other = gets[1 - side](key)
-            if other is None:
-                if how == "inner" or (how == "left" and side == RIGHT):
-                    continue  # no join result before, none now
-                other_value = None
-            else:
-                other_value = other.value
-                ts = max(ts, other.timestamp)
-            if value is None and (how == "inner" or (how == "left" and side == LEFT) or other_value is None):
-                out.append(Emitted(OUTPUT, key, None, ts))  # the join result is gone
-            else:
-                out.append(Emitted(OUTPUT, key, _joined(joiner, side, value, other_value), ts))
-
-    def process(self, record: Record, state: TaskState) -> None:
-        if record.key is None:
-            return
-        this_store, other_store = self.stores[record.side], self.stores[1 - record.side]
-        old = state.get(this_store, record.key)
-        if record.value is None and old is None:
-            return  # deleting a key the table does not have changes nothing
-        if record.value is None:
-            state.delete(this_store, record.key, record.timestamp)
-        else:
-            state.put(this_store, record.key, StoreValue(record.value, record.timestamp))
-        other = state.get(other_store, record.key)
-        if other is None and (self.how == "inner" or (self.how == "left" and record.side == RIGHT)):
-            return  # no join result before, none now
-        ts = max(record.timestamp, other.timestamp) if other else record.timestamp
-        other_value = other.value if other else None
-        left_needed = self.how == "inner" or (self.how == "left" and record.side == LEFT)
-        if record.value is None and (left_needed or other_value is None):
-            state.emit(record.key, None, ts)  # the join result is gone
-            return
-        state.emit(record.key, _joined(self.joiner, record.side, record.value, other_value), ts)
-

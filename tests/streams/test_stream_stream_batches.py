@@ -1,4 +1,4 @@
-"""The stream-stream join's batch at once (kstool.streams.join_batches) against `process()`
+"""The stream-stream join's batch at once (kstool.streams.joins.stream_stream_batches) against `process()`
 record by record, the oracle (itself checked against Kafka Streams' rules in
 test_processors_against_oracles.py): the same records out in the same order, the same stores,
 stream time and seqnums, batch after batch."""
@@ -10,8 +10,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import OUTPUT
-from kstool.streams import join_batches
-from kstool.streams.joins import HOWS, StreamStreamJoin, make_joiner
+from kstool.streams.joins import stream_stream_batches
+from kstool.streams.joins.joiners import HOWS, make_joiner
+from kstool.streams.joins.stream_stream import StreamStreamJoin
 from kstool.streams.task import LEFT, RIGHT, Record, RecordByRecord, TaskState, processing_order, run_task, task_stores
 
 
@@ -73,8 +74,8 @@ def test_join_at_once_equals_record_by_record(how, rows, before, after, grace, b
 def test_a_batch_is_done_at_once(monkeypatch, how):
     """The batch path is taken, for each kind (else the test above compares the oracle with itself)."""
     taken = []
-    original = join_batches.join_batch
-    monkeypatch.setattr("kstool.streams.joins.join_batch",
+    original = stream_stream_batches.join_batch
+    monkeypatch.setattr("kstool.streams.joins.stream_stream.join_batch",
                         lambda *args: taken.append(original(*args)) or taken[-1])
     batch = [Record(b"k", b"L", 10, LEFT, offset=0), Record(b"k", b"R", 12, RIGHT, offset=0)]
     seen = _both(how, 5, 5, 0, 1000, [batch])
@@ -91,7 +92,7 @@ def test_seqnums_met_after_a_restore_go_record_by_record():
     state = TaskState.empty(task_stores(fast))
     run_task(fast, state, first)
     state.sequence = 0
-    assert not join_batches.join_batch(fast, [Record(b"k", b"L3", 10, LEFT, offset=2)], state)
+    assert not stream_stream_batches.join_batch(fast, [Record(b"k", b"L3", 10, LEFT, offset=2)], state)
     out = run_task(fast, state, [Record(b"k", b"L3", 10, LEFT, offset=2), Record(b"k", b"R", 11, RIGHT, offset=0)])
     assert sorted(e.value for e in out if e.role == OUTPUT) == [b"L1,R", b"L2,R", b"L3,R"]
     assert len(state.stores["join-left"]) == 3

@@ -2,7 +2,7 @@
 late, which stored records each record finds, and what expires, worked out in columns; then
 the store writes and results in processing order, as `process()` per record makes them. Left
 and outer joins then keep their unmatched records as `process()` does, through the same
-methods (partner_found, no_partner, _emit_unmatched), in that walk.
+methods (partner_found, no_partner, emit_unmatched), in that walk.
 
 Per record, `process()` costs ~40 µs, mostly lookups in its stores and indexes; here each
 record key's stored records are asked for once per batch. Equal to `process()` record by record (the test's
@@ -35,7 +35,7 @@ from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState
 
 if TYPE_CHECKING:
     from kstool.streams.indexes import OwnedKeys
-    from kstool.streams.joins import StreamStreamJoin, _JoinIndexes
+    from kstool.streams.joins.stream_stream import JoinIndexes, StreamStreamJoin
 
 SEQUENCES = 2**31  # seqnums wrap as the record path's do
 NOT_YET = np.iinfo(np.int64).min // 4  # no horizon: nothing expired yet this batch
@@ -52,7 +52,7 @@ def join_batch(join: "StreamStreamJoin", records: list[Record], state: TaskState
             return False
         state.stream_time = max(state.stream_time, int(batch.times.max()))
         return True
-    indexes = join._indexes(state)
+    indexes = join.join_indexes(state)
     keep = join.retention - 1
     newest, horizon = batch.store_or_drop(indexes, keep)
     batch.number(state.sequence)
@@ -77,8 +77,8 @@ def join_batch(join: "StreamStreamJoin", records: list[Record], state: TaskState
 
 
 def _matches(join: "StreamStreamJoin", batch: "_Batch", horizon: dict[int, np.ndarray],
-             indexes: "_JoinIndexes") -> list[tuple[int, int, bytes | None]] | None:
-    found = [batch.matches(side, join._probe(side), horizon[1 - side], indexes.by_key[1 - side])
+             indexes: "JoinIndexes") -> list[tuple[int, int, bytes | None]] | None:
+    found = [batch.matches(side, join.probe(side), horizon[1 - side], indexes.by_key[1 - side])
              for side in (LEFT, RIGHT)]
     if found[0] is None or found[1] is None:
         return None
@@ -110,7 +110,7 @@ class _Batch:
                    np.fromiter((r.side for r in records), np.int8, n),
                    np.fromiter((r.key is not None and r.value is not None for r in records), bool, n))
 
-    def store_or_drop(self, indexes: "_JoinIndexes", keep: int) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    def store_or_drop(self, indexes: "JoinIndexes", keep: int) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
         """Which records are late and which are stored; per side, its newest timestamp at each
         position and the oldest timestamp it still holds there."""
         times, n = self.times, len(self.times)
@@ -161,7 +161,7 @@ class _Batch:
         matched = np.zeros(len(self.times), bool)
         matched[[position for position, _, _ in matches]] = True
         outer = np.array([join.outer_side(LEFT), join.outer_side(RIGHT)])[self.sides]
-        later = np.where(self.sides == LEFT, join._probe(LEFT)[1], join._probe(RIGHT)[1])
+        later = np.where(self.sides == LEFT, join.probe(LEFT)[1], join.probe(RIGHT)[1])
         return np.flatnonzero(self.late & outer & ~matched & (self.times + later >= stream_times))
 
     def matches(self, side: int, probe: tuple[int, int], other_horizon: np.ndarray,
@@ -227,7 +227,7 @@ def _in_processing_order(left: Matches, right: Matches) -> list[tuple[int, int, 
 
 
 def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys: dict[int, bytes],
-           matches: list[tuple[int, int, bytes | None]], stream_times: np.ndarray, indexes: "_JoinIndexes") -> None:
+           matches: list[tuple[int, int, bytes | None]], stream_times: np.ndarray, indexes: "JoinIndexes") -> None:
     """Store puts (changelog records), late records and join results, in processing order;
     in left and outer joins also what waits unmatched and the null results."""
     records, stores, next_match = batch.records, join.stores, 0
@@ -241,7 +241,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
             if join.keyless_result(state, record) or record.key is None or record.value is None:
                 continue
             if record.timestamp == stream_time_at[position]:
-                join._emit_unmatched(state, indexes.unmatched, record.timestamp)
+                join.emit_unmatched(state, indexes.unmatched, record.timestamp)
         store_key = store_keys.get(position)
         if store_key is not None:  # put before the walk: log it in its place
             state.log_put(stores[record.side], store_key, record.value, record.timestamp)
@@ -264,7 +264,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
             join.no_partner(state, record, store_key, stream_time_at[position], indexes.unmatched)
 
 
-def _expire(join: "StreamStreamJoin", batch: _Batch, state: TaskState, indexes: "_JoinIndexes",
+def _expire(join: "StreamStreamJoin", batch: _Batch, state: TaskState, indexes: "JoinIndexes",
             store_keys: dict[int, bytes], newest: dict[int, np.ndarray], keep: int) -> None:
     """The batch's stored records into the expiry indexes, then what each side no longer holds
     out of its store (not logged: a window store's expiry writes no tombstone). The batch is

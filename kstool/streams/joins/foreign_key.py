@@ -26,9 +26,9 @@ from typing import Callable, cast
 
 from kstool.contract import OUTPUT, changelog_role
 from kstool.streams.indexes import KeyIndex
-from kstool.streams.joins import Joiner
+from kstool.streams.joins.joiners import Joiner
 from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TableStores, TaskState
-from kstool.streams.versioned import VersionedTable
+from kstool.streams.versioned_table import VersionedTable
 
 LEFT_TABLE, RIGHT_TABLE, SUBSCRIPTIONS, INDEX = "join-left-table", "join-right-table", "join-subscriptions", "join-fk-index"
 # the index store: a foreign key -> its subscriptions; whether it was built (a restored store has

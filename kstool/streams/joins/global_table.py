@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from kstool.streams.joins import Joiner
+from kstool.streams.joins.joiners import Joiner
 from kstool.streams.key_mappers import KeyMapper
 from kstool.streams.task import LEFT, Record, StoreValue, TableStores, TaskState
 
