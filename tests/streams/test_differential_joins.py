@@ -23,7 +23,6 @@ them then), a foreign-key join of versioned tables. The comparison contract
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 from hypothesis import example, given, settings
@@ -38,23 +37,20 @@ from kstool.streams.joins.stream_table import StreamTableJoin
 from kstool.streams.joins.table_table import TableTableJoin
 from kstool.streams.joins.versioned_stream_table import VersionedStreamTableJoin
 from kstool.streams.key_mappers import key_mapper
-from kstool.streams.task import LEFT, RIGHT, Record, TaskState, processing_order, run_task, task_stores
-
-EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
-KEYS = ["a", "b", "c"]
-SIDES = {"left": LEFT, "right": RIGHT}
-# (side, key (None: none), value: None for a tombstone, else a number and the key it names, timestamp)
-records = st.lists(st.tuples(st.sampled_from(["left", "right"]), st.sampled_from([*KEYS, None]),
-                             st.one_of(st.none(), st.tuples(st.integers(0, 9), st.sampled_from(KEYS))),
-                             st.integers(0, 40)), max_size=24)
-joins = st.sampled_from([("stream-stream", h) for h in ("inner", "left", "outer")]
-                        + [("stream-table", h) for h in ("inner", "left")]
-                        + [("versioned-stream-table", h) for h in ("inner", "left")]
-                        + [("table-table", h) for h in ("inner", "left", "outer")]
-                        + [("stream-global", h) for h in ("inner", "left")]
-                        + [("foreign-key", h) for h in ("inner", "left")]
-                        + [("versioned-foreign-key", h) for h in ("inner", "left")])
-TABLE_OUTPUTS = ("table-table", "foreign-key", "versioned-foreign-key")  # KTables: a batch keeps a key's latest result
+from kstool.streams.task import Record, TaskState, run_task, task_stores
+from tests.streams.differential_joins import (
+    EXAMPLES,
+    SIDES,
+    TABLE_OUTPUTS,
+    has_null_side,
+    in_processing_order,
+    joins,
+    kafka_streams,
+    latest,
+    records,
+    table_history,
+    value_of,
+)
 
 
 def _processor(kind: str, how: str, before: int, after: int, grace: int):
@@ -64,66 +60,25 @@ def _processor(kind: str, how: str, before: int, after: int, grace: int):
     if kind == "stream-table":
         return StreamTableJoin(how, joiner)
     if kind == "versioned-stream-table":
-        return VersionedStreamTableJoin(how, _history(before, grace), grace, joiner)
+        return VersionedStreamTableJoin(how, table_history(before, grace), grace, joiner)
     if kind == "table-table":
         return TableTableJoin(how, joiner)
     if kind == "stream-global":
         return GlobalTableJoin(how, mapped, joiner)
-    history = _history(before, grace) if kind.startswith("versioned") else None
+    history = table_history(before, grace) if kind.startswith("versioned") else None
     return ForeignKeyJoin(how, lambda value: mapped(None, value), joiner, history)
-
-
-def _history(before: int, grace: int) -> int:
-    """A versioned table's history (--table-history): from the drawn numbers, never below the
-    grace (Kafka Streams refuses a grace longer than the history)."""
-    return grace + 3 * before
-
-
-def _value(value: tuple[int, str] | None) -> str | None:
-    return None if value is None else f"{value[0]},{value[1]}"
 
 
 def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
     processor = _processor(kind, how, before, after, grace)
     state, out = TaskState.empty(task_stores(processor)), []
-    recs = [Record(None if key is None else key.encode(), None if (v := _value(value)) is None else v.encode(), ts,
+    recs = [Record(None if key is None else key.encode(), None if (v := value_of(value)) is None else v.encode(), ts,
                    SIDES[side], offset=i)
             for i, (side, key, value, ts) in enumerate(inputs)]
     for i in range(0, len(recs), batch):
         out += run_task(processor, state, recs[i:i + batch])
     return [(e.key.decode() if e.key is not None else None, None if e.value is None else e.value.decode(), e.timestamp)
             for e in out if e.role == OUTPUT]
-
-
-def _kafka_streams(twin, kind, how, before, after, grace, inputs) -> list[tuple]:
-    versioned = {"kind": kind.removeprefix("versioned-"), "history": _history(before, grace)} \
-        if kind.startswith("versioned") else {}
-    answer = twin.ask({"kind": kind, "how": how, "before": before, "after": after, "grace": grace,
-                       "separator": ",", "index": 1, "cache": True, **versioned,
-                       "records": [[side, key, _value(value), ts] for side, key, value, ts in inputs]})
-    return [(r["key"], r["value"], r["timestamp"]) for r in answer]
-
-
-def _in_processing_order(inputs: list[tuple], batch: int) -> list[tuple]:
-    """Each micro-batch's records in Kafka Streams' order within a task (the side whose next
-    record is older goes first), as kstool processes a batch."""
-    ordered = []
-    for start in range(0, len(inputs), batch):
-        chunk = [Record(None, None, ts, SIDES[side], offset=start + i)
-                 for i, (side, _, _, ts) in enumerate(inputs[start:start + batch])]
-        ordered += [inputs[record.offset] for record in processing_order(chunk)]
-    return ordered
-
-
-def _latest(rows: list[tuple]) -> dict[str, str]:
-    """A table join's result per key after the last update (a tombstone: none)."""
-    latest = {key: value for key, value, _ in rows}
-    return {key: value for key, value in latest.items() if value is not None}
-
-
-def _has_null_side(row: tuple) -> bool:
-    """A result of one side: "v,k" + "," + "null" or "null" + "," + "v,k"."""
-    return row[1].startswith("null,") or row[1].endswith(",null")
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -153,20 +108,20 @@ def test_joins_are_kafka_streams_joins(twin, inputs, join, before, after, grace,
         inputs = [(side, key, value or (0, key), ts) if side == "left" or kind == "stream-stream" else
                   (side, key, value, ts) for side, key, value, ts in inputs]
     ours, batched = (_kstool(kind, how, before, after, grace, inputs, size) for size in (1, batch))
-    in_batch_order = _in_processing_order(inputs, batch)
+    in_batch_order = in_processing_order(inputs, batch)
     if kind == "versioned-stream-table" and grace:  # Kafka Streams 4.4 fails on a stream record without a key
         inputs, in_batch_order = ([record for record in rows if record[1] is not None]
                                   for rows in (inputs, in_batch_order))
         ours, batched = ([row for row in rows if row[0] is not None] for rows in (ours, batched))
-    theirs = _kafka_streams(twin, kind, how, before, after, grace, inputs)
+    theirs = kafka_streams(twin, kind, how, before, after, grace, inputs)
     if kind == "stream-stream" and how != "inner":
-        joined = [row for row in ours if not _has_null_side(row)]
-        assert joined == [row for row in theirs if not _has_null_side(row)]
-        assert not Counter(row for row in theirs if _has_null_side(row)) - Counter(ours)
+        joined = [row for row in ours if not has_null_side(row)]
+        assert joined == [row for row in theirs if not has_null_side(row)]
+        assert not Counter(row for row in theirs if has_null_side(row)) - Counter(ours)
     else:
         assert ours == theirs
     if kind in TABLE_OUTPUTS:  # the tables end alike whatever the interleaving: so do their joins
-        assert _latest(batched) == _latest(theirs)
+        assert latest(batched) == latest(theirs)
     elif (kind, how) == ("stream-stream", "inner") or kind.endswith("stream-table"):
         # fed in the order kstool processes each batch
-        assert batched == _kafka_streams(twin, kind, how, before, after, grace, in_batch_order)
+        assert batched == kafka_streams(twin, kind, how, before, after, grace, in_batch_order)

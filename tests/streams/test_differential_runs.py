@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, produce_keyed, read_all
-from tests.streams import test_differential_joins as joins
-from tests.streams import test_differential_table_aggregate as table_aggregates
-from tests.streams import test_differential_windows as windows
+from tests.streams import differential_joins as joins
+from tests.streams import differential_table_aggregates as table_aggregates
+from tests.streams import differential_windows as windows
 
 RUNS = settings(max_examples=int(os.environ.get("KSTOOL_DIFFERENTIAL_RUNS", "3")), deadline=None,
                 phases=[Phase.explicit, Phase.generate],  # no shrinking: each case is a run
@@ -73,7 +73,7 @@ def test_windowed_aggregate_runs_are_kafka_streams_aggregates(kafka, spark, twin
     ours = []
     for message in read_all(kafka, out):
         key = json.loads(message.key())
-        ours.append((key["key"], key["start"] - T0, key["end"] - T0, windows._value(agg, message.value()),
+        ours.append((key["key"], key["start"] - T0, key["end"] - T0, windows.kstool_value(agg, message.value()),
                      message.timestamp()[1] - T0))
     theirs = []
     for part in partitions:
@@ -87,7 +87,7 @@ def test_windowed_aggregate_runs_are_kafka_streams_aggregates(kafka, spark, twin
             key, text = json.loads(record["key"]), record["value"]
             value = text if text is None or agg in ("concat", "latest") else float(text) if agg == "avg" else int(text)
             theirs.append((key["key"], key["start"] - T0, key["end"] - T0, value, record["timestamp"] - T0))
-    theirs = windows._without_tombstones_of_unmoved_sessions(theirs)
+    theirs = windows.without_tombstones_of_unmoved_sessions(theirs)
     if emit == "final":  # partitions interleave in the output topic: each window's records alike
         assert sorted(ours, key=repr) == sorted(theirs, key=repr)
     else:
@@ -108,9 +108,9 @@ def test_join_runs_are_kafka_streams_joins(kafka, spark, twin, inputs, join, bef
                   (side, key, value, ts) for side, key, value, ts in inputs]
     if kind == "versioned-stream-table" and grace:  # Kafka Streams 4.4 fails on a stream record without a key
         inputs = [record for record in inputs if record[1] is not None]
-    sides = {side: _topic(kafka, [[(key, joins._value(value), ts) for s, key, value, ts in inputs if s == side]])
+    sides = {side: _topic(kafka, [[(key, joins.value_of(value), ts) for s, key, value, ts in inputs if s == side]])
              for side in ("left", "right")}
-    history = ("--table-history", f"{joins._history(before, grace)}ms")
+    history = ("--table-history", f"{joins.table_history(before, grace)}ms")
     options = {"stream-stream": ("--before", f"{before}ms", "--after", f"{after}ms", "--grace", f"{grace}ms"),
                "versioned-stream-table": (*history, "--grace", f"{grace}ms"),
                "stream-global": ("--global-key", "split:,:1"),
@@ -123,15 +123,15 @@ def test_join_runs_are_kafka_streams_joins(kafka, spark, twin, inputs, join, bef
     ours = [(None if m.key() is None else m.key().decode(), None if m.value() is None else m.value().decode(),
              m.timestamp()[1] - T0) for m in read_all(kafka, out)]
     if table_output:  # the tables end alike whatever the batches: so do their joins
-        assert joins._latest(ours) == joins._latest(joins._kafka_streams(twin, kind, how, before, after, grace, inputs))
+        assert joins.latest(ours) == joins.latest(joins.kafka_streams(twin, kind, how, before, after, grace, inputs))
         return
     # one batch: the global table's records first, else both sides in the order kstool processes them
     fed = ([r for r in inputs if r[0] == "right"] + [r for r in inputs if r[0] == "left"] if kind == "stream-global"
-           else joins._in_processing_order(inputs, max(len(inputs), 1)))
-    theirs = joins._kafka_streams(twin, kind, how, before, after, grace, fed)
+           else joins.in_processing_order(inputs, max(len(inputs), 1)))
+    theirs = joins.kafka_streams(twin, kind, how, before, after, grace, fed)
     if kind == "stream-stream" and how != "inner":
-        assert [r for r in ours if not joins._has_null_side(r)] == [r for r in theirs if not joins._has_null_side(r)]
-        assert not Counter(r for r in theirs if joins._has_null_side(r)) - Counter(ours)
+        assert [r for r in ours if not joins.has_null_side(r)] == [r for r in theirs if not joins.has_null_side(r)]
+        assert not Counter(r for r in theirs if joins.has_null_side(r)) - Counter(ours)
     else:
         assert ours == theirs
 
@@ -140,11 +140,11 @@ def test_join_runs_are_kafka_streams_joins(kafka, spark, twin, inputs, join, bef
 @given(table_aggregates.rows, st.sampled_from(["count", "sum"]), st.one_of(st.none(), st.integers(0, 30)),
        st.sampled_from([ONE_BATCH, SMALL_BATCHES]))
 def test_table_aggregate_runs_are_kafka_streams_aggregates(kafka, spark, twin, inputs, agg, history, batch):
-    topic = _topic(kafka, [[(key, table_aggregates._value("field", value), ts) for key, value, ts in inputs]])
+    topic = _topic(kafka, [[(key, table_aggregates.row_value("field", value), ts) for key, value, ts in inputs]])
     out = _run(kafka, "table-aggregate", "--input", topic, "--group-by", "field:g", "--agg", agg,
                *(("--value-field", "n") if agg == "sum" else ()),
                *(("--table-history", f"{history}ms") if history is not None else ()), batch=batch)
     ours = {m.key().decode(): None if m.value() is None else int.from_bytes(m.value(), "big", signed=True)
             for m in read_all(kafka, out)}
-    theirs = table_aggregates._kafka_streams(twin, "field", agg, None, None, history, inputs)
+    theirs = table_aggregates.kafka_streams(twin, "field", agg, None, None, history, inputs)
     assert ours == {key: value for key, value, _ in theirs}

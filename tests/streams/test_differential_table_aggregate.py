@@ -9,8 +9,6 @@ out of order, over a plain or a versioned table (`--table-history`). The compari
 
 from __future__ import annotations
 
-import json
-import os
 import struct
 
 from hypothesis import example, given, settings
@@ -19,43 +17,19 @@ from hypothesis import strategies as st
 from kstool.contract import OUTPUT
 from kstool.streams.table_aggregation import TableAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
-
-EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
-# (row key, None for a tombstone or (group, number), timestamp)
-rows = st.lists(st.tuples(st.sampled_from(["r1", "r2", "r3", "r4"]),
-                          st.one_of(st.none(), st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-5, 9))),
-                          st.integers(0, 40)), max_size=24)
-# how the group is read: a JSON field (sums need the number's field too) or a split text field
-shapes = st.sampled_from(["split", "field"])
-
-
-def _value(shape: str, value: tuple[str, int] | None) -> str | None:
-    if value is None:
-        return None
-    group, number = value
-    return f"{group},{number}" if shape == "split" else json.dumps({"g": group, "n": number})
+from tests.streams.differential_table_aggregates import EXAMPLES, kafka_streams, row_value, rows, shapes
 
 
 def _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch: int) -> list[tuple]:
     processor = TableAggregate(agg, "split:,:0" if shape == "split" else "field:g", "n" if shape == "field" else None,
                                "auto", suppress_ms, suppress_records, history)
     state, out = TaskState.empty(task_stores(processor)), []
-    recs = [Record(key.encode(), None if (v := _value(shape, value)) is None else v.encode(), ts, offset=i)
+    recs = [Record(key.encode(), None if (v := row_value(shape, value)) is None else v.encode(), ts, offset=i)
             for i, (key, value, ts) in enumerate(inputs)]
     for i in range(0, len(recs), batch):
         out += run_task(processor, state, recs[i:i + batch])
     return [(e.key.decode(), None if e.value is None else struct.unpack(">q", e.value)[0], e.timestamp)
             for e in out if e.role == OUTPUT]
-
-
-def _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs) -> list[tuple]:
-    case = {"kind": "table-aggregate", "agg": agg, "cache": True, "separator": ",", "index": 0,
-            **({"history": history} if history is not None else {}),
-            **({"group_field": "g", "sum_field": "n"} if shape == "field" else {}),
-            **({"suppress_ms": suppress_ms} if suppress_ms is not None else {}),
-            **({"suppress_records": suppress_records} if suppress_records is not None else {}),
-            "records": [["input", key, _value(shape, value), ts] for key, value, ts in inputs]}
-    return [(r["key"], None if r["value"] is None else int(r["value"]), r["timestamp"]) for r in twin.ask(case)]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -68,7 +42,7 @@ def test_table_aggregates_are_kafka_streams_aggregates(twin, inputs, shape, agg,
                                                        batch):
     if agg == "sum" and shape == "split":
         shape = "field"  # a sum reads its number from a JSON field
-    theirs = _kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs)
+    theirs = kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs)
     assert _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, 1) == theirs
     batched = _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch)
     if suppress_ms is None and suppress_records is None:

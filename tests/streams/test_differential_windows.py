@@ -14,9 +14,6 @@ several partitions. The comparison contract (README "Differences from Kafka Stre
 from __future__ import annotations
 
 import json
-import os
-import struct
-from collections import defaultdict
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -27,24 +24,23 @@ from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
 from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.windows import WindowSpec
+from tests.streams.differential_windows import (
+    EXAMPLES,
+    LONG_RETENTION_MS,
+    SESSION_5,
+    SLIDING_7,
+    TUMBLING_10,
+    aggregations,
+    assert_updates_within,
+    inputs,
+    kafka_streams,
+    kstool_value,
+    partitions_of,
+    windows,
+    without_tombstones_of_unmoved_sessions,
+)
 
-# `make test-differential` runs many more (KSTOOL_DIFFERENTIAL_EXAMPLES)
-EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
-KEYS = ["a", "b", "c"]
-inputs = st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, 60), st.integers(-5, 5)), max_size=30)
-aggregations = st.sampled_from(["count", "sum", "min", "max", "avg", "concat", "latest"])
-windows = st.sampled_from([("tumbling:10ms", {"type": "tumbling", "size": 10}),
-                           ("hopping:10ms,5ms", {"type": "hopping", "size": 10, "advance": 5}),
-                           ("hopping:9ms,3ms", {"type": "hopping", "size": 9, "advance": 3}),
-                           ("sliding:7ms", {"type": "sliding", "size": 7}),
-                           ("session:5ms", {"type": "session", "size": 5})])
 PROCESSORS = {"session": SessionAggregate, "sliding": SlidingWindowAggregate}
-# onWindowClose with a time window store's default retention (size + grace) loses a window when
-# one record moves stream time past its end + retention: the store drops it before the emit reads
-# it (README "Differences from Kafka Streams"); kstool emits it, as suppress does
-LONG_RETENTION_MS = 10_000
-
-
 def _kstool(window: str, agg: str, grace: int, emit: str, records: list[tuple[str, int, int]], batch: int) -> list[tuple]:
     spec = WindowSpec.parse(window)
     processor = PROCESSORS.get(spec.kind, WindowedAggregate)(spec, agg, grace, emit, key_format="json")
@@ -57,64 +53,8 @@ def _kstool(window: str, agg: str, grace: int, emit: str, records: list[tuple[st
     for e in out:
         if e.role == OUTPUT:
             key = json.loads(e.key)
-            rows.append((key["key"], key["start"], key["end"], _value(agg, e.value), e.timestamp))
+            rows.append((key["key"], key["start"], key["end"], kstool_value(agg, e.value), e.timestamp))
     return rows
-
-
-def _value(agg: str, value: bytes | None) -> int | float | str | None:
-    """An aggregate as the output has it: an 8-byte long (an average: a double), or text."""
-    if value is None:
-        return None
-    if agg in ("concat", "latest"):
-        return value.decode()
-    return struct.unpack(">d" if agg == "avg" else ">q", value)[0]
-
-
-def _kafka_streams(twin, window: dict, agg: str, grace: int, emit: str, records: list[tuple[str, int, int]],
-                   final: str = "on-window-close") -> list[tuple]:
-    answer = twin.ask({"window": {**window, "grace": grace}, "agg": agg, "emit": emit, "final": final,
-                       "cache": window["type"] != "session",
-                       "records": [["input", k, str(n), ts] for k, ts, n in records]})
-    rows = []
-    for record in answer:
-        window_key = json.loads(record["key"])
-        text = record["value"]
-        value = text if text is None or agg in ("concat", "latest") else float(text) if agg == "avg" else int(text)
-        rows.append((window_key["key"], window_key["start"], window_key["end"], value, record["timestamp"]))
-    return rows
-
-
-def _partitions(records: list[tuple[str, int, int]], partitions: int) -> list[list[tuple[str, int, int]]]:
-    """Each partition is a task of its own, with its own stream time: keys spread over them."""
-    return [[record for record in records if KEYS.index(record[0]) % partitions == p] for p in range(partitions)]
-
-
-SLIDING_7, SESSION_5, TUMBLING_10 = (("sliding:7ms", {"type": "sliding", "size": 7}),
-                                     ("session:5ms", {"type": "session", "size": 5}),
-                                     ("tumbling:10ms", {"type": "tumbling", "size": 10}))
-
-
-def assert_updates_within(ours: list[tuple], theirs: list[tuple]) -> None:
-    """Larger micro-batches: each window's last value is the same, and kstool's values of a
-    window are Kafka Streams' updates of it with some left out (a batch writes a window's latest
-    value once; a window a batch made and merged away, a session, is not written at all)."""
-    ours_by_window, theirs_by_window = defaultdict(list), defaultdict(list)
-    for rows, by_window in ((ours, ours_by_window), (theirs, theirs_by_window)):
-        for key, start, end, value, _ in rows:
-            by_window[key, start, end].append(value)
-    assert {w: v[-1] for w, v in ours_by_window.items()} == {w: v[-1] for w, v in theirs_by_window.items()
-                                                             if v[-1] is not None or w in ours_by_window}
-    for window_key, values in ours_by_window.items():
-        remaining = iter(theirs_by_window[window_key])
-        assert all(value in remaining for value in values), (window_key, values, theirs_by_window[window_key])
-
-
-def _without_tombstones_of_unmoved_sessions(rows: list[tuple]) -> list[tuple]:
-    """Kafka Streams removes every session a record merges, then puts the merged one: when that is
-    the same session (the record fell inside it), its output with caching off is a tombstone and
-    then the new value of the same window; kstool writes the value alone, as the cache would."""
-    return [row for row, after in zip(rows, [*rows[1:], None])
-            if not (row[3] is None and after is not None and after[:3] == row[:3] and after[3] is not None)]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -141,8 +81,8 @@ def test_windowed_aggregates_are_kafka_streams_aggregates(twin, records, window,
     kstool_window, twin_window = window
     if emit == "final" and twin_window["type"] != "session":
         twin_window = {**twin_window, "retention": LONG_RETENTION_MS}
-    for part in _partitions(records, partitions):
-        theirs = _without_tombstones_of_unmoved_sessions(_kafka_streams(twin, twin_window, agg, grace, emit, part))
+    for part in partitions_of(records, partitions):
+        theirs = without_tombstones_of_unmoved_sessions(kafka_streams(twin, twin_window, agg, grace, emit, part))
         assert _kstool(kstool_window, agg, grace, emit, part, 1) == theirs
         batched = _kstool(kstool_window, agg, grace, emit, part, batch)
         if emit == "final":
@@ -150,6 +90,6 @@ def test_windowed_aggregates_are_kafka_streams_aggregates(twin, records, window,
             # suppress closes a sliding window on its (inclusive) end, and a session when stream
             # time reaches its end + gap + grace, while a record of that time could still change it
             if twin_window["type"] in ("tumbling", "hopping"):
-                assert _kafka_streams(twin, twin_window, agg, grace, emit, part, final="suppress") == theirs
+                assert kafka_streams(twin, twin_window, agg, grace, emit, part, final="suppress") == theirs
             continue
         assert_updates_within(batched, theirs)
