@@ -18,6 +18,7 @@ from kstool.engine.batches import progress_since, watch
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.options import RunSummary
 from kstool.engine.stopping import hosted
+from tests.engine.messages import Messages
 
 
 def _progress(batch_id: int, rows: int, ran: bool = True) -> dict:
@@ -98,21 +99,6 @@ class _QueryReportingAfterItCommits(_QueryWithABacklog):
         return not self.isActive
 
 
-class _Messages:
-    def __init__(self):
-        self.lines: list[str] = []
-        self.batches: list[int] = []
-
-    def message(self, text: str) -> None:
-        self.lines.append(text)
-
-    def batch(self, status) -> None:
-        self.batches.append(status.batch_id)
-
-    def close(self) -> None:
-        pass
-
-
 def _checkpoint(tmp_path, planned: int, committed: int) -> LocalCheckpoint:
     for folder, last in (("offsets", planned), ("commits", committed)):
         (tmp_path / folder).mkdir()
@@ -121,8 +107,8 @@ def _checkpoint(tmp_path, planned: int, committed: int) -> LocalCheckpoint:
     return LocalCheckpoint(tmp_path.as_uri(), tmp_path)
 
 
-def _watch_with_stop_requested(query, checkpoint) -> tuple[RunSummary, _Messages]:
-    summary, messages, stop = RunSummary("app"), _Messages(), threading.Event()
+def _watch_with_stop_requested(query, checkpoint) -> tuple[RunSummary, Messages]:
+    summary, messages, stop = RunSummary("app"), Messages(), threading.Event()
     stop.set()
     with hosted(stop):
         watch(query, {}, summary, messages, checkpoint)
@@ -201,7 +187,7 @@ def test_a_trigger_that_ran_nothing_is_not_taken_for_the_batch_whose_id_it_repor
     from kstool.engine.batches import account
     from kstool.engine.sink import BatchReport
 
-    summary, messages, seen = RunSummary("app"), _Messages(), set()
+    summary, messages, seen = RunSummary("app"), Messages(), set()
     reports = {1: BatchReport(1, {"out": 3}, 0.1)}
     for report in (_progress(1, rows=0, ran=False), _progress(1, rows=3), _progress(2, rows=0, ran=False)):
         account(report, reports, seen, summary, messages)

@@ -33,7 +33,7 @@ from tests.helpers import (
 )
 from tests.isolation import read_committed
 from tests.oracles import word_counts
-from tests.topologies.test_windowed_aggregate import TWO_RUNS, TWO_RUNS_OUTPUT, TWO_RUNS_WINDOW, _windowed
+from tests.topologies.windowed_cases import TWO_RUNS, TWO_RUNS_OUTPUT, TWO_RUNS_WINDOW, windowed_counts
 
 BEFORE = ["the cat sat", "on the mat"]
 AFTER = ["the dog sat", "THE END"]
@@ -287,7 +287,7 @@ def test_windows_come_back_from_their_changelog(kafka, spark_cluster, topic_name
     assert cli("state", "restore", "--app-id", app, "--yes").exit_code == 0
     result = _once(spark_cluster, "aggregate", app, *args)
     assert result.exit_code == 0, result.stderr
-    assert _windowed(read_all(kafka, windowed + "-out")) == TWO_RUNS_OUTPUT
+    assert windowed_counts(read_all(kafka, windowed + "-out")) == TWO_RUNS_OUTPUT
 
 
 def test_state_lost_with_a_worker_is_reported_in_one_line(kafka, spark_cluster, topic_name, tmp_path):

@@ -21,7 +21,7 @@ from tests.conftest import KSTOOL, cli, cli_subprocess
 from tests.faults import descendants
 from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all, wait_until
 from tests.oracles import word_counts as oracle
-from tests.topologies.test_join import STREAM_LEFT, STREAM_RIGHT, STREAM_STREAM
+from tests.topologies.join_cases import STREAM_LEFT, STREAM_RIGHT, STREAM_STREAM
 
 
 def _status() -> dict:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from kstool.checkpoint.location import LocalCheckpoint
 from kstool.engine.options import RunSummary
 from kstool.engine.parking import ParkedQueries, ParkedQuery, drive
-from tests.engine.test_batches import _Messages
+from tests.engine.messages import Messages
 
 OPENED_MS = 1_800_000_000_000  # when the run opened the gate
 
@@ -52,7 +52,7 @@ def test_a_batch_whose_trigger_began_just_before_the_gate_opened_is_the_runs(tmp
         _progress(6, OPENED_MS + 200, None),  # nothing left: the run is done
     ])
     parked = ParkedQuery("key", query, tmp_path / "gate", last_batch=3)
-    summary, messages = RunSummary("app"), _Messages()
+    summary, messages = RunSummary("app"), Messages()
     drive(parked, ParkedQueries(2), OPENED_MS, SimpleNamespace(root=tmp_path),  # type: ignore[arg-type]
           LocalCheckpoint(tmp_path.as_uri(), tmp_path), summary, messages)
     assert (summary.batches, summary.input_records, summary.last_batch) == (2, 19, 5)

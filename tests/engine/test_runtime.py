@@ -13,10 +13,10 @@ from kstool.checkpoint.location import LocalCheckpoint
 from kstool.engine import runtime
 from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.options import RunSummary
-from tests.engine.test_batches import _Messages
+from tests.engine.messages import Messages
 
 
-def _run_dying(monkeypatch, tmp_path, batches_between_deaths: list[int]) -> tuple[_Messages, int]:
+def _run_dying(monkeypatch, tmp_path, batches_between_deaths: list[int]) -> tuple[Messages, int]:
     """Run a query that commits the given number of batches, then its source process dies,
     once per entry, and then ends; returns the run's messages and the query starts."""
     commits = tmp_path / "commits"
@@ -37,7 +37,7 @@ def _run_dying(monkeypatch, tmp_path, batches_between_deaths: list[int]) -> tupl
     plan = SimpleNamespace(options=SimpleNamespace(broker_timeout_s=1.0),
                            checkpoint=LocalCheckpoint(tmp_path.as_uri(), tmp_path),
                            paths=SimpleNamespace(spark_log=tmp_path / "spark.log"))
-    messages = _Messages()
+    messages = Messages()
     runtime._run_through_outages(None, None, plan, RunSummary("app"), messages)  # type: ignore[arg-type]
     return messages, starts
 

@@ -16,7 +16,7 @@ from kstool.application.model import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHA
 from tests.conftest import cli
 from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_records, produce_values, read_all
 from tests.oracles import word_counts
-from tests.topologies.test_join import (
+from tests.topologies.join_cases import (
     STREAM_LEFT,
     STREAM_RIGHT,
     STREAM_STREAM,
@@ -24,9 +24,9 @@ from tests.topologies.test_join import (
     STREAM_TABLE_OUTPUT,
     TABLE_STREAM,
     TABLE_UPDATES,
-    _output,
+    joined_output,
 )
-from tests.topologies.test_windowed_aggregate import (
+from tests.topologies.windowed_cases import (
     INPUT,
     SESSION_OUTPUT,
     SESSION_WINDOW,
@@ -35,8 +35,8 @@ from tests.topologies.test_windowed_aggregate import (
     TWO_RUNS,
     TWO_RUNS_OUTPUT,
     TWO_RUNS_WINDOW,
-    _sessions,
-    _windowed,
+    session_counts,
+    windowed_counts,
 )
 
 
@@ -81,7 +81,7 @@ def test_a_windowed_aggregate_restored_from_its_changelog_goes_on_exactly(kafka,
     assert second.exit_code == 0, second.stderr
     # stream time 16 and the open window [10,20) came back: a@4 is late, [0,10) stays closed
     assert "2 late record(s)" in second.stderr
-    assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
+    assert windowed_counts(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
 
 
 def test_sliding_windows_restored_from_their_changelog_go_on_exactly(kafka, spark, topic_name):
@@ -99,7 +99,7 @@ def test_sliding_windows_restored_from_their_changelog_go_on_exactly(kafka, spar
     produce_keyed(kafka, source, [(k, "x", ms / 1000) for k, ms in SLIDING_INPUT[6:]])
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
-    last = {(key, start - T0): (count, ts - T0) for key, start, count, ts in _windowed(read_all(kafka, source + "-out"))}
+    last = {(key, start - T0): (count, ts - T0) for key, start, count, ts in windowed_counts(read_all(kafka, source + "-out"))}
     assert sorted((key, start, *value) for (key, start), value in last.items()) == SLIDING_LAST
 
 
@@ -149,7 +149,7 @@ def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, sp
     _restore(app)
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
-    assert _windowed(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
+    assert windowed_counts(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
     assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_OWNER_SHARDS
 
 
@@ -187,7 +187,7 @@ def test_a_stream_stream_join_kept_before_its_stores_sharded_by_key_is_refused_u
 
     _restore(app)
     assert cli(*run).exit_code == 0
-    assert _output(kafka, out) == STREAM_STREAM_OUTPUT["inner"]
+    assert joined_output(kafka, out) == STREAM_STREAM_OUTPUT["inner"]
 
 
 def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, spark, topic_name):
@@ -206,7 +206,7 @@ def test_a_stream_table_join_restored_from_its_changelog_goes_on_exactly(kafka, 
     produce_keyed(kafka, right, TABLE_UPDATES[2:])
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
-    assert _output(kafka, out) == STREAM_TABLE_OUTPUT["left"]
+    assert joined_output(kafka, out) == STREAM_TABLE_OUTPUT["left"]
 
 
 def test_a_versioned_stream_table_join_restored_keeps_the_table_history_and_the_waiting_records(
@@ -233,7 +233,7 @@ def test_a_versioned_stream_table_join_restored_keeps_the_table_history_and_the_
     produce_keyed(kafka, left, [("a", "S2", 12), ("a", "S3", 45)])
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
-    assert _output(kafka, out) == [("a", "S2+T1", 12), ("a", "S1+T2", 30)]
+    assert joined_output(kafka, out) == [("a", "S2+T1", 12), ("a", "S1+T2", 30)]
 
 
 def _customer(customer: str) -> str:
@@ -289,7 +289,7 @@ def test_a_stream_stream_join_restored_from_its_changelogs_goes_on_exactly(kafka
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
     assert "1 late record(s)" in second.stderr
-    assert _output(kafka, out) == STREAM_STREAM_OUTPUT["outer"]
+    assert joined_output(kafka, out) == STREAM_STREAM_OUTPUT["outer"]
 
 
 def _written_since(kafka, topic: str, ends: dict[int, int]) -> dict[str, bytes]:
@@ -382,4 +382,4 @@ def test_a_run_restores_missing_session_state_itself_when_asked(kafka, spark, to
     second = cli(*run, "--restore-missing-state")
     assert second.exit_code == 0, second.stderr
     assert "restoring the state from the changelogs" in second.stderr
-    assert _sessions(read_all(kafka, source + "-out")) == SESSION_OUTPUT[emit]
+    assert session_counts(read_all(kafka, source + "-out")) == SESSION_OUTPUT[emit]

@@ -9,6 +9,16 @@ import pytest
 
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, latest_per_key, produce_keyed, read_all
+from tests.topologies.join_cases import (
+    STREAM_LEFT,
+    STREAM_RIGHT,
+    STREAM_STREAM,
+    STREAM_STREAM_OUTPUT,
+    STREAM_TABLE_OUTPUT,
+    TABLE_STREAM,
+    TABLE_UPDATES,
+    joined_output,
+)
 
 
 def _run(kafka, topic_name, left, right, *options, partitions=(1, 1)):
@@ -18,26 +28,6 @@ def _run(kafka, topic_name, left, right, *options, partitions=(1, 1)):
     produce_keyed(kafka, topic_name + "-r", right)
     return cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r",
                "--output", topic_name + "-out", "--app-id", topic_name + "-app", "--once", *options)
-
-
-def _output(kafka, topic) -> list[tuple]:
-    return [(m.key().decode(), None if m.value() is None else m.value().decode(), (m.timestamp()[1] - T0) // 1000)
-            for m in read_all(kafka, topic)]
-
-
-# Processing order within the task: the side whose next record has the smaller timestamp goes
-# first (ties: right). Left: L1 a@5, L2 b@20, L4 a@9, L3 a@3, L5 a@-6; right: R1 a@12, R3 d@15,
-# R2 c@40 -> L1@5, R1@12, R3@15, L2@20, L4@9, L3@3, L5@-6, R2@40.
-STREAM_LEFT = [("a", "L1", 5), ("b", "L2", 20), ("a", "L4", 9), ("a", "L3", 3), ("a", "L5", -6)]
-STREAM_RIGHT = [("a", "R1", 12), ("d", "R3", 15), ("c", "R2", 40)]
-
-
-STREAM_STREAM = ("--kind", "stream-stream", "--within", "10s", "--grace", "5s")
-_JOINED = [("a", '{"left":"L1","right":"R1"}', 12), ("a", '{"left":"L4","right":"R1"}', 12),
-           ("a", '{"left":"L3","right":"R1"}', 12)]
-_L5, _L2 = ("a", '{"left":"L5","right":null}', -6), ("b", '{"left":"L2","right":null}', 20)
-STREAM_STREAM_OUTPUT = {"inner": _JOINED, "left": _JOINED + [_L5, _L2],
-                        "outer": _JOINED + [_L5, ("d", '{"left":null,"right":"R3"}', 15), _L2]}
 
 
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
@@ -53,22 +43,13 @@ def test_stream_stream(kafka, spark, topic_name, how):
     result = _run(kafka, topic_name, STREAM_LEFT, STREAM_RIGHT, *STREAM_STREAM, "--how", how,
                   "--late-topic", topic_name + "-late")
     assert result.exit_code == 0, result.stderr
-    assert _output(kafka, topic_name + "-out") == STREAM_STREAM_OUTPUT[how]
+    assert joined_output(kafka, topic_name + "-out") == STREAM_STREAM_OUTPUT[how]
     assert "1 late record(s)" in result.stderr
     assert [(m.key(), m.value()) for m in read_all(kafka, topic_name + "-late")] == [(b"a", b"L5")]
     if how == "outer":  # R2@40 still waits unmatched: time ‖ side ‖ key ‖ seqnum, decoded (it was hex)
         waiting = cli("state", "all", "--app-id", topic_name + "-app", "--store", "join-unmatched", "-o", "json")
         assert [({k: v for k, v in e["key"].items() if k != "seqnum"}, e["value"])
                 for e in json.loads(waiting.stdout)] == [({"time": T0 + 40_000, "side": "right", "key": "c"}, "R2")]
-
-
-# stream (left): S1 a@10, S2 b@20, S3 a@30, S4 c@35, S5 a@40
-# table (right): T1 a@5, T3 b@22, T2 a@25, delete a@32
-TABLE_STREAM = [("a", "S1", 10), ("b", "S2", 20), ("a", "S3", 30), ("c", "S4", 35), ("a", "S5", 40)]
-TABLE_UPDATES = [("a", "T1", 5), ("b", "T3", 22), ("a", "T2", 25), ("a", None, 32)]
-STREAM_TABLE_OUTPUT = {"inner": [("a", "S1+T1", 10), ("a", "S3+T2", 30)],
-                       "left": [("a", "S1+T1", 10), ("b", "S2+null", 20), ("a", "S3+T2", 30), ("c", "S4+null", 35),
-                                ("a", "S5+null", 40)]}
 
 
 @pytest.mark.embedded_tier
@@ -79,7 +60,7 @@ def test_stream_table(kafka, spark, topic_name, how):
     result = _run(kafka, topic_name, TABLE_STREAM, TABLE_UPDATES, "--kind", "stream-table", "--how", how,
                   "--joiner", "concat", "--separator", "+")
     assert result.exit_code == 0, result.stderr
-    assert _output(kafka, topic_name + "-out") == STREAM_TABLE_OUTPUT[how]
+    assert joined_output(kafka, topic_name + "-out") == STREAM_TABLE_OUTPUT[how]
 
 
 # a versioned table: key a on partition 0, b and c on partition 1 (both topics, co-partitioned)
@@ -108,12 +89,12 @@ def test_stream_table_against_a_versioned_table_with_grace(kafka, spark, topic_n
     first = cli(*run)
     assert first.exit_code == 0, first.stderr
     joined = [("a", "S1+T1", 10), ("a", "S3+T2", 30), ("b", "S2+T4", 20)]
-    assert sorted(_output(kafka, topic_name + "-out")) == joined
+    assert sorted(joined_output(kafka, topic_name + "-out")) == joined
     produce_keyed(kafka, left, [("a", "S6", 60)], 0)
     produce_keyed(kafka, left, [("c", "S7", 70)], 1)
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
-    assert sorted(_output(kafka, topic_name + "-out")) == sorted(joined + [("a", "S5+null", 40), ("c", "S4+null", 35)])
+    assert sorted(joined_output(kafka, topic_name + "-out")) == sorted(joined + [("a", "S5+null", 40), ("c", "S4+null", 35)])
     # the table's changelog has every table record, the buffer's what waited and went
     table_log = read_all(kafka, topic_name + "-app-join-right-table-changelog")
     assert [[(m.key(), m.value()) for m in table_log if m.partition() == p] for p in (0, 1)] == [
@@ -153,7 +134,7 @@ def test_table_table(kafka, spark, topic_name, how):
         "outer": [("a", "La1+null", 1), ("a", "La1+Ra1", 2), ("b", "Lb1+null", 3), ("c", "null+Rc1", 4),
                   ("b", "Lb1+Rb1", 5), ("a", "La2+Ra1", 7), ("c", None, 8), ("a", "null+Ra1", 9)],
     }
-    assert _output(kafka, topic_name + "-out") == expected[how]
+    assert joined_output(kafka, topic_name + "-out") == expected[how]
     # both tables' stores log to changelogs named <app-id>-<store>-changelog
     left_log = read_all(kafka, topic_name + "-app-join-left-table-changelog")
     assert [(m.key(), m.value()) for m in left_log] == [(k.encode(), v and v.encode()) for k, v, _ in TABLE_LEFT]
@@ -211,7 +192,7 @@ def test_inputs_must_be_co_partitioned_unless_repartition(kafka, spark, topic_na
                  "--joiner", "concat", "--separator", "+")
     assert result.exit_code == 0, result.stderr
     # the output has 2 partitions now: each key's results in order, as before
-    by_key = sorted(_output(kafka, topic_name + "-out"), key=lambda r: r[0])
+    by_key = sorted(joined_output(kafka, topic_name + "-out"), key=lambda r: r[0])
     assert by_key == [("a", "La1+Ra1", 2), ("a", "La2+Ra1", 7), ("a", None, 9), ("b", "Lb1+Rb1", 5)]
 
 
@@ -316,7 +297,7 @@ def test_stream_global_join_needs_no_co_partitioning(kafka, spark, topic_name):
     produce_keyed(kafka, left, [("o6", _order("c1"), 12)], 0)
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
-    joined = {key: value.split("|")[1] for key, value, _ in _output(kafka, out)}
+    joined = {key: value.split("|")[1] for key, value, _ in joined_output(kafka, out)}
     assert joined == {"o1": "Ada", "o2": "null", "o3": "Bob", "o4": "Ada", "o5": "Ada L.", "o6": "Ada L."}
     # each task's copy of the table is logged to its own changelog partition
     logged = read_all(kafka, topic_name + "-app-join-global-table-changelog")

@@ -11,14 +11,19 @@ import pytest
 
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, produce_keyed, read_all
-
-# (key, value, seconds after T0), one partition, in offset order
-INPUT = [("a", "1", 1), ("a", "1", 3), ("a", "1", 12), ("b", "1", 2), ("a", "1", 16),
-         ("a", "1", 4), ("b", "1", 25), ("a", "1", 9), ("a", "1", 22)]
-
-
-def _ms(seconds: float) -> int:
-    return T0 + round(seconds * 1000)
+from tests.topologies.windowed_cases import (
+    INPUT,
+    SESSION_OUTPUT,
+    SESSION_WINDOW,
+    SLIDING_INPUT,
+    SLIDING_LAST,
+    TWO_RUNS,
+    TWO_RUNS_OUTPUT,
+    TWO_RUNS_WINDOW,
+    at,
+    session_counts,
+    windowed_counts,
+)
 
 
 def _run(kafka, topic_name, *options) -> tuple[str, object]:
@@ -29,16 +34,6 @@ def _run(kafka, topic_name, *options) -> tuple[str, object]:
                  "--once", *options)
     assert result.exit_code == 0, result.stderr
     return source, result
-
-
-def _windowed(messages) -> list[tuple]:
-    """(key, start, count or None, timestamp) from TimeWindowedSerializer keys (key ‖ start)."""
-    out = []
-    for m in messages:
-        key, start = m.key()[:-8], struct.unpack(">q", m.key()[-8:])[0]
-        count = None if m.value() is None else struct.unpack(">q", m.value())[0]
-        out.append((key.decode(), start, count, m.timestamp()[1]))
-    return out
 
 
 @pytest.mark.embedded_tier
@@ -52,24 +47,24 @@ def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
     # batch 2: b@25 -> [20,30) b=1, [10,20) closes | a@9 late | a@22 -> [20,30) a=1
     source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s",
                           "--max-records-per-batch", "3", "--late-topic", topic_name + "-late")
-    assert _windowed(read_all(kafka, source + "-out")) == [
-        ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
-        ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
-        ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+    assert windowed_counts(read_all(kafka, source + "-out")) == [
+        ("a", at(0), 2, at(3)), ("a", at(10), 1, at(12)),
+        ("b", at(0), 1, at(2)), ("a", at(10), 2, at(16)),
+        ("b", at(20), 1, at(25)), ("a", at(20), 1, at(22))]
     assert "3 batch(es)" in result.stderr and "2 late record(s)" in result.stderr
     late = read_all(kafka, topic_name + "-late")
-    assert [(m.key(), m.value(), m.timestamp()[1]) for m in late] == [(b"a", b"1", _ms(4)), (b"a", b"1", _ms(9))]
+    assert [(m.key(), m.value(), m.timestamp()[1]) for m in late] == [(b"a", b"1", at(4)), (b"a", b"1", at(9))]
     # the window store's changelog: key ‖ start ‖ seqnum 0, the same updates
     changelog = read_all(kafka, source + "-app-aggregate-changelog")
     assert len(changelog) == 6 and all(m.key()[-4:] == b"\0\0\0\0" for m in changelog)
-    assert (changelog[-1].key()[:-12], struct.unpack(">q", changelog[-1].key()[-12:-4])[0]) == (b"a", _ms(20))
+    assert (changelog[-1].key()[:-12], struct.unpack(">q", changelog[-1].key()[-12:-4])[0]) == (b"a", at(20))
     # the store holds the windows still open at stream time 25 (retention size + grace): [20,30)
-    fetched = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(60)),
+    fetched = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(at(0)), "--to", str(at(60)),
                   "-o", "json")
     assert fetched.exit_code == 0, fetched.stderr
-    assert json.loads(fetched.stdout) == [{"key": "a", "value": 1, "window_start": _ms(20), "window_end": _ms(30),
+    assert json.loads(fetched.stdout) == [{"key": "a", "value": 1, "window_start": at(20), "window_end": at(30),
                                            "partition": 0}]
-    outside = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(_ms(0)), "--to", str(_ms(19)),
+    outside = cli("state", "fetch", "--app-id", source + "-app", "a", "--from", str(at(0)), "--to", str(at(19)),
                   "-o", "json")
     assert (outside.exit_code, json.loads(outside.stdout)) == (1, [])
     assert outside.stderr == "kstool: error: not found: no window of 'a' in that range (1 outside it)\n"
@@ -89,18 +84,18 @@ def test_tumbling_emit_update_and_late_records(kafka, spark, topic_name):
             else:
                 held[slot] = change["value"]
         if batch == 0:
-            assert held == {("a", _ms(0)): 2, ("a", _ms(10)): 1}
+            assert held == {("a", at(0)): 2, ("a", at(10)): 1}
         snapshot = cli("state", "all", "--app-id", source + "-app", "--batch-id", str(batch), "-o", "json")
         assert held == {(e["key"], e["window_start"]): e["value"] for e in json.loads(snapshot.stdout)}
-    assert held == {("a", _ms(20)): 1, ("b", _ms(20)): 1}
+    assert held == {("a", at(20)): 1, ("b", at(20)): 1}
 
 
 def test_tumbling_emit_final_emits_each_closed_window_once(kafka, spark, topic_name):
     # the same input: [0,10) closes at a@16 (a=2, b=1, in key order), [10,20) at b@25 (a=2);
     # [20,30) is still open at stream time 25 (end 30 + grace 5 > 25): not emitted
     source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s", "--emit", "final")
-    assert _windowed(read_all(kafka, source + "-out")) == [
-        ("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16))]
+    assert windowed_counts(read_all(kafka, source + "-out")) == [
+        ("a", at(0), 2, at(3)), ("b", at(0), 1, at(2)), ("a", at(10), 2, at(16))]
     assert "2 late record(s)" in result.stderr
 
 
@@ -116,7 +111,7 @@ def test_hopping_windows_with_json_keys(kafka, spark, topic_name):
            for m in read_all(kafka, source + "-out")]
     expected = [("a", -5, 2, 3), ("a", 0, 2, 3), ("a", 5, 1, 12), ("a", 10, 2, 16), ("a", 15, 1, 16),
                 ("b", 20, 1, 25), ("b", 25, 1, 25), ("a", 20, 1, 22)]
-    assert got == [({"key": k, "start": _ms(s), "end": _ms(s + 10)}, n, _ms(t)) for k, s, n, t in expected]
+    assert got == [({"key": k, "start": at(s), "end": at(s + 10)}, n, at(t)) for k, s, n, t in expected]
     assert "3 late record(s)" in result.stderr
 
 
@@ -124,27 +119,9 @@ def test_hopping_emit_final(kafka, spark, topic_name):
     source, _ = _run(kafka, topic_name, "--window", "hopping:10s,5s", "--emit", "final")
     # closed by the input, in window-end order: [-5,5) a=2 and [0,10) a=2 at a@12, [5,15) a=1
     # at a@16, [10,20) a=2 and [15,25) a=1 at b@25
-    assert _windowed(read_all(kafka, source + "-out")) == [
-        ("a", _ms(-5), 2, _ms(3)), ("a", _ms(0), 2, _ms(3)), ("a", _ms(5), 1, _ms(12)),
-        ("a", _ms(10), 2, _ms(16)), ("a", _ms(15), 1, _ms(16))]
-
-
-def _sessions(messages) -> list[tuple]:
-    """(key, start, end, count or None) from SessionWindowedSerializer keys (key ‖ end ‖ start)."""
-    out = []
-    for m in messages:
-        end, start = struct.unpack(">qq", m.key()[-16:])
-        count = None if m.value() is None else struct.unpack(">q", m.value())[0]
-        out.append((m.key()[:-16].decode(), start, end, count))
-    return out
-
-
-SESSION_WINDOW = ("--window", "session:5s", "--grace", "2s", "--max-records-per-batch", "2")
-# worked out in test_session_windows; in final mode [22,22] and [25,25] are still open at stream time 25
-SESSION_OUTPUT = {
-    "update": [("a", _ms(1), _ms(3), 2), ("a", _ms(12), _ms(12), 1), ("a", _ms(12), _ms(12), None),
-               ("a", _ms(12), _ms(16), 2), ("b", _ms(25), _ms(25), 1), ("a", _ms(22), _ms(22), 1)],
-    "final": [("a", _ms(1), _ms(3), 2), ("a", _ms(12), _ms(16), 2)]}
+    assert windowed_counts(read_all(kafka, source + "-out")) == [
+        ("a", at(-5), 2, at(3)), ("a", at(0), 2, at(3)), ("a", at(5), 1, at(12)),
+        ("a", at(10), 2, at(16)), ("a", at(15), 1, at(16))]
 
 
 @pytest.mark.parametrize("emit", ["update", "final"])
@@ -159,8 +136,8 @@ def test_session_windows(kafka, spark, topic_name, emit):
     # batch 4: a@22: [22,22] ends after close 18: on time (a later a@<=27 could still extend
     #          it); with the pre-3.0 rule (close = st - grace = 23) it was dropped
     source, result = _run(kafka, topic_name, *SESSION_WINDOW, "--emit", emit, "--late-topic", topic_name + "-late")
-    assert _sessions(read_all(kafka, source + "-out")) == SESSION_OUTPUT[emit]
-    S = _ms
+    assert session_counts(read_all(kafka, source + "-out")) == SESSION_OUTPUT[emit]
+    S = at
     assert "3 late record(s)" in result.stderr
     assert [(m.key(), m.timestamp()[1]) for m in read_all(kafka, topic_name + "-late")] == [
         (b"b", S(2)), (b"a", S(4)), (b"a", S(9))]
@@ -176,10 +153,10 @@ def test_event_time_from_a_json_field_with_sum(kafka, spark, topic_name):
     # [0,10) sums 2 + 3.5 (a double), [10,20) sums 1 (whole: a long); [20,30) stays open.
     # The record whose ts is not a time is bad: --on-error skip drops and counts it.
     records = [("a", json.dumps({"ts": "2026-01-01T00:00:01Z", "n": 2}), 100),
-               ("a", json.dumps({"ts": _ms(4), "n": 3.5}), 100),
+               ("a", json.dumps({"ts": at(4), "n": 3.5}), 100),
                ("a", json.dumps({"ts": "2026-01-01T00:00:12Z", "n": 1}), 100),
                ("b", json.dumps({"ts": "yesterday", "n": 1}), 100),
-               ("a", json.dumps({"ts": _ms(25), "n": 4}), 100)]
+               ("a", json.dumps({"ts": at(25), "n": 4}), 100)]
     create_topic(kafka, topic_name, 1)
     produce_keyed(kafka, topic_name, records)
     result = cli("run", "aggregate", "--input", topic_name, "--output", topic_name + "-out", "--once",
@@ -188,27 +165,18 @@ def test_event_time_from_a_json_field_with_sum(kafka, spark, topic_name):
     assert result.exit_code == 0, result.stderr
     out = read_all(kafka, topic_name + "-out")
     assert [(m.key(), m.value()) for m in out] == [
-        (b"a" + struct.pack(">q", _ms(0)), struct.pack(">d", 5.5)),
-        (b"a" + struct.pack(">q", _ms(10)), struct.pack(">q", 1))]
+        (b"a" + struct.pack(">q", at(0)), struct.pack(">d", 5.5)),
+        (b"a" + struct.pack(">q", at(10)), struct.pack(">q", 1))]
     assert "1 bad record(s)" in result.stderr
     # one serde: the store's changelog holds each window's value as the output does (a whole sum as
     # a Long, not 1.0), and the store and changelog read back as the output's numbers
     changelog = {m.key()[1:-4]: m.value() for m in read_all(kafka, topic_name + "-app-aggregate-changelog")}
-    assert changelog == {struct.pack(">q", _ms(0)): struct.pack(">d", 5.5), struct.pack(">q", _ms(10)): struct.pack(">q", 1),
-                         struct.pack(">q", _ms(20)): struct.pack(">q", 4)}
+    assert changelog == {struct.pack(">q", at(0)): struct.pack(">d", 5.5), struct.pack(">q", at(10)): struct.pack(">q", 1),
+                         struct.pack(">q", at(20)): struct.pack(">q", 4)}
     dumped = cli("changelog", "dump", topic_name + "-app-aggregate-changelog", "-o", "jsonl").stdout.splitlines()
     assert [json.loads(line)["value"] for line in dumped][-3:] == [5.5, 1, 4]
     held = json.loads(cli("state", "all", "--app-id", topic_name + "-app", "-o", "json").stdout)
-    assert [(e["window_start"], e["value"]) for e in held] == [(_ms(20), 4)]  # the open window: 4, not 4.0
-
-
-# The input of the tests above in two runs: the second run must know stream time 16 and the
-# open windows from the first (a@4 late; [0,10) closed, not reopened). Run 1 (one batch):
-# [0,10) a=2, [0,10) b=1, [10,20) a=2; run 2: [20,30) b=1, a=1.
-TWO_RUNS = (INPUT[:5], INPUT[5:])
-TWO_RUNS_WINDOW = ("--window", "tumbling:10s", "--grace", "5s")
-TWO_RUNS_OUTPUT = [("a", _ms(0), 2, _ms(3)), ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
-                   ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+    assert [(e["window_start"], e["value"]) for e in held] == [(at(20), 4)]  # the open window: 4, not 4.0
 
 
 def test_stream_time_and_windows_survive_a_restart_exactly_once(kafka, spark, topic_name):
@@ -222,7 +190,7 @@ def test_stream_time_and_windows_survive_a_restart_exactly_once(kafka, spark, to
     second = cli(*args)
     assert second.exit_code == 0, second.stderr
     assert "late" not in first.stderr and "2 late record(s)" in second.stderr
-    assert _windowed(read_all(kafka, topic_name + "-out")) == TWO_RUNS_OUTPUT
+    assert windowed_counts(read_all(kafka, topic_name + "-out")) == TWO_RUNS_OUTPUT
 
 
 def test_tasks_get_shuffle_partitions_of_their_own(spark):
@@ -250,8 +218,8 @@ def test_group_by_field_merges_source_partitions_by_time(kafka, spark, topic_nam
                  "--app-id", topic_name + "-app", "--group-by", "field:g", "--window", "tumbling:10s",
                  "--emit", "final")
     assert result.exit_code == 0, result.stderr
-    assert sorted(_windowed(read_all(kafka, topic_name + "-out"))) == [
-        ("x", _ms(0), 2, _ms(3)), ("x", _ms(10), 1, _ms(12))]
+    assert sorted(windowed_counts(read_all(kafka, topic_name + "-out"))) == [
+        ("x", at(0), 2, at(3)), ("x", at(10), 1, at(12))]
     assert "late" not in result.stderr
 
 
@@ -261,10 +229,10 @@ def test_tumbling_emit_update_combined_in_the_source(kafka, spark, topic_name):
     earlier batches, which the source reading the batch does not know."""
     source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s",
                           "--max-records-per-batch", "3")
-    assert _windowed(read_all(kafka, source + "-out")) == [
-        ("a", _ms(0), 2, _ms(3)), ("a", _ms(10), 1, _ms(12)),
-        ("b", _ms(0), 1, _ms(2)), ("a", _ms(10), 2, _ms(16)),
-        ("b", _ms(20), 1, _ms(25)), ("a", _ms(20), 1, _ms(22))]
+    assert windowed_counts(read_all(kafka, source + "-out")) == [
+        ("a", at(0), 2, at(3)), ("a", at(10), 1, at(12)),
+        ("b", at(0), 1, at(2)), ("a", at(10), 2, at(16)),
+        ("b", at(20), 1, at(25)), ("a", at(20), 1, at(22))]
     assert "3 batch(es)" in result.stderr and "2 late record(s)" in result.stderr
 
 
@@ -310,16 +278,6 @@ def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_n
     assert output and records == 3000 and late > 0 and batches >= 3
 
 
-# KGroupedStreamImplTest#doCountSlidingWindows (KGroupedStreamImplTest.java:222): (key, ms), in order
-SLIDING_INPUT = [("1", 500), ("1", 999), ("1", 600), ("2", 500), ("2", 600), ("2", 700), ("3", 501), ("1", 1000),
-                 ("1", 1000), ("2", 1000), ("2", 1000), ("3", 600)]
-# its expected updates, the last one of each window: (key, start, count, timestamp), ms
-SLIDING_LAST = [("1", 0, 1, 500), ("1", 100, 2, 600), ("1", 499, 3, 999), ("1", 500, 5, 1000), ("1", 501, 4, 1000),
-                ("1", 601, 3, 1000), ("1", 1000, 2, 1000), ("2", 0, 1, 500), ("2", 100, 2, 600), ("2", 200, 3, 700),
-                ("2", 500, 5, 1000), ("2", 501, 4, 1000), ("2", 601, 3, 1000), ("2", 701, 2, 1000),
-                ("3", 1, 1, 501), ("3", 100, 2, 600), ("3", 502, 1, 600)]
-
-
 def test_sliding_windows_count_as_kafka_streams_does(kafka, spark, topic_name):
     # KGroupedStreamImplTest#shouldCountSlidingWindows (KGroupedStreamImplTest.java:199):
     # ofTimeDifferenceAndGrace(500ms, 2s), its records (shifted by T0) written by a batching
@@ -334,7 +292,7 @@ def test_sliding_windows_count_as_kafka_streams_does(kafka, spark, topic_name):
     assert result.exit_code == 0, result.stderr
     assert int(re.search(r"(\d+) batch\(es\)", result.stderr).group(1)) > 1, result.stderr
     last = {}
-    for key, start, count, ts in _windowed(read_all(kafka, topic_name + "-out")):
+    for key, start, count, ts in windowed_counts(read_all(kafka, topic_name + "-out")):
         last[key, start - T0] = (count, ts - T0)
     assert sorted((key, start, *value) for (key, start), value in last.items()) == SLIDING_LAST
     # the store as `state all` reads it: each window with its end (start + 500, inclusive)
