@@ -71,7 +71,7 @@ def _feed(bootstrap: str, topics: list[str], round_no: int) -> None:
 def cron_job(env: dict, bootstrap: str, records: int) -> dict:
     """Two runs of a count per key, each over `records` new records; the second one's whole
     command against Quix Streams over the same records (a topic of their own)."""
-    from bench.__main__ import quix
+    from bench.runs import quix
 
     args = ["run", "aggregate", "--agg", "count", "--input", "cron-input", "--output", "cron-counts",
             "--app-id", "cron", "--once"]

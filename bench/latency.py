@@ -148,9 +148,9 @@ def main() -> None:
     import argparse
     import statistics
 
-    from bench.__main__ import KSTOOL, kstool, machine, write_results
     from bench.brokers import add_broker_option, bench_broker
     from bench.measure import cold_env
+    from bench.runs import KSTOOL, kstool, machine, write_results
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--apps", default=",".join(APPS))

@@ -60,9 +60,9 @@ def figures(runs: dict) -> dict:
 
 
 def main() -> None:
-    from bench.__main__ import machine, run_once, write_results
     from bench.brokers import add_broker_option, bench_broker
     from bench.measure import cold_env
+    from bench.runs import machine, run_once, write_results
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="keyed records per topic")

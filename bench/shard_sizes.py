@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import kstool.topologies.shards as shards
-from bench.__main__ import machine
+from bench.runs import machine
 from kstool.streams.task import StoreValue
 
 BATCHES = (10, 100, 1000, 5000, 100_000, 500_000)

@@ -22,10 +22,10 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.__main__ import kstool, machine, run_once, write_results
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import cold_env, scratch_dir
+from bench.runs import kstool, machine, run_once, write_results
 
 # topic -> (records, keys, seed); the join topics hold a key per record, placed by Kafka's partitioner
 TOPICS = {"bench-keys-5m": (5_000_000, 10_000, 2), "bench-keys-1m": (1_000_000, 10_000, 3),

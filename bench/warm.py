@@ -20,9 +20,9 @@ import os
 import sys
 from contextlib import ExitStack
 
-from bench.__main__ import cold_start, kstool, machine, quix, run_once, write_results
 from bench.brokers import add_broker_option, bench_broker
 from bench.measure import cold_env
+from bench.runs import cold_start, kstool, machine, quix, run_once, write_results
 from bench.versus import STEPS, load_topic
 
 PEERS = {"count_per_key_2m_apps": ("bench-keys-2m-apps", 2_000_000),
