@@ -5,7 +5,7 @@ the topologies all depend on it and never on each other's insides."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from kstool.base.serdes import SCHEMA_FORMATS
 
@@ -120,9 +120,9 @@ class Topology(Protocol):
 
     def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
         """The updates (streaming) from the source; `tasks` is the input partition count (the
-        number of Kafka Streams tasks). Per-task topologies also take `seed`: a restore's store
-        entries (kstool.engine.seed); Spark's own aggregations find theirs among the source's
-        rows (RESTORED)."""
+        number of Kafka Streams tasks). Per-task topologies (TaskTopology) also take `seed`: a
+        restore's store entries (kstool.engine.seed); Spark's own aggregations find theirs among
+        the source's rows (RESTORED)."""
 
     def encode(self, updates: DataFrame) -> DataFrame:
         """A batch of updates -> key, timestamp and one binary column per sink target."""
@@ -131,6 +131,20 @@ class Topology(Protocol):
 
     def describe(self, app_id: str) -> dict[str, Any]:
         """Topology#describe()-style description: sub-topologies, nodes, stores."""
+
+
+class TaskTopology(Topology, Protocol):
+    """A topology that runs kstool.streams processors per task (transformWithState)."""
+
+    def processor(self) -> Any:
+        """The processor each task runs (kstool.streams)."""
+
+    def build(self, source: DataFrame, tasks: int = 1, seed: DataFrame | None = None) -> DataFrame:
+        """Topology.build; `seed`: a restore's store entries for the tasks (kstool.engine.seed)."""
+
+
+def runs_per_task(topology: Topology) -> TypeGuard[TaskTopology]:
+    return topology.per_task
 
 
 def owner_suffixes(processor: object) -> dict[str, int]:

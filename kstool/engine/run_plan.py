@@ -22,7 +22,7 @@ from kstool.application.model import (
 from kstool.checkpoint.files import open_checkpoint
 from kstool.checkpoint.location import CheckpointFiles, local_path
 from kstool.checkpoint.logs import last_committed_batch, missing_state
-from kstool.contract import Topology, owner_suffixes
+from kstool.contract import TaskTopology, Topology, owner_suffixes, runs_per_task
 from kstool.engine import parking
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.options import RunOptions
@@ -79,7 +79,7 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
         manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
         manifest.state_layout = STATE_LAYOUT_OWNER_SHARDS
         save_manifest(paths, manifest)
-    elif topology.per_task and manifest.state_layout < _layout_needed(topology):
+    elif runs_per_task(topology) and manifest.state_layout < _layout_needed(topology):
         raise StateLayoutError(
             f"app {options.app_id!r} keeps its state in an older layout that this kstool no longer runs; "
             f"rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
@@ -88,9 +88,9 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     return RunPlan(options, paths, checkpoint, manifest, partitions, seed, parked_queries)
 
 
-def _layout_needed(topology: Topology) -> int:
+def _layout_needed(topology: TaskTopology) -> int:
     """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those."""
-    processor = topology.processor()  # type: ignore[attr-defined]  # every per-task topology has one
+    processor = topology.processor()
     return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(processor) else STATE_LAYOUT_SHARDS
 
 

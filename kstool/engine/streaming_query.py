@@ -12,7 +12,7 @@ from typing import Callable
 
 from kstool.checkpoint.location import local_path
 from kstool.checkpoint.logs import last_committed_batch
-from kstool.contract import LATE, PARTIAL, RESTORED, SinkTarget, Topology, combiner_of, value_schema_format
+from kstool.contract import LATE, PARTIAL, RESTORED, SinkTarget, Topology, combiner_of, runs_per_task, value_schema_format
 from kstool.engine import errors_policy, parking
 from kstool.engine.batches import INPUT_METRICS, watch
 from kstool.engine.failures import translate
@@ -131,9 +131,10 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
     writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
     if seed is not None:
         writer = _restoring(writer, lambda r: reports.__setitem__(r.batch_id, r))
-    updates = (topology.build(checked, plan.partitions) if seed is None or not seed.per_task
-               else topology.build(checked, plan.partitions,  # type: ignore[call-arg]
-                                   seed=seed_entries(spark, client_config_file, seed)))
+    if seed is not None and seed.per_task and runs_per_task(topology):
+        updates = topology.build(checked, plan.partitions, seed=seed_entries(spark, client_config_file, seed))
+    else:
+        updates = topology.build(checked, plan.partitions)
     stream = (updates.writeStream.outputMode("update").foreachBatch(writer)
               .option("checkpointLocation", checkpoint.uri).queryName(options.app_id))
     if plan.parked_queries is not None:
