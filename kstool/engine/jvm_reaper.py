@@ -18,6 +18,7 @@ from kstool.base.processes import start_time, still_running
 
 # long enough for a JVM's normal exit: Spark's shutdown hooks, a first run's class-data archive
 GRACE_S = 120.0
+WATCH_INTERVAL_S = 1.0
 
 def reap_at_exit(pid: int, grace_s: float = GRACE_S) -> None:
     """When this process exits, leave a watcher that kills process `pid` if it still runs
@@ -34,8 +35,13 @@ def leave_watcher(pid: int, started: str, grace_s: float) -> None:
 
 def _watch(pid: int, started: str, grace_s: float) -> None:
     """The watcher: after grace_s, kill the process if it is the same one (not another one given
-    its pid since)."""
-    time.sleep(grace_s)
+    its pid since); gone as soon as the process is (a JVM's normal exit takes seconds, and a
+    watcher left in `ps` for two minutes after every cron run is noise)."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not still_running(pid, started):
+            return
+        time.sleep(min(WATCH_INTERVAL_S, max(deadline - time.monotonic(), 0)))
     if still_running(pid, started):
         os.kill(pid, signal.SIGKILL)
 

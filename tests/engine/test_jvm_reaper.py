@@ -5,6 +5,7 @@ process stands in for the JVM."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 
 from kstool.base.processes import start_time
@@ -38,3 +39,14 @@ def test_another_process_with_the_pid_is_left_alone():
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_watcher_leaves_as_soon_as_the_process_has_ended():
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    watcher = subprocess.Popen([sys.executable, "-m", "kstool.engine.jvm_reaper", str(ended.pid), "0", "600"])
+    try:
+        assert _ended(watcher) == 0  # not after its 600 s of grace
+    finally:
+        watcher.kill()
+        watcher.wait()
