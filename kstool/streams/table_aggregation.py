@@ -125,8 +125,7 @@ class TableAggregate(TableStores):
         key = cast(bytes, record.key)
         if self.versions is not None:
             entry = self.versions.latest(state, key)
-            latest = self.versions.put(state, key, record.value, record.timestamp)
-            state.emit(key, record.value, record.timestamp, changelog_role(TABLE))
+            latest = self.versions.write(state, key, record.value, record.timestamp)
             return latest and (entry is not None or record.value is not None), None if entry is None else entry.value
         entry = state.get(TABLE, key)
         if record.value is None and entry is None:

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, cast
 
+from kstool.contract import changelog_role
 from kstool.streams.task import NO_TIME, StoreValue, TaskState
 
 TABLE_TIME = b"T"  # the index store's entry: the table's observed time
@@ -91,6 +92,13 @@ class VersionedTable:
             if valid_from <= as_of:
                 return value
         return None
+
+    def write(self, state: TaskState, key: bytes, value: bytes | None, timestamp: int) -> bool:
+        """An input record: put(), and logged whatever put() did with it, as
+        ChangeLoggingVersionedKeyValueBytesStore logs every record (a restore replays them all)."""
+        latest = self.put(state, key, value, timestamp)
+        state.emit(key, value, timestamp, changelog_role(self.store))
+        return latest
 
     def put(self, state: TaskState, key: bytes, value: bytes | None, timestamp: int) -> bool:
         """A table record (None: a tombstone) into the key's versions, unless it is older than

@@ -44,10 +44,14 @@ def kafka_streams(twin, window: dict, agg: str, grace: int, emit: str, records: 
     rows = []
     for record in answer:
         window_key = json.loads(record["key"])
-        text = record["value"]
-        value = text if text is None or agg in ("concat", "latest") else float(text) if agg == "avg" else int(text)
-        rows.append((window_key["key"], window_key["start"], window_key["end"], value, record["timestamp"]))
+        rows.append((window_key["key"], window_key["start"], window_key["end"], twin_value(agg, record["value"]),
+                     record["timestamp"]))
     return rows
+
+
+def twin_value(agg: str, text: str | None) -> int | float | str | None:
+    """An aggregate as the twin writes it: text (a number's, but by concat and latest)."""
+    return text if text is None or agg in ("concat", "latest") else float(text) if agg == "avg" else int(text)
 
 
 def partitions_of(records: list[tuple[str, int, int]], partitions: int) -> list[list[tuple[str, int, int]]]:

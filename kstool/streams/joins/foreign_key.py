@@ -94,9 +94,7 @@ class ForeignKeyJoin(TableStores, RecordByRecord):
         old = self._row(state, table, key)
         versions = self.versions.get(table)
         if versions is not None:
-            latest = versions.put(state, key, value, ts)
-            state.emit(key, value, ts, changelog_role(table))
-            return latest, old
+            return versions.write(state, key, value, ts), old
         if old is None and value is None:
             return False, None
         if value is None:

@@ -17,7 +17,6 @@ import struct
 from dataclasses import dataclass, field
 from typing import cast
 
-from kstool.contract import changelog_role
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.joins.joiners import Joiner
 from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TableStores, TaskState
@@ -63,8 +62,7 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
                 state.emit(None, self.joiner(record.value, None), record.timestamp)
             return
         if record.side != LEFT:
-            self.table.put(state, record.key, record.value, record.timestamp)
-            state.emit(record.key, record.value, record.timestamp, changelog_role(TABLE))
+            self.table.write(state, record.key, record.value, record.timestamp)
             return
         if record.value is None:
             return

@@ -100,7 +100,7 @@ final class Joins {
     }
 
     /** The topic as a table, versioned with the case's {@code "history"} (kstool's --table-history). */
-    private static KTable<String, String> table(final StreamsBuilder builder, final String topic, final JsonNode spec) {
+    static KTable<String, String> table(final StreamsBuilder builder, final String topic, final JsonNode spec) {
         if (!spec.has("history")) {
             return builder.table(topic, STRINGS);
         }

@@ -8,14 +8,12 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
-import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
-import org.apache.kafka.streams.state.Stores;
 
 /**
  * The twin of {@code kstool run table-aggregate}: the table {@code input} re-grouped by
@@ -33,12 +31,7 @@ final class TableAggregates {
     }
 
     static void build(final StreamsBuilder builder, final JsonNode spec) {
-        final KTable<String, String> table = spec.has("history")
-                ? builder.table(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String()),
-                        Materialized.<String, String>as(Stores.persistentVersionedKeyValueStore(
-                                        "input-versions", Duration.ofMillis(spec.get("history").asLong())))
-                                .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
-                : builder.table(Twin.INPUT, Consumed.with(Serdes.String(), Serdes.String()));
+        final KTable<String, String> table = Joins.table(builder, Twin.INPUT, spec);
         final KGroupedTable<String, String> grouped = table.groupBy(
                 (key, value) -> KeyValue.pair(group(spec, value), value),
                 Grouped.with(Serdes.String(), Serdes.String()));
