@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 java: install
-	@$(BIN)/python -c 'from kstool.engine.java import main; main()'
+	@$(BIN)/python -c 'from kstool.engine.spark.java import main; main()'
 
 # Apache Kafka's jars for the tests (tests/reference/pom.xml, from Maven Central into .cache/; once)
 kafka: install

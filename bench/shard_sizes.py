@@ -16,7 +16,7 @@ import random
 import time
 from pathlib import Path
 
-import kstool.topologies.shards as shards
+import kstool.tasks.shards as shards
 from bench.runs import machine
 from kstool.streams.task import StoreValue
 

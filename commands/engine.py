@@ -14,7 +14,7 @@ from kstool.engine.daemon.protocol import (
     idle_timeout_from_env,
     parse_idle_timeout,
 )
-from kstool.engine.session import SparkOptions
+from kstool.engine.spark.session import SparkOptions
 from kstool.output import Column, Listing, emit, info
 
 

@@ -21,7 +21,7 @@ from kstool.commands.options import (
 )
 from kstool.config import parse_key_values
 from kstool.engine.daemon.client import run_here_or_in_engine
-from kstool.engine.options import BATCH_RECORDS, COMBINED_BATCH_RECORDS, GUARANTEES, ON_DATA_LOSS, STARTING
+from kstool.engine.query.options import BATCH_RECORDS, COMBINED_BATCH_RECORDS, GUARANTEES, ON_DATA_LOSS, STARTING
 from kstool.output import RunReporter, dumps, format_counts, info
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
@@ -122,9 +122,9 @@ once_engine_options = gathered("engine", EngineArgs, *_ENGINE_OPTIONS)  # reproc
 
 
 def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
-    from kstool.engine.errors_policy import ErrorPolicy
-    from kstool.engine.options import RunOptions
-    from kstool.engine.session import SparkOptions
+    from kstool.engine.io.errors_policy import ErrorPolicy
+    from kstool.engine.query.options import RunOptions
+    from kstool.engine.spark.session import SparkOptions
 
     return RunOptions(
         app_id=validate_name(app_id), state_dir=engine.state_dir,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 OUTPUT = "output"
 LATE = "late"  # a record dropped because its windows had closed (counted; written to --late-topic)
 # A per-task topology's updates cross to the sink packed: a row of role PACKED holds many
-# records in its PACK column, and the sink unpacks it (kstool.engine.packs).
+# records in its PACK column, and the sink unpacks it (kstool.engine.io.packs).
 PACKED = "packed"
 PACK = "pack"
 # The source's column that marks a store entry read back from a changelog (a restore's first
@@ -32,7 +32,7 @@ VALUE_JSON = "value_json"
 # maximum of their numbers and whether all were whole (and, from the source, how many input
 # records the range's partial rows stand for); for time windows also the window's start, how
 # many of its records have it as their newest window, and the start offset of the range read
-# (kstool.topologies.combiners.window_counts.WindowCombiner); null on every other row.
+# (kstool.tasks.combiners.window_counts.WindowCombiner); null on every other row.
 PARTIAL = "partial"
 
 
@@ -48,7 +48,7 @@ class CombinerSpec:
     `counts_late`: its partials count the records they turn out late for but keep no values, so
     a run that writes late records to a topic (--late-topic) reads every record on its own.
     `reduces`: its rows stand for fewer values than their records (partials), so a batch may
-    take more records (kstool.engine.options); a packer's rows carry every record whole."""
+    take more records (kstool.engine.query.options); a packer's rows carry every record whole."""
 
     target: str
     settings: dict[str, Any]
@@ -121,7 +121,7 @@ class Topology(Protocol):
     def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
         """The updates (streaming) from the source; `tasks` is the input partition count (the
         number of Kafka Streams tasks). Per-task topologies (TaskTopology) also take `seed`: a
-        restore's store entries (kstool.engine.seed); Spark's own aggregations find theirs among
+        restore's store entries (kstool.engine.query.seed); Spark's own aggregations find theirs among
         the source's rows (RESTORED)."""
 
     def encode(self, updates: DataFrame) -> DataFrame:
@@ -140,7 +140,7 @@ class TaskTopology(Topology, Protocol):
         """The processor each task runs (kstool.streams)."""
 
     def build(self, source: DataFrame, tasks: int = 1, seed: DataFrame | None = None) -> DataFrame:
-        """Topology.build; `seed`: a restore's store entries for the tasks (kstool.engine.seed)."""
+        """Topology.build; `seed`: a restore's store entries for the tasks (kstool.engine.query.seed)."""
 
 
 def runs_per_task(topology: Topology) -> TypeGuard[TaskTopology]:

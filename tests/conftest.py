@@ -24,7 +24,7 @@ pytest_plugins = ["tests.crashes"]  # a dead xdist worker's stacks on the termin
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
 # runs and state reads stay in the test process, on the shared Spark session (and the kill tests'
 # subprocesses on Spark of their own): a command would otherwise start a warm engine. The engine's
-# own tests turn it back on (tests/engine/test_engine.py).
+# own tests turn it back on (tests/engine/daemon/test_engine.py).
 os.environ["KSTOOL_ENGINE"] = "off"
 # A suite started in the background by a script (CI) inherits SIGINT ignored, and so would every
 # kstool it starts: a Ctrl-C sent before kstool's own handler is in place would be lost silently.
@@ -261,15 +261,15 @@ def fresh_home(tmp_path: Path, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def jvm_archive(suite_kafka, tmp_path_factory) -> None:
-    """Spark's class-data archive (kstool.engine.jvmcache), recorded once by a run that exits
+    """Spark's class-data archive (kstool.engine.spark.jvmcache), recorded once by a run that exits
     normally, before any other JVM of the session starts: a JVM that is killed never writes
     it, so without this every start of the kill tests would load Spark's classes the slow way.
     The xdist workers of one run share it: the first records it while the others wait, then
     each copies it (a recording is a cold run and the archive's dump, paid once, not per worker)."""
     from kstool.base.home import cache_dir, private_dir
-    from kstool.engine.java import require_java
-    from kstool.engine.jvmcache import JvmCache
-    from kstool.engine.spark_home import spark_home_for
+    from kstool.engine.spark.java import require_java
+    from kstool.engine.spark.jvmcache import JvmCache
+    from kstool.engine.spark.spark_home import spark_home_for
 
     cache = cache_dir()
     if "PYTEST_XDIST_WORKER" not in os.environ:
@@ -316,7 +316,7 @@ def home_sharing_jvm_archive(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def spark(suite_kafka, jvm_archive, tmp_path_factory):
     """One Spark session for the whole test run; app runs in this process reuse it."""
-    from kstool.engine.session import SparkOptions, build_session
+    from kstool.engine.spark.session import SparkOptions, build_session
 
     log = tmp_path_factory.mktemp("spark") / "spark.log"
     session, _ = build_session(SparkOptions(master="local[2]"), app_name="kstool-tests", log_file=log)

@@ -121,8 +121,8 @@ def app_digest(root) -> str:
     """tree_digest of an app's folder once the runs in this process are over as a process's
     exit would end them: the test session's JVM keeps a finished run's state stores loaded, and
     Spark's maintenance may upload a snapshot into the checkpoint later (seen once in a full
-    run: a refused reprocess "changed" the folder; kstool.engine.state_stores)."""
-    from kstool.engine.state_stores import close_loaded_state_stores
+    run: a refused reprocess "changed" the folder; kstool.engine.spark.state_stores)."""
+    from kstool.engine.spark.state_stores import close_loaded_state_stores
 
     close_loaded_state_stores()
     return tree_digest(root)
@@ -194,11 +194,11 @@ def pipe(kafka, topic: str, records) -> None:
 
 
 def source_rows(keys, values, offsets=None, stamps_ms=None):
-    """Source rows as the engine's reader makes them (kstool.engine.source.ARROW_SCHEMA);
+    """Source rows as the engine's reader makes them (kstool.engine.io.range_reader.ARROW_SCHEMA);
     timestamps: `stamps_ms` (None: no timestamp), or a second per offset."""
     import pyarrow as pa
 
-    from kstool.engine.source import ARROW_SCHEMA
+    from kstool.engine.io.range_reader import ARROW_SCHEMA
 
     n = len(keys)
     offsets = list(range(n)) if offsets is None else offsets

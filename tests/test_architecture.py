@@ -1,5 +1,5 @@
 """The dependency direction, pinned: commands -> output -> operations -> topologies ->
-streams / engine -> contract -> checkpoint -> application -> kafka -> config -> broker -> base.
+tasks -> streams / engine -> contract -> checkpoint -> application -> kafka -> config -> broker -> base.
 A module may import from lower layers and its own package only; a new back edge (or an edge
 between siblings) fails here, with the import that made it."""
 
@@ -21,6 +21,7 @@ LAYERS = [
     {"checkpoint"},  # the app's Spark checkpoint read without a query
     {"contract"},
     {"streams", "engine"},  # siblings: the engine runs any topology, the processors know no Spark
+    {"tasks"},  # a processor run per task inside the engine's query
     {"topologies"},
     {"changelog", "reset", "replay", "apps"},
     {"state", "reprocess"},
@@ -80,3 +81,42 @@ def test_commands_do_not_talk_to_kafka_or_spark():
     direct = [f"{path.relative_to(REPO)}:{line} {module}" for name, path in modules() if ".commands." in name
               for line, module in imports(path) if module.split(".")[0] in ("confluent_kafka", "pyspark")]
     assert direct == []
+
+
+# kstool.engine's sub-packages and root modules, lowest first: the query's Kafka I/O knows no
+# Spark session, Spark's process no query, the daemon hosts queries, run_app takes them all
+ENGINE_LAYERS = [
+    {"exceptions"},
+    {"failures", "progress", "stopping"},
+    {"io"},
+    {"spark"},
+    {"query"},
+    {"daemon"},
+    {"runtime"},
+]
+ENGINE_RANK = {unit: rank for rank, units in enumerate(ENGINE_LAYERS) for unit in units}
+
+
+def engine_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["kstool", "engine"] and len(parts) > 2 else None
+
+
+def test_every_engine_module_has_a_layer():
+    units = {engine_unit(name) for name, _ in modules()} - {None}
+    assert units - set(ENGINE_RANK) == set(), "add new engine modules or sub-packages to ENGINE_LAYERS"
+
+
+def test_engine_imports_only_go_down():
+    back_edges = []
+    for name, path in modules():
+        source = engine_unit(name)
+        if source is None:
+            continue
+        for line, target_module in imports(path):
+            target = engine_unit(target_module)
+            if target is None or target == source or target not in ENGINE_RANK:
+                continue
+            if ENGINE_RANK[target] >= ENGINE_RANK[source]:
+                back_edges.append(f"{path.relative_to(REPO)}:{line} imports {target_module}")
+    assert back_edges == []

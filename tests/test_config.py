@@ -130,7 +130,7 @@ def test_run_passes_client_settings_to_executors_without_exposing_them(kafka, sp
     """The run's client settings reach Spark's Python workers through a private file (what
     the Kafka source's readers load); the secret never travels in the plan or in Spark's conf."""
     from kstool.config import build_client_config
-    from kstool.engine.source import read_client_config, write_client_config
+    from kstool.engine.io.source_options import read_client_config, write_client_config
 
     config = build_client_config(overrides=[f"sasl.password={SECRET}", "client.id=from-the-driver"])
     path = write_client_config(config, tmp_path / "client.json")

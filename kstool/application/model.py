@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, Iterator
 
 from kstool import __version__
 from kstool.application.exceptions import AppBusyError, IncompatibleRunError
@@ -26,7 +26,7 @@ MANIFEST = "app.json"
 # versions), so that `reprocess` can roll an app back and `state --batch-id` can look back
 DEFAULT_HISTORY_BATCHES = 1000
 # how per-task stores sit in Spark's state: an entry per store key (checkpoints begun before the shards), shards
-# of a few thousand entries (kstool.topologies.shards), or shards where a stream-stream join's window stores keep
+# of a few thousand entries (kstool.tasks.shards), or shards where a stream-stream join's window stores keep
 # each record key's entries together; a checkpoint keeps the layout it began with
 STATE_LAYOUT_ENTRIES, STATE_LAYOUT_SHARDS, STATE_LAYOUT_OWNER_SHARDS = 1, 2, 3
 
@@ -76,7 +76,7 @@ class AppPaths:
 
     @property
     def gate(self) -> Path:
-        """What the engine's parked query of the app may read (kstool.engine.parking)."""
+        """What the engine's parked query of the app may read (kstool.engine.query.parking)."""
         return self.root / "gate.json"
 
 
@@ -256,12 +256,10 @@ def _this_holder() -> LockHolder:
 class AppLock:
     """One run per app at a time: a second run fails at once (cron must not pile up)."""
 
-    # the hook, called holding the lock: set by kstool.engine (its package), so whatever takes
-    # an app through the engine's modules frees the engine's parked query
-    on_taken: ClassVar[Callable[[AppPaths, str], None] | None] = None
-
-    def __init__(self, paths: AppPaths, use: str = RUN):
-        self.paths, self.use = paths, use
+    def __init__(self, paths: AppPaths, use: str = RUN, *, on_taken: Callable[[AppPaths, str], None] | None):
+        """on_taken is called holding the lock: whoever takes an app passes the engine's
+        (kstool.engine.daemon.app_use.free_parked_queries), which frees its parked query."""
+        self.paths, self.use, self.on_taken = paths, use, on_taken
         self._fd: int | None = None
 
     def __enter__(self) -> "AppLock":
@@ -276,9 +274,9 @@ class AppLock:
         os.ftruncate(fd, 0)
         os.write(fd, _this_holder().encode())
         self._fd = fd
-        if AppLock.on_taken is not None:
+        if self.on_taken is not None:
             try:
-                AppLock.on_taken(self.paths, self.use)
+                self.on_taken(self.paths, self.use)
             except BaseException:
                 self.__exit__()
                 raise

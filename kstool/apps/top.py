@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
 from kstool.application.metrics import read_metrics
 from kstool.application.model import AppPaths, Manifest, checkpoint_uri, iter_apps, lock_holder, running_pids
 from kstool.apps.exceptions import LagLimitError
@@ -23,6 +22,7 @@ from kstool.base.timeutil import now_ms
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.location import local_path
 from kstool.checkpoint.logs import committed_offsets
+from kstool.engine.spark.session import start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
 from kstool.kafka.groups import describe_group
@@ -99,7 +99,7 @@ class Top:
         a JVM to read: there the group's offsets do."""
         if local_path(checkpoint_uri(paths, manifest.checkpoint_location)) is None:
             return committed_offsets_of_group(self.clients, manifest.app_id)
-        return committed_offsets(app_checkpoint(paths, manifest))[1]
+        return committed_offsets(app_checkpoint(paths, manifest, start_spark=start_local_spark))[1]
 
     def _lags(self, positions: dict[TP, int]) -> tuple[int, int | None]:
         """Records behind, and the oldest unprocessed record's age (None: it could not be read)."""

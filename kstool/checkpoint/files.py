@@ -11,39 +11,38 @@ from kstool.application.model import AppPaths, Manifest, checkpoint_uri
 from kstool.checkpoint.exceptions import CheckpointLocationError
 from kstool.checkpoint.location import CheckpointFiles, LocalCheckpoint, local_path
 
+# starts a small local Spark when this process runs none (kstool.engine.spark.session: the one
+# part of kstool that starts Spark), passed by whoever opens a checkpoint
+StartSpark = Callable[[], object]
 
-def open_checkpoint(uri: str) -> CheckpointFiles:
+
+def open_checkpoint(uri: str, *, start_spark: StartSpark) -> CheckpointFiles:
     path = local_path(uri)
-    return LocalCheckpoint(uri, path) if path is not None else HadoopCheckpoint(uri)
+    return LocalCheckpoint(uri, path) if path is not None else HadoopCheckpoint(uri, start_spark)
 
 
-def app_checkpoint(paths: AppPaths, manifest: Manifest | None) -> CheckpointFiles:
-    return open_checkpoint(checkpoint_uri(paths, manifest.checkpoint_location if manifest else None))
+def app_checkpoint(paths: AppPaths, manifest: Manifest | None, *, start_spark: StartSpark) -> CheckpointFiles:
+    location = manifest.checkpoint_location if manifest else None
+    return open_checkpoint(checkpoint_uri(paths, location), start_spark=start_spark)
 
 
-# starts a small local Spark when this process runs none: set by kstool.engine (its package),
-# the one part of kstool that starts Spark
-start_spark: Callable[[], object] | None = None
-
-
-def _jvm_and_conf():
+def _jvm_and_conf(start_spark: StartSpark):
     from pyspark import SparkContext
 
     if SparkContext._active_spark_context is None:
-        if start_spark is None:  # a module that opens checkpoints without loading kstool.engine
-            raise CheckpointLocationError("reading a checkpoint on a Hadoop file system needs kstool.engine loaded")
         start_spark()
     context = cast(SparkContext, SparkContext._active_spark_context)
     return context._jvm, context._jsc.hadoopConfiguration()
 
 
 class HadoopCheckpoint:
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, start_spark: StartSpark):
         self.uri = uri
+        self._start_spark = start_spark
         self._fs = None
 
     def _path(self, name: str = ""):
-        jvm, conf = _jvm_and_conf()
+        jvm, conf = _jvm_and_conf(self._start_spark)
         path = jvm.org.apache.hadoop.fs.Path(f"{self.uri}/{name}" if name else self.uri)
         if self._fs is None:
             try:
@@ -70,7 +69,7 @@ class HadoopCheckpoint:
         def read(fs, path):
             stream = fs.open(path)
             try:
-                jvm, _ = _jvm_and_conf()
+                jvm, _ = _jvm_and_conf(self._start_spark)
                 return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
             finally:
                 stream.close()

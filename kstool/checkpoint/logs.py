@@ -9,7 +9,7 @@ import re
 from kstool.checkpoint.location import CheckpointFiles
 
 # a position no Kafka topic has: set by a restore's first batch, which reads no input (the
-# source moves it so that Spark runs that batch; kstool.engine.source)
+# source moves it so that Spark runs that batch; kstool.engine.io.source)
 FIRST_BATCH_MARKER = ("__kstool_first_batch", 0)
 
 

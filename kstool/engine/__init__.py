@@ -1,15 +1,4 @@
-"""The Spark engine: runs any kstool.contract.Topology as a Structured Streaming query (session,
-Kafka source and sink, --on-error, app runtime). Imports pyspark lazily; knows no topology.
-
-Where the package loads it fills two hooks of lower layers that need the engine: the app lock
-frees the warm engine's parked query (kstool.engine.daemon.app_use), and a checkpoint on a
-Hadoop file system starts Spark to be read (kstool.checkpoint.files). A module that takes an
-app's lock or opens a checkpoint loads this package (tests/engine/test_app_use.py checks it)."""
-
-from kstool.application.model import AppLock
-from kstool.checkpoint import files
-from kstool.engine.daemon.app_use import free_parked_queries
-from kstool.engine.session import start_local_spark
-
-AppLock.on_taken = free_parked_queries
-files.start_spark = start_local_spark
+"""The Spark engine: runs any kstool.contract.Topology as a Structured Streaming query. Imports
+pyspark lazily; knows no topology. Its sub-packages, lowest first: io (Kafka I/O inside the
+query), spark (Spark's process), query (a run's query planned, built and driven), daemon (the
+warm engine); runtime.run_app, the entry, on top (tests/test_architecture.py pins the order)."""

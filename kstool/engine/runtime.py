@@ -1,9 +1,9 @@
 """Runs a topology as a Spark Structured Streaming query: the app runtime.
 
 One run, in order: take the app's lock (which frees the engine's parked query unless this run
-uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.run_plan: checks, topics,
-manifest, a restore's seed, parked or not); run its query (kstool.engine.streaming_query), again
-from its checkpoint after a Kafka outage (kstool.engine.outage) or a crash of its source process;
+uses it: kstool.engine.daemon.app_use); plan the run (kstool.engine.query.run_plan: checks, topics,
+manifest, a restore's seed, parked or not); run its query (kstool.engine.query.streaming_query), again
+from its checkpoint after a Kafka outage (kstool.engine.query.outage) or a crash of its source process;
 then commit the processed offsets to the app's group, also when the query failed, so the group
 shows what did complete.
 """
@@ -19,14 +19,15 @@ from kstool.application.model import RUN, RUN_PARKED, AppLock, AppPaths, save_ma
 from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import committed_offsets, last_committed_batch
 from kstool.contract import Topology, value_schema_format
+from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.failures import heap_named
-from kstool.engine.options import RunOptions, RunSummary
-from kstool.engine.outage import Outage
-from kstool.engine.parking import parked_queries
 from kstool.engine.progress import Progress, Recorded, Silent
-from kstool.engine.run_plan import RunPlan, may_park, plan_run
-from kstool.engine.streaming_query import make_sink, run_query
+from kstool.engine.query.options import RunOptions, RunSummary
+from kstool.engine.query.outage import Outage
+from kstool.engine.query.parking import parked_queries
+from kstool.engine.query.run_plan import RunPlan, may_park, plan_run
+from kstool.engine.query.streaming_query import make_sink, run_query
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.schemas.formats import SchemaOptions, value_json_decoder
@@ -39,7 +40,8 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
     fmt = value_schema_format(topology)
     if fmt is not None:  # a schema that cannot serve fails now, not after Spark started
         value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
-    with AppLock(paths, RUN_PARKED if may_park(options) else RUN):  # the engine's parked query: kept, or freed
+    use = RUN_PARKED if may_park(options) else RUN  # the engine's parked query: kept, or freed
+    with AppLock(paths, use, on_taken=free_parked_queries):
         progress = Recorded(progress or Silent(), MetricsLog(paths))
         plan = plan_run(clients, topology, options, paths, progress)
         summary = RunSummary(options.app_id)
@@ -93,7 +95,7 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
 
 def _jvm_log(plan: RunPlan) -> Path:
     """Where the run's JVM writes: the engine's log, or the app's (its JVM is not started yet)."""
-    from kstool.engine.session import jvm_log
+    from kstool.engine.spark.session import jvm_log
 
     return jvm_log() or plan.paths.spark_log
 
@@ -101,7 +103,7 @@ def _jvm_log(plan: RunPlan) -> Path:
 def _more_heap() -> str:
     """What to do when the JVM ran out of heap; the engine first lets go of its parked queries,
     whose state and Python processes hold heap that the next run needs."""
-    from kstool.engine.session import jvm_heap_bytes
+    from kstool.engine.spark.session import jvm_heap_bytes
 
     size = f"{max(1, math.ceil(2 * jvm_heap_bytes() / 2**30))}g"
     engine_queries = parked_queries()  # this process is the engine (a continuous run there too)

@@ -13,9 +13,11 @@ from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, exist
 from kstool.base.errors import KstoolError
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import last_committed_batch, rollback_files
-from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.progress import Progress
+from kstool.engine.query.options import RunOptions, RunSummary
 from kstool.engine.runtime import run_app
+from kstool.engine.spark.session import start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.reprocess.exceptions import HistoryGoneError, PlanOutdatedError, ReprocessStoppedError
@@ -59,8 +61,8 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
 
 def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:
     assert plan.restart_batch is not None
-    with AppLock(paths, REWRITE):  # no query, nor a store Spark left loaded, writes to it meanwhile
-        checkpoint = app_checkpoint(paths, manifest)
+    with AppLock(paths, REWRITE, on_taken=free_parked_queries):  # no query, nor a store Spark left loaded, writes to it meanwhile
+        checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
         now = last_committed_batch(checkpoint)
         if now != plan.last_batch:
             raise PlanOutdatedError(f"app {plan.app_id!r} ran since the plan was made (last batch {now}, "
@@ -78,5 +80,5 @@ def _where(paths: AppPaths) -> str:
     manifest = load_manifest(paths)
     if manifest is None:
         return "The app has no manifest yet"
-    batch = last_committed_batch(app_checkpoint(paths, manifest))
+    batch = last_committed_batch(app_checkpoint(paths, manifest, start_spark=start_local_spark))
     return "The app has no committed batch yet" if batch is None else f"The app stands at batch {batch}"

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-import kstool.engine  # noqa: F401 (its hooks: taking an app frees its parked query; a Hadoop checkpoint starts Spark)
 from kstool.application.model import AppPaths, Manifest, existing_app, lock_holder, origin_offsets, stopped_app
 from kstool.base.errors import UsageError
 from kstool.base.timeutil import check_time_range, format_time
@@ -31,6 +30,7 @@ from kstool.checkpoint.logs import (
     missing_state,
     rollback_files,
 )
+from kstool.engine.spark.session import start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.timelag import first_timestamps
@@ -125,7 +125,7 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     if manifest.restore_pending and mode == "rollback":
         raise UsageError(f"app {paths.app_id!r} waits for its state to be restored from the changelogs: run it once "
                          "first (or reprocess --from-beginning)")
-    checkpoint = app_checkpoint(paths, manifest)
+    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
     tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
     ends = clients.watermarks(tps)
     stops = offsets_for_time(clients, tps, to_time + 1) if to_time is not None else {tp: ends[tp][1] for tp in tps}

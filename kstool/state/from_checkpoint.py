@@ -8,10 +8,10 @@ from kstool.application.model import StoreSpec
 from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import committed_batches
-from kstool.engine.session import SparkOptions
+from kstool.engine.spark.session import SparkOptions
 from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import StateReadError
-from kstool.topologies.shards import decode_shard
+from kstool.tasks.shards import decode_shard
 
 
 class CheckpointBackend:
@@ -24,7 +24,7 @@ class CheckpointBackend:
             self._require_committed(batch_id, batches, app_id)
         self.app_id, self.batches = app_id, batches
         self.checkpoint, self.store, self.spark_options = checkpoint, store, spark_options
-        # a per-task store's entries in shards (kstool.topologies.shards), or an entry per key
+        # a per-task store's entries in shards (kstool.tasks.shards), or an entry per key
         self.sharded = sharded and bool(store.spark_state_var)
         self.batch_id = batches[-1] if batch_id is None else batch_id
         self.description = f"checkpoint {checkpoint.uri} at batch {self.batch_id}"
@@ -38,7 +38,7 @@ class CheckpointBackend:
 
     def _session(self):
         if self._spark is None:
-            from kstool.engine.session import build_session
+            from kstool.engine.spark.session import build_session
 
             self._spark, _ = build_session(self.spark_options, "kstool-state")
         return self._spark

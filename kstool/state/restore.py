@@ -3,7 +3,7 @@ instance that lost its disk restores its stores.
 
 The plan checks the app, its stores and changelogs; applying it deletes the app's checkpoint
 and marks the manifest, and the next `kstool run` seeds every store in the first batch of its
-new checkpoint from the compacted changelogs (kstool.engine.seed), then goes on from the app's
+new checkpoint from the compacted changelogs (kstool.engine.query.seed), then goes on from the app's
 group offsets."""
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from kstool.base.names import validate_name
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import committed_batches
 from kstool.contract import Topology
-from kstool.engine.options import RunOptions, RunSummary
+from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.progress import Progress, Silent
+from kstool.engine.query.options import RunOptions, RunSummary
+from kstool.engine.query.seed import read_seed
 from kstool.engine.runtime import run_app
-from kstool.engine.seed import read_seed
+from kstool.engine.spark.session import start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.reset.apply import delete_checkpoint
@@ -58,7 +60,7 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
               if (t, p) in group}
     warnings = [] if inputs else [f"group {app_id!r} has no committed offsets: the next run starts "
                                   "where --from says, with the restored state"]
-    checkpoint = app_checkpoint(paths, manifest)
+    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
     return RestorePlan(app_id, manifest.topology, checkpoint.uri, len(committed_batches(checkpoint)),
                        changelogs, inputs, warnings)
 
@@ -67,7 +69,7 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
     """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
     paths = AppPaths(state_dir, plan.app_id)
     # no run may start meanwhile, nor may a query of the engine, or a store Spark left loaded, write to it
-    with AppLock(paths, REWRITE):
+    with AppLock(paths, REWRITE, on_taken=free_parked_queries):
         manifest = existing_app(paths)
         # marked first: a checkpoint deleted without the mark would restart empty
         manifest.restore_pending = True

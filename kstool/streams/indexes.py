@@ -210,7 +210,7 @@ class KeyIndex:
 
 class OwnedKeys:
     """Record key -> the keys of its entries in a window store (key ‖ time ‖ seqnum) whose shards
-    keep each record key's entries together (kstool.topologies.shards: a `suffix`). A shard's
+    keep each record key's entries together (kstool.tasks.shards: a `suffix`). A shard's
     entries are grouped by record key when one of its keys is first asked for in a batch;
     nothing is saved, the store is the index. A plain dict store (tests, the oracle) is one
     shard."""

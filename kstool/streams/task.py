@@ -24,7 +24,7 @@ class Record:
     number: float | None = None  # the aggregate's input number
     partition: int = 0
     offset: int = 0
-    # a row the source combined (kstool.topologies.combiners.window_counts.WindowCombiner): (window
+    # a row the source combined (kstool.tasks.combiners.window_counts.WindowCombiner): (window
     # start, or None for the range's newest time; count; latest; range start); None for a record
     partial: tuple[int | None, int, int, int] | None = None
 

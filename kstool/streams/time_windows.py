@@ -91,7 +91,7 @@ class WindowedAggregate(WindowAggregation):
             self._emit_window(state, key, start, acc, value_ts)
 
     def _process_combined(self, records: list[Record], state: TaskState) -> None:
-        """A batch the source combined (kstool.topologies.combiners.window_counts.WindowCombiner), with the
+        """A batch the source combined (kstool.tasks.combiners.window_counts.WindowCombiner), with the
         results of its records one by one: a partial's window counts its records unless the
         stream time before its range had closed it (then those whose newest window it is are
         late); records the source found late come as themselves; each range's newest time

@@ -20,7 +20,8 @@ from kstool.contract import PARTIAL, RESTORED, CombinerSpec, SinkTarget, Topolog
 from kstool.streams.accumulators import AGGREGATIONS, TEXT_AGGREGATIONS, output_value, store_format
 from kstool.streams.window_aggregation import STORE
 from kstool.streams.windows import WINDOW_KINDS
-from kstool.topologies import aggregate_inputs, combiners
+from kstool.tasks import combiners
+from kstool.topologies import aggregate_inputs
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 from kstool.topologies.text_aggregate import TextAggregation

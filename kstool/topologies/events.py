@@ -43,7 +43,7 @@ def task(key, repartition: bool, tasks: int):
 
 
 def keyed_rows(source, task, side, value):
-    """A per-task processor's rows (kstool.topologies.tasks.INPUT_COLUMNS) of keyed records
+    """A per-task processor's rows (kstool.tasks.processor.INPUT_COLUMNS) of keyed records
     without a number, in record time."""
     from pyspark.sql import functions as F
 
@@ -59,8 +59,8 @@ def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
 
 
 def encode(emitted):
-    """The processors' emitted records (kstool.topologies.tasks.OUTPUT_SCHEMA) as the sink reads
-    them: packed (kstool.engine.packs), unpacked where the sink writes."""
+    """The processors' emitted records (kstool.tasks.processor.OUTPUT_SCHEMA) as the sink reads
+    them: packed (kstool.engine.io.packs), unpacked where the sink writes."""
     from pyspark.sql import functions as F
 
     return emitted.select("role", "key", "value", F.timestamp_millis("event_time").alias("timestamp"), "task",

@@ -27,8 +27,8 @@ from kstool.streams.joins.table_table import TableTableJoin
 from kstool.streams.joins.versioned_stream_table import BUFFER, VersionedStreamTableJoin
 from kstool.streams.key_mappers import key_mapper
 from kstool.streams.task import LEFT, RIGHT
+from kstool.tasks.combiners import pack_spec
 from kstool.topologies import events
-from kstool.topologies.combiners import pack_spec
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
@@ -204,7 +204,7 @@ class Join:
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.topologies.tasks import run_tasks
+        from kstool.tasks.processor import run_tasks
 
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
         # decoded values join as their JSON text (what the joiner shows and the stores keep)

@@ -104,7 +104,7 @@ class TableAggregation:
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.topologies.tasks import run_tasks
+        from kstool.tasks.processor import run_tasks
 
         rows = events.keyed_rows(source, F.lit(0), F.lit(0), F.col("value"))  # one task
         return run_tasks(rows, self.processor, seed)

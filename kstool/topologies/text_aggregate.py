@@ -66,7 +66,7 @@ class TextAggregation:
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.topologies.tasks import run_tasks
+        from kstool.tasks.processor import run_tasks
 
         group_key = self.fields.group_key()
         text = (F.encode(F.get_json_object(self.fields.json_text(), "$." + self.value_field), "UTF-8")

@@ -3,7 +3,7 @@ windows (Kafka Streams' groupBy(...).windowedBy(...).aggregate(...)).
 
 Event time from the record or a JSON field (`--time`), Kafka Streams' grace, late-record and
 emit rules (`kstool.streams.time_windows`, `.sessions`), run per task with Spark's transformWithState (counts
-in time windows arrive combined per key and window: kstool.topologies.combiners). The
+in time windows arrive combined per key and window: kstool.tasks.combiners). The
 store is a window or session store with Kafka Streams' changelog layouts; output keys are
 windowed keys (key ‖ start, sessions key ‖ end ‖ start) or `--key-format json`.
 """
@@ -23,7 +23,8 @@ from kstool.streams.sliding import SlidingWindowAggregate
 from kstool.streams.time_windows import WindowedAggregate
 from kstool.streams.window_aggregation import STORE
 from kstool.streams.windows import WindowSpec
-from kstool.topologies import aggregate_inputs, combiners, events
+from kstool.tasks import combiners
+from kstool.topologies import aggregate_inputs, events
 from kstool.topologies.aggregate_inputs import NumberInput
 
 EMIT_MODES = ("update", "final")
@@ -115,7 +116,7 @@ class WindowedAggregation:
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.topologies.tasks import PARTIAL_COLUMNS, run_tasks
+        from kstool.tasks.processor import PARTIAL_COLUMNS, run_tasks
 
         group_key = self.numbers.group_key()
         # the source's partial rows (self.combiner) carry a key, or none (a range's newest time; a pack), and no value

@@ -14,8 +14,8 @@ from typing import Any
 from kstool.application.model import StoreSpec
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, SinkTarget
+from kstool.tasks.combiners import NON_WORD, WORD_SPEC
 from kstool.topologies.aggregate_inputs import decode_long
-from kstool.topologies.combiners import NON_WORD, WORD_SPEC
 from kstool.topologies.spec import TOPIC, Setting, TopologyType
 
 STORE = "counts"

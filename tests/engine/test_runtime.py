@@ -1,5 +1,5 @@
 """kstool.engine.runtime's restarts when a query's source process dies (seen in a full test run:
-a segfault of Spark's streaming source process). tests/engine/test_engine.py kills the process of
+a segfault of Spark's streaming source process). tests/engine/daemon/test_engine.py kills the process of
 a real run; here a stand-in query run plays deaths that recur, which a real one cannot be made
 to do on cue. The checkpoint is a real folder in Spark's layout."""
 
@@ -12,7 +12,7 @@ import pytest
 from kstool.checkpoint.location import LocalCheckpoint
 from kstool.engine import runtime
 from kstool.engine.exceptions import SourceProcessDiedError
-from kstool.engine.options import RunSummary
+from kstool.engine.query.options import RunSummary
 from tests.engine.messages import Messages
 
 

@@ -3,7 +3,7 @@ keytool certificate) with the StandardAuthorizer. kstool connects through a --co
 file written for Kafka's own tools (Kafka's kafka-topics reads the same file), a user without
 an ACL gets one line naming the resource and the operation and nothing is done, and no
 secret appears in any output or --debug log (a run through the warm engine on the same
-cluster: tests/engine/test_engine.py)."""
+cluster: tests/engine/daemon/test_engine.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 from kstool.checkpoint.location import LocalCheckpoint
 from kstool.config import build_client_config
 from kstool.contract import SinkTarget
-from kstool.engine.sink import TransactionalSink
+from kstool.engine.io.sink import TransactionalSink
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.partitioner import partition_for

@@ -190,7 +190,7 @@ def test_reprocess_up_to_a_time_and_busy_app(kafka, spark, topic_name):
     new = [m for m in read_all(kafka, sink) if m.offset() >= before[m.partition()]]
     got = {k.decode(): as_long(v) for k, v in latest_per_key(new).items()}
     assert got == dict(oracle(line for i, line in enumerate(lines) if BASE + i * 1000 <= high))
-    with AppLock(AppPaths(default_state_dir(), app)):
+    with AppLock(AppPaths(default_state_dir(), app), on_taken=None):
         busy = subprocess.run([*KSTOOL, "reprocess", "--app-id", app, "--from-time", str(low)],
                               capture_output=True, text=True, timeout=60)
     assert busy.returncode == 75 and "running" in busy.stderr

@@ -245,7 +245,7 @@ def test_the_plan_names_every_step_and_says_when_there_is_nothing_to_do(kafka, s
                       .stdout)["nothing_to_do"] is True
     assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
 
-    with AppLock(AppPaths(default_state_dir(), app)):  # the app runs: a dry run still shows the plan
+    with AppLock(AppPaths(default_state_dir(), app), on_taken=None):  # the app runs: a dry run still shows the plan
         dry = cli("reprocess", "--app-id", app, "--from-beginning", "--dry-run", "-o", "json")
         assert cli("reprocess", "--app-id", app, "--from-beginning", "--yes").exit_code == 75
     assert dry.exit_code == 0, dry.stderr

@@ -121,7 +121,7 @@ def test_the_source_combiner_takes_exactly_the_records_spark_reads_alike(agg, fm
     every other record, unchanged."""
     import random
 
-    from kstool.topologies.combiners.numbers import NumberCombiner
+    from kstool.tasks.combiners.numbers import NumberCombiner
 
     rng = random.Random(7)
     texts = ["1", "-3", "2.5", "+4", ".5", "1e3", "007", "x", " 1", "1 ", "NaN", "Infinity", "1e999", "", "1d"]

@@ -198,7 +198,7 @@ def test_tasks_get_shuffle_partitions_of_their_own(spark):
     give each task its own partition (else tasks run one after the other)."""
     from pyspark.sql import functions as F
 
-    from kstool.engine.shuffle import shuffle_partitions_for
+    from kstool.engine.query.shuffle import shuffle_partitions_for
 
     for tasks in (1, 2, 3, 6):
         partitions = shuffle_partitions_for(tasks)
@@ -225,7 +225,7 @@ def test_group_by_field_merges_source_partitions_by_time(kafka, spark, topic_nam
 
 def test_tumbling_emit_update_combined_in_the_source(kafka, spark, topic_name):
     """The first test's input and expected output without --late-topic: the source combines each
-    batch (kstool.topologies.combiners.window_counts.WindowCombiner). a@4 and a@9 are late by the stream time of
+    batch (kstool.tasks.combiners.window_counts.WindowCombiner). a@4 and a@9 are late by the stream time of
     earlier batches, which the source reading the batch does not know."""
     source, result = _run(kafka, topic_name, "--window", "tumbling:10s", "--grace", "5s",
                           "--max-records-per-batch", "3")

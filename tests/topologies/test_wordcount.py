@@ -125,7 +125,7 @@ def test_second_concurrent_run_exits_75(kafka, topic_name, tmp_path):
     from kstool.application.model import AppLock, AppPaths, default_state_dir
 
     app = topic_name + "-app"
-    with AppLock(AppPaths(default_state_dir(), app)):
+    with AppLock(AppPaths(default_state_dir(), app), on_taken=None):
         proc = subprocess.run([*KSTOOL, "run", "wordcount", "--input", "x", "--output", "y",
                                "--app-id", app, "--once"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 75
@@ -289,7 +289,7 @@ def test_the_source_combiner_counts_ascii_lines_as_the_oracle_and_leaves_the_res
     last offset) and leaves every other record as it came: non-ASCII lines and null values."""
     import random
 
-    from kstool.topologies.combiners.words import WordCombiner
+    from kstool.tasks.combiners.words import WordCombiner
 
     rng = random.Random(3)
     vocabulary = ["Alpha", "beta", "GAMMA_2", "x9", "déjà", "vu", "İstanbul", "\u00ff", "a-b", "", "  ", "\t"]

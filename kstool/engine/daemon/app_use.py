@@ -1,6 +1,6 @@
 """The hook on the app lock (kstool.application.model.AppLock.on_taken): whatever takes an app
 (a run, reset, restore, reprocess; in the engine or in a process of its own) first frees the
-query the warm engine keeps parked for it (kstool.engine.parking), so a checkpoint is never used
+query the warm engine keeps parked for it (kstool.engine.query.parking), so a checkpoint is never used
 by two queries; in this process when it is the engine, else in the engine of this kstool home."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kstool.application.model import REWRITE, RUN, AppPaths
-from kstool.engine import parking
 from kstool.engine.daemon.exceptions import EngineError, EngineNotRunningError
 from kstool.engine.daemon.protocol import EnginePaths, connect, receive, send
+from kstool.engine.query import parking
 
 
 def free_parked_queries(paths: AppPaths, use: str) -> None:
@@ -24,7 +24,7 @@ def free_parked_queries(paths: AppPaths, use: str) -> None:
     else:
         _ask_engine(paths.root, "free" if use == REWRITE else "release")
     if use == REWRITE:
-        from kstool.engine.state_stores import close_loaded_state_stores
+        from kstool.engine.spark.state_stores import close_loaded_state_stores
 
         close_loaded_state_stores()  # in this JVM, if it ran queries on the checkpoint (a test session)
 

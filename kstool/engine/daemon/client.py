@@ -35,7 +35,7 @@ from kstool.engine.daemon.protocol import (
     send,
 )
 from kstool.engine.progress import Progress
-from kstool.engine.session import SparkOptions
+from kstool.engine.spark.session import SparkOptions
 from kstool.engine.stopping import note_stop_signal
 from kstool.kafka.client import KafkaClients
 

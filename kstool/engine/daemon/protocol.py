@@ -17,7 +17,7 @@ from kstool.base.errors import UsageError
 from kstool.base.home import kstool_home
 from kstool.base.timeutil import format_duration, parse_duration
 from kstool.engine.daemon.exceptions import EngineNotRunningError
-from kstool.engine.session import SparkOptions
+from kstool.engine.spark.session import SparkOptions
 
 _LENGTH = struct.Struct(">I")
 # AF_UNIX addresses are at most 107 bytes on Linux
@@ -25,7 +25,7 @@ MAX_SOCKET_PATH = 107
 ENGINE_ENV = "KSTOOL_ENGINE"  # off: commands neither use nor start the engine
 IDLE_ENV = "KSTOOL_ENGINE_IDLE"  # how long an engine with nothing to do stays; 0 = for ever
 DEFAULT_IDLE_MS = 30 * 60_000
-# parked queries an engine keeps (kstool.engine.parking); past it the least recently used is stopped
+# parked queries an engine keeps (kstool.engine.query.parking); past it the least recently used is stopped
 DEFAULT_MAX_PARKED = 8
 
 

@@ -43,9 +43,9 @@ from kstool.engine.daemon.protocol import (
     receive,
     send,
 )
-from kstool.engine.parking import host_parked_queries
-from kstool.engine.session import SparkOptions
-from kstool.engine.state_stores import close_loaded_state_stores
+from kstool.engine.query.parking import host_parked_queries
+from kstool.engine.spark.session import SparkOptions
+from kstool.engine.spark.state_stores import close_loaded_state_stores
 from kstool.engine.stopping import hosted
 from kstool.kafka.client import KafkaClients
 
@@ -261,7 +261,7 @@ def serve(settings: EngineSettings) -> int:
         sys.stderr.write("kstool: error: an engine already runs for this kstool home\n")
         return 75
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
-    from kstool.engine.session import build_session
+    from kstool.engine.spark.session import build_session
 
     engine = Engine(paths, settings)
     memory = {"spark.driver.memory": settings.driver_memory} if settings.driver_memory else {}

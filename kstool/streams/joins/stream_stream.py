@@ -49,7 +49,7 @@ class StreamStreamJoin(RecordByRecord):
     stores: tuple[str, ...] = ("join-left", "join-right", "join-unmatched")
     indexes: tuple[str, ...] = ("join-index",)
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream: every one is written
-    # window stores whose shards keep each record key's entries together (kstool.topologies.shards)
+    # window stores whose shards keep each record key's entries together (kstool.tasks.shards)
     suffixed_stores: tuple[tuple[str, int], ...] = (("join-left", WINDOW_SUFFIX), ("join-right", WINDOW_SUFFIX))
 
     @property

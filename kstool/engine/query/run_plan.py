@@ -1,0 +1,134 @@
+"""What a run will do, decided once, holding the app's lock, before its query starts: where its
+checkpoint is and that it can be used, the app's manifest and topics (kstool.engine.query.prepare),
+what a restore puts back (kstool.engine.query.seed), and whether the query is parked in the engine.
+Everything after it (kstool.engine.query.streaming_query) reads the plan and decides nothing of this again."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kstool.application.exceptions import StateLayoutError, StateMissingError
+from kstool.application.model import (
+    STATE_LAYOUT_OWNER_SHARDS,
+    STATE_LAYOUT_SHARDS,
+    AppPaths,
+    Manifest,
+    checkpoint_uri,
+    load_manifest,
+    origin_document,
+    save_manifest,
+)
+from kstool.checkpoint.files import open_checkpoint
+from kstool.checkpoint.location import CheckpointFiles, local_path
+from kstool.checkpoint.logs import last_committed_batch, missing_state
+from kstool.contract import TaskTopology, Topology, owner_suffixes, runs_per_task
+from kstool.engine.failures import state_missing_remedy
+from kstool.engine.progress import Progress
+from kstool.engine.query import parking
+from kstool.engine.query.options import RunOptions
+from kstool.engine.query.prepare import checkpoint_location, prepare
+from kstool.engine.query.seed import Seed, plan_seed
+from kstool.engine.spark.session import start_local_spark
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.groups import SETTLE_S, commit_offsets, starting_offsets
+from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    options: RunOptions  # as given, with the history the app keeps
+    paths: AppPaths
+    checkpoint: CheckpointFiles
+    manifest: Manifest
+    partitions: int  # of the inputs: the number of tasks
+    seed: Seed | None  # a restore's: what the first batch puts back in the stores
+    parked_queries: parking.ParkedQueries | None  # the engine's, when this run parks its query there
+
+    def start_spark(self):
+        return start_spark(self.options, self.paths)
+
+
+def start_spark(options: RunOptions, paths: AppPaths):
+    """The run's Spark session (on the JVM a first call started, when there was one)."""
+    from kstool.engine.spark.session import build_session
+
+    spark, _ = build_session(options.spark, app_name=f"kstool-{options.app_id}", log_file=paths.spark_log)
+    return spark
+
+
+def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
+             progress: Progress) -> RunPlan:
+    """Checks, then prepares (topics, manifest); holding the app's lock. Nothing is changed
+    before the checks pass."""
+    location = checkpoint_location(paths, options.checkpoint_location)
+    checkpoint = open_checkpoint(checkpoint_uri(paths, location), start_spark=start_local_spark)
+    if location is not None and local_path(location) is None:
+        # Hadoop's file systems are read through Spark's JVM: start it before anything changes
+        start_spark(options, paths)
+    checkpoint.check_usable()
+    if location is not None or options.spark.master.startswith("local"):  # what executors see
+        _check_state(checkpoint, options.app_id)
+    _check_checkpoint_kept(clients, paths, checkpoint)
+    partitions, manifest = prepare(clients, topology, options, paths, location)
+    options = dataclasses.replace(options, history_batches=manifest.history_batches)
+    seed = None
+    if manifest.restore_pending and last_committed_batch(checkpoint) is None:
+        seed = plan_seed(manifest, topology.per_task)
+        progress.message("restoring the stores from " + ", ".join(seed.changelogs))
+    if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
+        manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
+        manifest.state_layout = STATE_LAYOUT_OWNER_SHARDS
+        save_manifest(paths, manifest)
+    elif runs_per_task(topology) and manifest.state_layout < _layout_needed(topology):
+        raise StateLayoutError(
+            f"app {options.app_id!r} keeps its state in an older layout that this kstool no longer runs; "
+            f"rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
+    # a restore's first batch is special: not parked (nor is one parked for the app: a restore frees them)
+    parked_queries = parking.parked_queries() if seed is None and may_park(options) else None
+    return RunPlan(options, paths, checkpoint, manifest, partitions, seed, parked_queries)
+
+
+def _layout_needed(topology: TaskTopology) -> int:
+    """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those."""
+    processor = topology.processor()
+    return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(processor) else STATE_LAYOUT_SHARDS
+
+
+def may_park(options: RunOptions) -> bool:
+    """An at-least-once --once run leaves its query parked in the engine for the next one (not a
+    reprocess's up to --to-time: it stops early); it takes the app's lock as RUN_PARKED."""
+    return options.once and not options.stop_offsets and options.processing_guarantee == "at_least_once"
+
+
+def _check_state(checkpoint: CheckpointFiles, app_id: str) -> None:
+    missing = missing_state(checkpoint)
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise StateMissingError(f"app {app_id!r}: its checkpoint {checkpoint.uri} lacks {missing[0]}{more}. "
+                                + state_missing_remedy(app_id))
+
+
+def _check_checkpoint_kept(clients: KafkaClients, paths: AppPaths, checkpoint: CheckpointFiles) -> None:
+    """An app that has committed offsets but no checkpoint lost its state (a deleted
+    checkpoint): starting over empty would give wrong results, unless the group stands where
+    the checkpoint's state was empty (its origin)."""
+    manifest = load_manifest(paths)
+    if manifest is None or manifest.restore_pending or last_committed_batch(checkpoint) is not None:
+        return
+    inputs = set(manifest.input_topics)
+    committed = {tp: o for tp, o in committed_offsets_of_group(clients, paths.app_id, settle_s=SETTLE_S).items()
+                 if tp[0] in inputs}
+    if committed and origin_document(committed) != manifest.origin:
+        raise StateMissingError(f"app {paths.app_id!r}: its checkpoint {checkpoint.uri} has no committed batch, "
+                                "but its group has committed offsets. " + state_missing_remedy(paths.app_id))
+
+
+def _pin_origin(clients: KafkaClients, options: RunOptions, manifest: Manifest) -> dict[str, int]:
+    """Commit a new checkpoint's start to the app's group before the query asks for it (the
+    source starts at the group's offsets): the offsets where the state before batch 0 is
+    empty, which `reprocess` can roll the app back to."""
+    tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
+    start = starting_offsets(clients, options.app_id, tps, options.starting)
+    commit_offsets(clients, options.app_id, start)
+    return origin_document(start)

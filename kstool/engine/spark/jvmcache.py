@@ -1,0 +1,74 @@
+"""Class-data sharing for Spark's JVM, so short runs (cron's `--once`) start faster.
+
+The first run asks the JVM to record the classes it loaded into an archive as it exits
+(-XX:ArchiveClassesAtExit, written after kstool itself has exited). A later run adopts the
+finished archive and maps it (-XX:SharedArchiveFile), which saves seconds of class loading.
+Archives live in $KSTOOL_HOME/cache, keyed by the Java and PySpark versions and the Python
+environment; the JVM ignores an archive that does not match (-Xshare:auto is the default).
+Set KSTOOL_JVM_CACHE=off to disable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+from kstool.base.home import cache_dir, private_dir, write_private_text
+from kstool.base.processes import pid_alive
+
+
+def _key(java_major: int, spark_home: Path | None) -> str:
+    import pyspark
+
+    # the archive is valid for one class path: the JVM's SPARK_HOME is part of it (kstool.engine.spark.spark_home)
+    where = sys.prefix if spark_home is None else f"{sys.prefix}|{spark_home}"
+    env = hashlib.sha256(where.encode()).hexdigest()[:10]
+    return f"spark-{pyspark.__version__}-java{java_major}-{env}"
+
+
+def _adopt_finished(cache: Path, key: str, final: Path) -> bool:
+    """Promote archives whose writing JVM has exited; True while one is still being written."""
+    writing = False
+    for marker in cache.glob(f"{key}.*.jsa.jvm-pid"):
+        archive = marker.with_name(marker.name.replace(".jvm-pid", ".tmp"))
+        try:
+            jvm_pid = int(marker.read_text().strip() or 0)
+        except (OSError, ValueError):
+            jvm_pid = 0
+        if jvm_pid and pid_alive(jvm_pid):
+            writing = True
+            continue
+        if archive.exists() and archive.stat().st_size > 0 and not final.exists():
+            os.replace(archive, final)
+        archive.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
+    return writing
+
+
+class JvmCache:
+    def __init__(self, java_major: int, spark_home: Path | None = None):
+        self.enabled = os.environ.get("KSTOOL_JVM_CACHE", "on").lower() not in ("off", "0", "no")
+        self.cache = cache_dir()
+        self.key = _key(java_major, spark_home)
+        self.final = self.cache / f"{self.key}.jsa"
+        self._pending: Path | None = None
+
+    def java_option(self) -> str:
+        if not self.enabled:
+            return ""
+        private_dir(self.cache)
+        writing = _adopt_finished(self.cache, self.key, self.final)
+        if self.final.exists():
+            return f"-XX:SharedArchiveFile={self.final}"
+        if writing:
+            return ""
+        self._pending = self.cache / f"{self.key}.{os.getpid()}.jsa.tmp"
+        return f"-XX:ArchiveClassesAtExit={self._pending}"
+
+    def started(self, jvm_pid: int | None) -> None:
+        """Record which JVM writes the pending archive, so a later run knows when it is done."""
+        if self._pending is not None and jvm_pid:
+            marker = self._pending.with_name(self._pending.name.replace(".tmp", ".jvm-pid"))
+            write_private_text(marker, str(jvm_pid))

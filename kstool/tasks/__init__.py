@@ -1,0 +1,4 @@
+"""The per-task runtime: how a kstool processor (kstool.streams) runs inside Spark's
+transformWithState, a task per input partition (processor), its stores held as shards of
+state entries (shards, map_state), and the records the source combines or packs before they
+reach a task (combiners). Between the processors and the topologies, which choose it."""
