@@ -150,17 +150,6 @@ def open_gate_to_ends(parked: ParkedQuery, clients: KafkaClients, topology: Topo
     return parked.open_gate(nest_offsets(input_ends(clients, topology.input_topics())))
 
 
-def resume(parked: ParkedQuery, parked_queries: ParkedQueries, clients: KafkaClients, topology: Topology,
-           paths: AppPaths, checkpoint: CheckpointFiles, summary: RunSummary, progress: Progress) -> None:
-    """A run served by the app's parked query."""
-    started = time.monotonic()
-    try:
-        drive(parked, parked_queries, open_gate_to_ends(parked, clients, topology), paths, checkpoint, summary,
-              progress)
-    finally:
-        summary.processing_seconds = round(time.monotonic() - started, 3)
-
-
 def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, paths: AppPaths,
           checkpoint: CheckpointFiles, summary: RunSummary, progress: Progress) -> None:
     """Wait until a trigger that began after the gate opened finds nothing left to do (the
