@@ -18,17 +18,14 @@ from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import VALUE_JSON, CombinerSpec, SinkTarget
-from kstool.streams.joins.foreign_key import SUBSCRIPTIONS, ForeignKeyJoin
-from kstool.streams.joins.global_table import GLOBAL, GlobalTableJoin
-from kstool.streams.joins.joiners import HOWS, JOINERS, KINDS, make_joiner
-from kstool.streams.joins.stream_stream import StreamStreamJoin
-from kstool.streams.joins.stream_table import StreamTableJoin
-from kstool.streams.joins.table_table import TableTableJoin
-from kstool.streams.joins.versioned_stream_table import BUFFER, VersionedStreamTableJoin
-from kstool.streams.key_mappers import key_mapper
+from kstool.streams.joins.foreign_key import SUBSCRIPTIONS
+from kstool.streams.joins.global_table import GLOBAL
+from kstool.streams.joins.joiners import HOWS, JOINERS, make_joiner
+from kstool.streams.joins.versioned_stream_table import BUFFER
 from kstool.streams.task import LEFT, RIGHT
 from kstool.tasks.combiners import pack_spec
 from kstool.topologies import events
+from kstool.topologies.join_kinds import BY_KEY, KIND_CHOICES, ONE_TASK, TABLE_IN_EVERY_TASK, JoinKind, kind_of
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
@@ -38,11 +35,8 @@ _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched":
 # the key formats of stores whose keys hold more than the record key (kstool.changelog.layouts)
 _KEY_FORMATS = {"join-unmatched": "join-side:string", BUFFER: "time-first:string", SUBSCRIPTIONS: "hex"}
 
-
 INPUT_FORMATS = ("bytes", *SCHEMA_FORMATS)
 
-FOREIGN_KEY_FORMS = ("field", "split")  # of the left row's value
-GLOBAL_KEY_FORMS = ("key", "field", "split")  # of the stream record
 
 @dataclass
 class Join:
@@ -67,48 +61,7 @@ class Join:
     per_task: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise UsageError(f"--kind must be one of {', '.join(KINDS)}")
-        one_sided = self.kind in ("stream-table", "stream-global")
-        if self.how not in HOWS or (one_sided and self.how == "outer"):
-            raise UsageError(f"--how is inner or left for {self.kind} joins"
-                             if one_sided else f"--how must be one of {', '.join(HOWS)}")
-        asymmetric = self.before is not None or self.after is not None
-        if self.kind != "stream-stream" and (self.within is not None or asymmetric):
-            raise UsageError("--within, --before and --after are for stream-stream joins")
-        if self.table_history is not None and self.kind == "stream-global":
-            raise UsageError("--table-history: a global table cannot be versioned (Kafka Streams refuses it too: "
-                             "\"GlobalTables cannot be versioned\")")
-        if self.table_history is not None and self.kind != "stream-table" and self.foreign_key is None:
-            raise UsageError("--table-history is for stream-table joins and foreign-key joins")
-        if self.kind in ("table-table", "stream-global") and self.grace:
-            raise UsageError("--grace is for stream-stream joins and versioned stream-table joins")
-        if self.kind == "stream-table" and self.grace and self.table_history is None:
-            raise UsageError("--grace on a stream-table join needs a versioned table: give --table-history "
-                             "DURATION (Kafka Streams: the KTable must be versioned to use a grace period)")
-        if self.table_history is not None and self.grace > self.table_history:
-            raise UsageError("--table-history must be at least --grace: a record waiting that long must still "
-                             "find the table's versions of its time")
-        if self.kind == "stream-stream" and self.within is not None and asymmetric:
-            raise UsageError("give --within, or --before and --after, not both")
-        if self.kind == "stream-stream" and asymmetric and (self.before is None or self.after is None):
-            raise UsageError("--before and --after go together (0ms for none): how much earlier and how much "
-                             "later the right record's timestamp may be than the left one's")
-        if self.kind == "stream-stream" and self.within is None and not asymmetric:
-            raise UsageError("a stream-stream join needs --within DURATION (how far apart the two "
-                             "records' timestamps may be), or --before and --after")
-        if self.foreign_key is not None and self.kind != "table-table":
-            raise UsageError("--foreign-key is for table-table joins")
-        if self.foreign_key is not None:
-            key_mapper(self.foreign_key, "--foreign-key", FOREIGN_KEY_FORMS)
-        if self.foreign_key is not None and self.how == "outer":
-            raise UsageError("--how is inner or left for a foreign-key join (Kafka Streams has no outer one)")
-        if self.global_key is not None and self.kind != "stream-global":
-            raise UsageError("--global-key is for stream-global joins")
-        if self.global_key is not None:
-            key_mapper(self.global_key, "--global-key", GLOBAL_KEY_FORMS)
-        if self.kind == "stream-global" and self.repartition:
-            raise UsageError("a stream-global join needs no --repartition: every task holds the whole table")
+        self.kind_entry().validate(self)
         if self.joiner not in JOINERS:
             raise UsageError(f"--joiner must be one of {', '.join(JOINERS)}")
         if self.left_topic == self.right_topic:
@@ -117,6 +70,9 @@ class Join:
             raise UsageError(f"--input-value-format must be one of {', '.join(INPUT_FORMATS)}")
         if self.input_value_format != "bytes":
             self.invalid_reason = f"no usable timestamp, or a value that is not {self.input_value_format}"
+
+    def kind_entry(self) -> JoinKind:
+        return kind_of(self)
 
     def input_topics(self) -> list[str]:
         return [self.left_topic, self.right_topic]
@@ -142,24 +98,11 @@ class Join:
         return cast(int, self.within), cast(int, self.within)  # checked in __post_init__
 
     def processor(self):
-        joiner = make_joiner(self.joiner, self.separator)
-        if self.kind == "stream-stream":
-            return StreamStreamJoin(self.how, *self.window(), self.grace, joiner)
-        if self.kind == "stream-table" and self.table_history is not None:
-            return VersionedStreamTableJoin(self.how, self.table_history, self.grace, joiner)
-        if self.kind == "stream-table":
-            return StreamTableJoin(self.how, joiner)
-        if self.kind == "stream-global":
-            return GlobalTableJoin(self.how, key_mapper(self.global_key or "key", "--global-key", GLOBAL_KEY_FORMS),
-                                   joiner)
-        if self.foreign_key is not None:
-            foreign_key = key_mapper(self.foreign_key, "--foreign-key", FOREIGN_KEY_FORMS)
-            return ForeignKeyJoin(self.how, lambda value: foreign_key(None, value), joiner, self.table_history)
-        return TableTableJoin(self.how, joiner)
+        return self.kind_entry().processor(self, make_joiner(self.joiner, self.separator))
 
     def stores(self, app_id: str) -> list[StoreSpec]:
         processor = self.processor()
-        retention = processor.retention if self.kind == "stream-stream" else None
+        retention = getattr(processor, "retention", None)  # of window stores
         versioned = getattr(processor, "history_stores", ())
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
                           _KEY_FORMATS.get(name, "string"), "string",
@@ -172,11 +115,10 @@ class Join:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
 
     def check_run(self, partitions: dict[str, int]) -> None:
-        if self.kind == "stream-stream" and sum(self.window()) == 0 and self.grace == 0:
-            raise UsageError("a join window of 0 (--within 0, or --before 0 --after 0) needs a --grace of at "
-                             "least 1ms: the join stores would hold nothing (retention = before + after + grace)")
+        kind = self.kind_entry()
+        kind.check_run(self)
         left, right = partitions[self.left_topic], partitions[self.right_topic]
-        if left != right and not self.repartition and self.kind != "stream-global" and self.foreign_key is None:
+        if left != right and not self.repartition and kind.spread == BY_KEY:
             raise UsageError(
                 f"the join's inputs are not co-partitioned: {self.left_topic} has {left} partitions, "
                 f"{self.right_topic} has {right}; Kafka Streams refuses this too. Give --repartition "
@@ -184,7 +126,7 @@ class Join:
 
     @property
     def tasks_are_partitions(self) -> bool:
-        return not self.repartition and self.foreign_key is None and self.kind != "stream-global"
+        return self.kind_entry().spread == BY_KEY and not self.repartition
 
     @property
     def combiner(self) -> CombinerSpec | None:
@@ -209,12 +151,14 @@ class Join:
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
         # decoded values join as their JSON text (what the joiner shows and the stores keep)
         value = F.col("value") if self.input_value_format == "bytes" else F.encode(F.col(VALUE_JSON), "UTF-8")
-        task = events.task(F.col("key"), self.repartition, tasks)
-        if self.kind == "stream-global":  # the table's records go to every task
+        spread = self.kind_entry().spread
+        if spread == TABLE_IN_EVERY_TASK:  # the stream's records in their partition's task, the table's in every task
             task = F.explode(F.when(side == LEFT, F.array(F.col("partition")))
                              .otherwise(F.sequence(F.lit(0), F.lit(tasks - 1))))
-        if self.foreign_key is not None:  # both tables and the subscriptions in one task
+        elif spread == ONE_TASK:  # both tables and the subscriptions
             task = F.lit(0)
+        else:
+            task = events.task(F.col("key"), self.repartition, tasks)
         rows = events.keyed_rows(source, task, side, value)
         return run_tasks(rows, self.processor, seed)
 
@@ -223,62 +167,10 @@ class Join:
 
     def describe(self, app_id: str) -> dict:
         stores = self.stores(app_id)
-        if self.foreign_key is not None:
-            return _describe_fk(self, stores)
-        sides = {LEFT: self.left_topic, RIGHT: self.right_topic}
-        table = {"stream-stream": (False, False), "stream-table": (False, True), "table-table": (True, True),
-                 "stream-global": (False, True)}[self.kind]
-        nodes = []
-        for side, is_table in zip((LEFT, RIGHT), table):
-            nodes.append({"name": f"KSTREAM-SOURCE-000000000{side}", "type": "source", "topics": [sides[side]],
-                          "successors": [f"{'KTABLE' if is_table else 'KSTREAM'}-JOIN-{'THIS' if side == LEFT else 'OTHER'}"]})
-        for side, is_table in zip((LEFT, RIGHT), table):
-            nodes.append({"name": f"{'KTABLE' if is_table else 'KSTREAM'}-JOIN-{'THIS' if side == LEFT else 'OTHER'}",
-                          "type": "processor", "stores": [s.name for s in stores], "successors": ["KSTREAM-MERGE"]})
-        nodes += [
-            {"name": "KSTREAM-MERGE", "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
-             "spark": (f"transformWithState per task: {self.kind} {self.how} join"
-                       + (f" within {self.within}ms, grace {self.grace}ms" if self.within is not None else "")
-                       + (f" {self.before}ms before to {self.after}ms after, grace {self.grace}ms"
-                          if self.before is not None else "")
-                       + (f" against a versioned table (history {self.table_history}ms, grace {self.grace}ms)"
-                          if self.table_history is not None and self.kind == "stream-table" else "")
-                       + (f" of versioned tables (history {self.table_history}ms)"
-                          if self.table_history is not None and self.foreign_key is not None else "")
-                       + (f" on the stream record's {self.global_key or 'key'}, the whole table in every task"
-                          if self.kind == "stream-global" else "")
-                       + ("; re-grouped by key" if self.repartition else ""))},
-            {"name": "KSTREAM-SINK", "type": "sink", "topic": self.output_topic},
-        ]
-        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
+        kind = self.kind_entry()
+        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": kind.nodes(self, kind, [s.name for s in stores])}],
                 "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
                             "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
-
-
-def _describe_fk(join: Join, stores: list[StoreSpec]) -> dict:
-    """Kafka Streams' foreign-key join nodes (KTableImpl#doJoinOnForeignKey), in one
-    sub-topology: kstool keeps both sides and the subscriptions in one task."""
-    registration, subscription = "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION", "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR"
-    resolver, output = "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR", "KTABLE-FK-JOIN-OUTPUT"
-    foreign = "KTABLE-FK-JOIN-FOREIGN-TABLE-PROCESSOR"
-    names = [s.name for s in stores]
-    nodes = [
-        {"name": "KTABLE-SOURCE-LEFT", "type": "source", "topics": [join.left_topic], "stores": [names[0]],
-         "successors": [registration]},
-        {"name": registration, "type": "processor", "stores": [], "successors": [subscription],
-         "spark": f"foreign key: {join.foreign_key} of the left row; one task (no subscription topics)"},
-        {"name": subscription, "type": "processor", "stores": [SUBSCRIPTIONS, names[1]], "successors": [resolver]},
-        {"name": "KTABLE-SOURCE-RIGHT", "type": "source", "topics": [join.right_topic], "stores": [names[1]],
-         "successors": [foreign]},
-        {"name": foreign, "type": "processor", "stores": [SUBSCRIPTIONS], "successors": [resolver]},
-        {"name": resolver, "type": "processor", "stores": [names[0]], "successors": [output]},
-        {"name": output, "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
-         "spark": f"transformWithState: foreign-key {join.how} join"},
-        {"name": "KSTREAM-SINK", "type": "sink", "topic": join.output_topic},
-    ]
-    return {"topology": join.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
-            "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
-                        "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
 
 
 def _describe_window(values: dict[str, Any]) -> dict[str, Any]:
@@ -298,7 +190,7 @@ TYPE = TopologyType(
      Setting("right_topic", "--right", kind=TOPIC, required=True, metavar="TOPIC"),
      Setting("output_topic", "--output", kind=TOPIC, required=True, metavar="TOPIC"),
      Setting("kind", "--kind", "Which sides are streams and which tables.", default="stream-stream",
-             choices=KINDS, describe_help="join: which sides are tables."),
+             choices=KIND_CHOICES, describe_help="join: which sides are tables."),
      Setting("how", "--how", default="inner", choices=HOWS, describe_help="join."),
      Setting("within", "--within", "stream-stream: how far apart two records' timestamps may be.",
              kind=DURATION, metavar="DURATION"),

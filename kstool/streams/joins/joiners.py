@@ -1,4 +1,4 @@
-"""What every join kind shares: the kinds, `--how`, and the joined value (`--joiner`)."""
+"""What every join kind shares: `--how`, and the joined value (`--joiner`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Callable
 
 from kstool.streams.task import LEFT, RIGHT
 
-KINDS = ("stream-stream", "stream-table", "table-table", "stream-global")
 HOWS = ("inner", "left", "outer")
 JOINERS = ("json", "concat")
 SIDES = {LEFT: "left", RIGHT: "right"}
