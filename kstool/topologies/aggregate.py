@@ -23,15 +23,14 @@ from kstool.streams.windows import WINDOW_KINDS
 from kstool.tasks import combiners
 from kstool.topologies import aggregate_inputs
 from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
+from kstool.topologies.one_input import OneInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 from kstool.topologies.text_aggregate import TextAggregation
 from kstool.topologies.windowed_aggregate import EMIT_MODES, KEY_FORMATS, WindowedAggregation
 
 
 @dataclass
-class KeyedAggregation:
-    input_topic: str
-    output_topic: str
+class KeyedAggregation(OneInput):
     agg: str = "count"
     value_field: str | None = None
     group_by: str = "key"
@@ -47,12 +46,6 @@ class KeyedAggregation:
         self.numbers = NumberInput(self.agg, self.value_field, self.group_by, self.input_value_format)
         self.input_value_format = self.numbers.input_value_format  # --value-field implies json
 
-    def input_topics(self) -> list[str]:
-        return [self.input_topic]
-
-    def output_topics(self) -> list[str]:
-        return [self.output_topic]
-
     def parameters(self) -> dict[str, Any]:
         return {**self.numbers.parameters(), "value_format": self.value_format}
 
@@ -63,9 +56,6 @@ class KeyedAggregation:
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return [SinkTarget(self.output_topic, "out_value"),
                 SinkTarget(changelog_topic(app_id, STORE), "out_value")]  # one serde: the store holds the output
-
-    def check_run(self, partitions: dict[str, int]) -> None:
-        pass  # one input
 
     def valid_record(self):
         return self.numbers.valid()

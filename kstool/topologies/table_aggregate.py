@@ -23,15 +23,14 @@ from kstool.streams.key_mappers import KeyMapper, key_mapper
 from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, GROUP_BY_FORMS, STORE, TABLE, TableAggregate
 from kstool.topologies import events
 from kstool.topologies.aggregate_inputs import VALUE_FORMATS
+from kstool.topologies.one_input import OneInputPerTask
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 
 SINK = "KSTREAM-SINK-0000000009"
 
 
 @dataclass
-class TableAggregation:
-    input_topic: str
-    output_topic: str
+class TableAggregation(OneInputPerTask):
     group_by: str = "value"  # key | value | field:PATH | split:SEP:N
     agg: str = "count"
     value_field: str | None = None
@@ -58,12 +57,6 @@ class TableAggregation:
                                                       and int(self.suppress_records) >= 1):
             raise UsageError(f"--suppress-records must be a whole number of at least 1, not {self.suppress_records!r}")
 
-    def input_topics(self) -> list[str]:
-        return [self.input_topic]
-
-    def output_topics(self) -> list[str]:
-        return [self.output_topic]
-
     def parameters(self) -> dict[str, Any]:
         return {"group_by": self.group_by, "agg": self.agg, "value_field": self.value_field,
                 "value_format": self.value_format, "suppress_time": self.suppress_time,
@@ -86,9 +79,6 @@ class TableAggregation:
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
 
-    def check_run(self, partitions: dict[str, int]) -> None:
-        pass  # one input
-
     def valid_record(self):
         from pyspark.sql import functions as F
 
@@ -108,9 +98,6 @@ class TableAggregation:
 
         rows = events.keyed_rows(source, F.lit(0), F.lit(0), F.col("value"))  # one task
         return run_tasks(rows, self.processor, seed)
-
-    def encode(self, updates):
-        return events.encode(updates)
 
     def describe(self, app_id: str) -> dict:
         stores = self.stores(app_id)

@@ -15,12 +15,11 @@ from kstool.streams.reduce import TextReduce
 from kstool.streams.window_aggregation import STORE
 from kstool.topologies import aggregate_inputs, events
 from kstool.topologies.aggregate_inputs import NumberInput
+from kstool.topologies.one_input import OneInputPerTask
 
 
 @dataclass
-class TextAggregation:
-    input_topic: str
-    output_topic: str
+class TextAggregation(OneInputPerTask):
     agg: str  # concat | latest
     separator: str = ","
     value_field: str | None = None
@@ -39,12 +38,6 @@ class TextAggregation:
     def tasks_are_partitions(self) -> bool:
         return self.group_by == "key"
 
-    def input_topics(self) -> list[str]:
-        return [self.input_topic]
-
-    def output_topics(self) -> list[str]:
-        return [self.output_topic]
-
     def parameters(self) -> dict[str, Any]:
         return {**self.fields.parameters(), "agg": self.agg, "separator": self.separator}
 
@@ -56,9 +49,6 @@ class TextAggregation:
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, [STORE])
-
-    def check_run(self, partitions: dict[str, int]) -> None:
-        pass  # one input
 
     def valid_record(self):
         return self.fields.valid()
@@ -74,9 +64,6 @@ class TextAggregation:
         rows = events.keyed_rows(source.withColumn("key", group_key),
                                  events.task(F.col("key"), self.group_by != "key", tasks), F.lit(0), text)
         return run_tasks(rows.filter(F.col("key").isNotNull() & F.col("value").isNotNull()), self.processor, seed)
-
-    def encode(self, updates):
-        return events.encode(updates)
 
     def describe(self, app_id: str) -> dict:
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],

@@ -26,15 +26,14 @@ from kstool.streams.windows import WindowSpec
 from kstool.tasks import combiners
 from kstool.topologies import aggregate_inputs, events
 from kstool.topologies.aggregate_inputs import NumberInput
+from kstool.topologies.one_input import OneInputPerTask
 
 EMIT_MODES = ("update", "final")
 KEY_FORMATS = ("windowed", "json")
 
 
 @dataclass
-class WindowedAggregation:
-    input_topic: str
-    output_topic: str
+class WindowedAggregation(OneInputPerTask):
     window: str  # tumbling:SIZE | hopping:SIZE,ADVANCE | sliding:DIFFERENCE | session:GAP
     agg: str = "count"
     value_field: str | None = None
@@ -72,12 +71,6 @@ class WindowedAggregation:
         late = ", or no event time in the value" if self.time != "record" else ""
         return aggregate_inputs.INVALID_REASON + late
 
-    def input_topics(self) -> list[str]:
-        return [self.input_topic]
-
-    def output_topics(self) -> list[str]:
-        return [self.output_topic]
-
     def parameters(self) -> dict[str, Any]:
         return {**self.numbers.parameters(), "agg": self.agg, "value_format": self.value_format, "window": self.window,
                 "grace": self.grace, "time": self.time, "emit": self.emit, "key_format": self.key_format,
@@ -92,9 +85,6 @@ class WindowedAggregation:
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, [STORE])
-
-    def check_run(self, partitions: dict[str, int]) -> None:
-        pass  # one input
 
     def valid_record(self):
         return self.numbers.valid() & events.valid_time(self.time, self.numbers.json_text())
@@ -130,9 +120,6 @@ class WindowedAggregation:
             "partition", "offset", partial["pack"].alias("pack"), *(partial[c].alias(c) for c in PARTIAL_COLUMNS))
         return run_tasks(rows.filter(F.col("key").isNotNull() | F.col("count").isNotNull() | F.col("pack").isNotNull()),
                          self.processor, seed)
-
-    def encode(self, updates):
-        return events.encode(updates)
 
     def describe(self, app_id: str) -> dict:
         spark = (f"transformWithState per task: {self.spec.text()} windows, grace {self.grace}ms, "

@@ -16,6 +16,7 @@ from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, SinkTarget
 from kstool.tasks.combiners import NON_WORD, WORD_SPEC
 from kstool.topologies.aggregate_inputs import decode_long
+from kstool.topologies.one_input import OneInput
 from kstool.topologies.spec import TOPIC, Setting, TopologyType
 
 STORE = "counts"
@@ -23,21 +24,13 @@ VALUE_FORMATS = ("long", "string", "json")
 
 
 @dataclass
-class WordCount:
-    input_topic: str
-    output_topic: str
+class WordCount(OneInput):
     value_format: str = "long"
     name: str = "wordcount"
     invalid_reason: str = "not valid UTF-8"
     per_task: bool = False
     tasks_are_partitions: bool = False
     combiner = WORD_SPEC  # the source counts the words of ASCII lines as it reads them
-
-    def input_topics(self) -> list[str]:
-        return [self.input_topic]
-
-    def output_topics(self) -> list[str]:
-        return [self.output_topic]
 
     def parameters(self) -> dict[str, Any]:
         return {"value_format": self.value_format}
@@ -49,9 +42,6 @@ class WordCount:
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return [SinkTarget(self.output_topic, "out_value"),
                 SinkTarget(changelog_topic(app_id, STORE), "store_value")]
-
-    def check_run(self, partitions: dict[str, int]) -> None:
-        pass  # one input
 
     def valid_record(self):
         from pyspark.sql import functions as F

@@ -203,7 +203,7 @@ def test_asymmetric_window_after_only(kafka, spark, topic_name):
     """KStreamKStreamJoinTest#testAsymmetricWindowingAfter (KStreamKStreamJoinTest.java:1369),
     ofTimeDifferenceWithNoGrace(0).after(100) as `--before 0ms --after 100ms`: one run over all
     the steps gives the union of their results (each step, record by record, in
-    tests/streams/test_kafka_join_windows.py): A<k>@1000+k joins right records from its time
+    tests/streams/joins/test_stream_stream.py): A<k>@1000+k joins right records from its time
     to 100 ms later."""
     keys = (0, 1, 2, 3)
     left = [(k, f"A{k}", 1000 + k) for k in keys]

@@ -25,7 +25,7 @@ class StreamTableJoin(TableStores, RecordByRecord):
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """`process()` per record, in one loop without TaskState's calls per record; its oracle
-        is `process()` (tests/streams/test_joins.py)."""
+        is `process()` (tests/streams/joins/test_joiners.py)."""
         if state.cached_roles:  # not this join's (a KStream's results are not cached): as defined
             super().process_batch(records, state)
             return

@@ -2,9 +2,9 @@
 that none was running: Spark may then report the interrupted trigger as a failure (seen once in
 a full run: test_engine's Ctrl-C test); and when triggers run back to back, so that no moment
 without one is ever seen (a backlog: seen in a full run, where a Ctrl-C'd run went on for 180 s,
-test_apps_top); and when the stop comes between a batch's commit and its progress report, which
+test_top); and when the stop comes between a batch's commit and its progress report, which
 Spark makes in that order (MicroBatchExecution.executeOneBatch: runBatch, then finishTrigger; a
-full run's test_apps_top lost a batch's metrics line so). None can be forced on a real query, so a
+full run's test_top lost a batch's metrics line so). None can be forced on a real query, so a
 stand-in plays Spark's part; the checkpoint is a real folder in Spark's layout."""
 
 from __future__ import annotations
