@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from pathlib import Path
 
 import click
 
@@ -23,7 +24,7 @@ SPARK_POINTS = 20  # lag samples in a dashboard row's trend
 
 
 @click.group()
-def apps():
+def apps() -> None:
     """Applications in the state dir: topology, progress, lag, stores."""
 
 
@@ -34,7 +35,7 @@ def apps():
                    "owning topics of Kafka Streams' internal names (kstool's apps among them).")
 @output_option()
 @pass_globals
-def list_(g: Globals, state_dir, kafka_streams, output):
+def list_(g: Globals, state_dir: Path, kafka_streams: bool, output: str) -> None:
     """List apps with their topology, topics, last committed batch and whether they run."""
     if kafka_streams:
         emit(Listing(kafka_streams_apps(g.clients(), state_dir),
@@ -54,7 +55,7 @@ def list_(g: Globals, state_dir, kafka_streams, output):
 @click.option("--offline", is_flag=True, help="Do not ask Kafka for the group's lag.")
 @output_option()
 @pass_globals
-def describe(g: Globals, app_id, state_dir, offline, output):
+def describe(g: Globals, app_id: str, state_dir: Path, offline: bool, output: str) -> None:
     """Topology, last committed batch, processed offsets, group lag, stores of APP_ID."""
     doc = ops.describe_app(None if offline else g.clients(), state_dir, app_id)
     group = doc["group"]
@@ -67,8 +68,9 @@ def describe(g: Globals, app_id, state_dir, offline, output):
     missing = doc["missing_input_topics"]
     lag_text = (f"input topic(s) {', '.join(missing)} do not exist (deleted?): no lag" if missing
                 else f"group lag {group['total_lag'] if group else '-'}")
+    running = _running(doc["running_pid"], doc["engine_pid"])
     title = (f"app {doc['app_id']}: {doc['topology']}, "
-             f"{'no committed batch yet' if batch is None else f'last committed batch {batch}'}, {_running(doc)}, "
+             f"{'no committed batch yet' if batch is None else f'last committed batch {batch}'}, {running}, "
              f"{lag_text}")
     history = doc["history"]
     first = history["first_batch"]
@@ -93,7 +95,7 @@ def describe(g: Globals, app_id, state_dir, offline, output):
               help="With --once: exit 1 when an app's or group's time lag is over DURATION (cron health check).")
 @output_option()
 @pass_globals
-def top(g: Globals, state_dir, groups, interval, once, fail_on_lag, output):
+def top(g: Globals, state_dir: Path, groups: tuple[str, ...], interval: str, once: bool, fail_on_lag: str | None, output: str) -> None:
     """Live view of every app in the state dir (and any --group): running or not, input and output
     rates, lag in records and in time, last batch, late and bad records. `q` or Ctrl-C quits.
 
@@ -108,7 +110,7 @@ def top(g: Globals, state_dir, groups, interval, once, fail_on_lag, output):
         if limit_ms is not None:
             check_lag(rows, limit_ms)
     elif output == "table" and stdout_is_tty():
-        trends: dict[str, deque] = {}
+        trends: dict[str, deque[int | None]] = {}
         with Dashboard() as dashboard:
             for rows in watcher.watch(dashboard.wait):
                 for row in rows:
@@ -139,9 +141,9 @@ _TOP_COLUMNS = [Column("name", "APP"), Column("state"), Column("in", "IN/S", jus
                 Column("bad_records", "BAD", justify="right")]
 
 
-def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> Listing:
+def _listing(rows: list[AppTopRow], trends: dict[str, deque[int | None]] | None = None) -> Listing:
     shown = [{**row, "name": row["name"] + (" (group)" if row["kind"] == "group" else ""),
-              "state": _running(row) if row["running_pid"] else row["state"],
+              "state": _running(row["running_pid"], row["engine_pid"]) if row["running_pid"] else row["state"],
               "in": row["input_rate"], "out": row["output_rate"], "time_lag": format_duration(row["time_lag_ms"]),
               "batch": row["last_batch"], "took": format_duration(row["last_batch_ms"]),
               "trend": sparkline(list(trends[row["name"]])) if trends is not None else None} for row in rows]
@@ -151,6 +153,6 @@ def _listing(rows: list[AppTopRow], trends: dict[str, deque] | None = None) -> L
     return Listing(shown, columns, title=title, footer=errors)
 
 
-def _running(doc) -> str:
+def _running(running_pid: int | None, engine_pid: int | None) -> str:
     """Who runs an app, for a table, as the app lock's holder says it everywhere."""
-    return f"running ({LockHolder(doc['running_pid'], doc['engine_pid'])})" if doc["running_pid"] else "not running"
+    return f"running ({LockHolder(running_pid, engine_pid)})" if running_pid else "not running"

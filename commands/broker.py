@@ -10,7 +10,7 @@ from kstool.output import Column, Listing, emit, info
 
 
 @click.group()
-def broker():
+def broker() -> None:
     """Run the embedded broker (Tansu, memory only) for demos and tests."""
 
 
@@ -18,7 +18,7 @@ def broker():
 @click.option("--port", type=click.IntRange(0, 65535), default=embedded.DEFAULT_PORT,
               show_default=True, help="Port to listen on (127.0.0.1); 0 picks a free one.")
 @click.option("--foreground", is_flag=True, help="Run in the foreground until Ctrl-C.")
-def start(port: int, foreground: bool):
+def start(port: int, foreground: bool) -> None:
     """Start the embedded broker in the background and print its bootstrap address."""
     state = embedded.start(port=port, foreground=foreground)
     if state.already_running:
@@ -30,7 +30,7 @@ def start(port: int, foreground: bool):
 
 
 @broker.command()
-def stop():
+def stop() -> None:
     """Stop the embedded broker (its data is memory only and is gone)."""
     before = embedded.stop()
     if before.running:
@@ -41,7 +41,7 @@ def stop():
 
 @broker.command()
 @output_option()
-def status(output: str):
+def status(output: str) -> None:
     """Show whether the embedded broker runs, its address, pid and log file."""
     state = embedded.status().to_dict()
     columns = [Column(k) for k in state]

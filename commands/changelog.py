@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
+from typing import Any, Callable
 
 import click
 
 from kstool.base.timeutil import parse_time
 from kstool.changelog import operations as ops
+from kstool.changelog.operations import Formats
 from kstool.commands.completion import complete_groups, complete_topics
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import STORE_FORMATS, SchemaFlags, output_option, schema_options, state_dir_option
+from kstool.commands.options import STORE_FORMATS, F, SchemaFlags, output_option, schema_options, state_dir_option
+from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import StartSpec
 from kstool.output import Column, Listing, dumps, emit, warn
 
@@ -21,11 +25,11 @@ ROW_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="r
 
 
 
-_state_dir_option = state_dir_option("Where kstool apps live (their manifests name the formats).")
+_state_dir_option: Callable[[F], F] = state_dir_option("Where kstool apps live (their manifests name the formats).")
 
 
 @click.group()
-def changelog():
+def changelog() -> None:
     """Inspect changelog topics of kstool and Kafka Streams apps."""
 
 
@@ -34,7 +38,7 @@ def changelog():
 @_state_dir_option
 @output_option()
 @pass_globals
-def list_(g: Globals, app_id, state_dir, output):
+def list_(g: Globals, app_id: str | None, state_dir: Path, output: str) -> None:
     """Changelog topics by naming convention, with app id, store, partitions, records, policy."""
     rows = ops.list_changelogs(g.clients(), state_dir, app_id)
     emit(Listing(rows, [Column("topic"), Column("app_id"), Column("store"),
@@ -42,7 +46,7 @@ def list_(g: Globals, app_id, state_dir, output):
                         Column("cleanup_policy")]), output)
 
 
-def _format_options(func):
+def _format_options(func: F) -> F:
     func = schema_options()(func)
     func = click.option("--detect", is_flag=True, help="Guess the layout and formats from the bytes.")(func)
     func = click.option("--value-format", type=STORE_FORMATS, help="Value serde.")(func)
@@ -52,7 +56,8 @@ def _format_options(func):
     return _state_dir_option(func)
 
 
-def _formats(g: Globals, clients, topic, state_dir, key_format, value_format, detect, schema_flags: SchemaFlags):
+def _formats(g: Globals, clients: KafkaClients, topic: str, state_dir: Path, key_format: str | None,
+             value_format: str | None, detect: bool, schema_flags: SchemaFlags) -> Formats:
     return ops.resolve_formats(clients, topic, state_dir, key_format, value_format, detect,
                                schema_flags.options(g.client_config().schema_registry))
 
@@ -62,7 +67,8 @@ def _formats(g: Globals, clients, topic, state_dir, key_format, value_format, de
 @_format_options
 @output_option()
 @pass_globals
-def describe(g: Globals, topic, key_format, value_format, detect, state_dir, schema_flags, output):
+def describe(g: Globals, topic: str, key_format: str | None, value_format: str | None, detect: bool, state_dir: Path,
+             schema_flags: SchemaFlags, output: str) -> None:
     """Per partition: offsets, records, distinct keys, tombstones, records per key,
     timestamps; and the detected layout with its evidence."""
     clients = g.clients()
@@ -83,7 +89,7 @@ def describe(g: Globals, topic, key_format, value_format, detect, state_dir, sch
                          f"({layout['formats']['source']})"]), output)
 
 
-def _position(text: str | None):
+def _position(text: str | None) -> tuple[int | None, int | None]:
     """An offset (digits), or a time (ISO-8601, -1h, or @epoch-ms)."""
     if text is None:
         return None, None
@@ -105,8 +111,9 @@ def _position(text: str | None):
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True)
 @output_option()
 @pass_globals
-def dump(g: Globals, topic, key_format, value_format, detect, state_dir, schema_flags, compact, show_tombstones,
-         key, key_prefix, from_, to, follow, partitions, output):
+def dump(g: Globals, topic: str, key_format: str | None, value_format: str | None, detect: bool, state_dir: Path,
+         schema_flags: SchemaFlags, compact: bool, show_tombstones: bool, key: str | None, key_prefix: str | None,
+         from_: str | None, to: str | None, follow: bool, partitions: tuple[int, ...], output: str) -> None:
     """Decoded records of a changelog topic (or the compacted view)."""
     clients = g.clients()
     formats = _formats(g, clients, topic, state_dir, key_format, value_format, detect, schema_flags)
@@ -135,7 +142,7 @@ def dump(g: Globals, topic, key_format, value_format, detect, state_dir, schema_
                 formats.key.layout == "window" else ""))
 
 
-def _line(row: dict) -> str:
+def _line(row: dict[str, Any]) -> str:
     window = (f" [{row['window_start']}..{row['window_end'] if row['window_end'] is not None else ''}]"
               if row["window_start"] is not None else "")
     value = "<tombstone>" if row["tombstone"] else dumps(row["value"])

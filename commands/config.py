@@ -10,14 +10,14 @@ from kstool.output import Column, Listing, emit
 
 
 @click.group()
-def config():
+def config() -> None:
     """Show the effective configuration."""
 
 
 @config.command()
 @output_option()
 @pass_globals
-def show(g: Globals, output):
+def show(g: Globals, output: str) -> None:
     """Bootstrap servers (and where they came from), the embedded broker profile, and the
     client properties from --command-config and -X. Secrets are masked."""
     doc = g.client_config().describe()

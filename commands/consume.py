@@ -5,9 +5,13 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any, Callable
 
 import click
 
+from kstool.base.documents import RecordEnvelope
 from kstool.base.errors import Interrupted
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
@@ -56,8 +60,9 @@ RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify
               help="kcat-style format: %k key, %s value, %t topic, %p partition, %o offset, "
                    "%T timestamp, %h headers, \\n newline.")
 @pass_globals
-def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_end, max_messages,
-            group, key_format, value_format, schema_flags: SchemaFlags, output, fmt):
+def consume(g: Globals, topic: str, start: str | None, from_time: int | None, to_time: int | None,
+            partitions: tuple[int, ...], exit_at_end: bool, max_messages: int | None, group: str | None,
+            key_format: str, value_format: str, schema_flags: SchemaFlags, output: str | None, fmt: str | None) -> None:
     """Read records from TOPIC (follows new records until Ctrl-C unless -e, -n or --to-time)."""
     if output and fmt:
         raise click.UsageError("use either -o or -f, not both")
@@ -114,7 +119,7 @@ def consume(g: Globals, topic, start, from_time, to_time, partitions, exit_at_en
         info(f"consumed {count} record(s)")
 
 
-def _record_listing(rows: list, output: str) -> Listing:
+def _record_listing(rows: list[RecordEnvelope], output: str) -> Listing:
     """Dead letters get a column of their own; a table shows each error in one line, not its stack
     trace among the headers."""
     if not any("dead_letter" in row for row in rows):
@@ -131,21 +136,21 @@ class _WholeRecords:
     """Ctrl-C while a record is being written takes effect after it, so "interrupted after N
     records" counts exactly the records on stdout, none of them cut."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.writing = self.pending = False
-        self.previous = None
+        self.previous: Callable[[int, FrameType | None], Any] | int | None = None
         self._one = _OneRecord(self)
 
-    def __enter__(self):
+    def __enter__(self) -> _WholeRecords:
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, self._on_interrupt)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
 
-    def _on_interrupt(self, signum, frame) -> None:
+    def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
         if not self.writing:
             raise KeyboardInterrupt
         self.pending = True
@@ -157,13 +162,13 @@ class _WholeRecords:
 class _OneRecord:
     """The scope of writing one record (a class: a generator-made context costs ~1 µs a record)."""
 
-    def __init__(self, whole: _WholeRecords):
+    def __init__(self, whole: _WholeRecords) -> None:
         self.whole = whole
 
     def __enter__(self) -> None:
         self.whole.writing = True
 
-    def __exit__(self, kind, *exc) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self.whole.writing = False
         if self.whole.pending and kind is None:
             raise KeyboardInterrupt
@@ -173,7 +178,7 @@ def _follows(options: ConsumeOptions) -> bool:
     return not options.exit_at_end and options.to_time is None and options.max_messages is None
 
 
-def _line_renderer(output: str | None, fmt: str | None, escape: bool):
+def _line_renderer(output: str | None, fmt: str | None, escape: bool) -> Callable[[Mapping[str, Any]], bytes]:
     """escape: a terminal gets keys and values with their control bytes escaped (a pipe gets the
     bytes as they are)."""
     if output == "jsonl":

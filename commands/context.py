@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kstool.base.timeutil import time_zone
 from kstool.config import ClientConfig, build_client_config
 from kstool.output import show_times_in, warn
+
+if TYPE_CHECKING:
+    from kstool.kafka.client import KafkaClients
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -44,7 +47,7 @@ class Globals:
                      f"(Java client properties librdkafka does not take{hint})")
         return self._config
 
-    def clients(self):
+    def clients(self) -> KafkaClients:
         from kstool.kafka.client import KafkaClients
 
         return KafkaClients(self.client_config())
@@ -53,7 +56,7 @@ class Globals:
 pass_globals = click.make_pass_decorator(Globals, ensure=True)
 
 
-def _store(ctx: click.Context, param: click.Parameter, value):
+def _store(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     if value is None or value == () or value is False:
         return
     g = ctx.find_root().ensure_object(Globals)  # one object, whichever command took the option

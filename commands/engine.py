@@ -19,7 +19,7 @@ from kstool.output import Column, Listing, emit, info
 
 
 @click.group()
-def engine():
+def engine() -> None:
     """A warm Spark engine for this kstool home: `run`, `reprocess` and the checkpoint-backed
     `state` reads use it, and start it when none runs; it stops after an idle time
     (--no-engine or KSTOOL_ENGINE=off: neither use nor start it)."""
@@ -36,8 +36,7 @@ def engine():
               help="The engine's JVM heap, e.g. 4g [default: a quarter of the machine's memory, 1g to 4g].")
 @click.option("--max-parked", type=click.IntRange(min=0), default=DEFAULT_MAX_PARKED, show_default=True,
               help="Apps whose query the engine keeps between --once runs; past it the least recently used stops.")
-def start(master: str, start_timeout: float, idle_timeout: str | None, driver_memory: str | None,
-          max_parked: int) -> None:
+def start(master: str, start_timeout: float, idle_timeout: str | None, driver_memory: str | None, max_parked: int) -> None:
     """Start the engine in the background; prints its pid once it serves."""
     idle_ms = idle_timeout_from_env() if idle_timeout is None else parse_idle_timeout(idle_timeout)
     heap = checked_heap(driver_memory) if driver_memory is not None else None
@@ -47,7 +46,7 @@ def start(master: str, start_timeout: float, idle_timeout: str | None, driver_me
 
 
 @engine.command()
-def stop():
+def stop() -> None:
     """Stop the engine; runs it hosts stop after their current batch."""
     last = client.stop()
     info(f"engine (pid {last['pid']}) stopped" if last["running"] else "the engine is not running")
@@ -55,7 +54,7 @@ def stop():
 
 @engine.command()
 @output_option()
-def status(output: str):
+def status(output: str) -> None:
     """Whether the engine runs: pid, uptime, master, JVM heap, the runs it hosts, the apps whose
     query it keeps parked between --once runs."""
     state = client.status()

@@ -14,14 +14,14 @@ from kstool.output import Column, Listing, emit
 
 
 @click.group()
-def groups():
+def groups() -> None:
     """Consumer groups (= application ids), members, committed offsets and lag."""
 
 
 @groups.command("list")
 @output_option()
 @pass_globals
-def list_(g: Globals, output: str):
+def list_(g: Globals, output: str) -> None:
     """List the groups (consumer groups of both protocols, and Kafka Streams apps' streams groups)
     with their type and state."""
     emit(Listing(ops.list_groups(g.clients()), [Column("group"), Column("type"), Column("state"), Column("simple")]),
@@ -35,7 +35,7 @@ def list_(g: Globals, output: str):
                    "waited (reads one record per lagging partition).")
 @output_option()
 @pass_globals
-def describe(g: Globals, group: str, time_lag: bool, output: str):
+def describe(g: Globals, group: str, time_lag: bool, output: str) -> None:
     """State, members, and per partition the committed offset, log end offset and lag; for a
     streams group also its epochs and each member's active, standby and warm-up tasks."""
     doc = ops.describe_group(g.clients(), group, time_lag)

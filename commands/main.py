@@ -72,7 +72,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "--version", prog_name="kstool")
-def cli():
+def cli() -> None:
     """kstool: a toolbox for Kafka stream jobs.
 
     Run Kafka-Streams-style topologies on Spark, reset applications, inspect changelogs,

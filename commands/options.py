@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, TypeVar, cast
 
 import click
 
@@ -22,22 +23,25 @@ from kstool.schemas.formats import SchemaOptions
 from kstool.schemas.windowed import LAYOUTS as WINDOWED_LAYOUTS
 from kstool.topologies.spec import FLAG, TOPIC, Setting
 
+# a command function, which the decorators here return with its options attached
+F = TypeVar("F", bound=Callable[..., Any])
 
-def gathered(into: str, cls: type, *decorators: Callable[[Any], Any]):
+
+def gathered(into: str, cls: type[Any], *decorators: Callable[[Any], Any]) -> Callable[[F], F]:
     """Click options whose values reach the command as one typed object: keyword `into`,
     cls(**values), cls a dataclass whose fields are the options' names."""
     names = [f.name for f in dataclasses.fields(cls)]
 
-    def decorate(func):
+    def decorate(func: F) -> F:
         @functools.wraps(func)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             kwargs[into] = cls(**{name: kwargs.pop(name) for name in names if name in kwargs})
             return func(*args, **kwargs)
-        return functools.reduce(lambda f, d: d(f), reversed(decorators), wrapper)
+        return cast(F, functools.reduce(lambda f, d: d(f), reversed(decorators), wrapper))
     return decorate
 
 
-class OutputFormat(click.Choice):
+class OutputFormat(click.Choice[str]):
     """-o's formats; an offset there (kcat's -o) gets a hint to --from."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -52,20 +56,21 @@ class OutputFormat(click.Choice):
 
 def output_option(default: str | None = "table", extra: tuple[str, ...] = (), long: str = "--output",
                   dest: str = "output",
-                  help_text: str = "Output format; json is one stable document, jsonl one object per line."):
+                  help_text: str = "Output format; json is one stable document, jsonl one object per line.",
+                  ) -> Callable[[F], F]:
     """-o: every command that shows data takes kstool.output's FORMATS (and maybe its own)."""
     return click.option("-o", long, dest, type=OutputFormat([*extra, *FORMATS]), default=default,
                         show_default=default is not None, help=help_text)
 
 
-def named_argument(name: str, flag_help: str, **argument: Any):
+def named_argument(name: str, flag_help: str, **argument: Any) -> Callable[[F], F]:
     """A command's NAME argument that also takes Kafka's tools' spelling, --NAME VALUE
     (`kafka-topics.sh --describe --topic t`, `kafka-consumer-groups.sh --describe --group g`)."""
     flag = f"{name}_flag"
 
-    def decorate(func):
+    def decorate(func: F) -> F:
         @functools.wraps(func)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             given, spelled = kwargs.get(name), kwargs.pop(flag)
             if given is not None and spelled is not None and given != spelled:
                 raise UsageError(f"give the {name} once: {given!r} or --{name} {spelled!r}")
@@ -73,13 +78,13 @@ def named_argument(name: str, flag_help: str, **argument: Any):
                 raise UsageError(f"missing {name.upper()} (or --{name} {name.upper()})")
             kwargs[name] = given if given is not None else spelled
             return func(*args, **kwargs)
-        wrapper = click.option(f"--{name}", flag, metavar=name.upper(), help=flag_help,
+        flagged = click.option(f"--{name}", flag, metavar=name.upper(), help=flag_help,
                                shell_complete=argument.get("shell_complete"))(wrapper)
-        return click.argument(name, required=False, **argument)(wrapper)
+        return cast(F, click.argument(name, required=False, **argument)(flagged))
     return decorate
 
 
-class StoreValueFormat(click.Choice):
+class StoreValueFormat(click.Choice[str]):
     """A store's value format, or Kafka Streams' wrapper around one: suppress-buffer:FMT (a
     suppression buffer), subscription:FMT (a foreign-key join's subscription store)."""
 
@@ -95,7 +100,7 @@ class StoreValueFormat(click.Choice):
 STORE_FORMATS = StoreValueFormat()
 
 
-class KeyFormat(click.Choice):
+class KeyFormat(click.Choice[str]):
     """A key's format, or Kafka Streams' windowed key around one: windowed:FMT, session:FMT."""
 
     def __init__(self) -> None:
@@ -107,19 +112,22 @@ class KeyFormat(click.Choice):
         return "FMT|windowed:FMT|session:FMT"
 
 
-def record_format_option(part: str, help_text: str):
+def record_format_option(part: str, help_text: str) -> Callable[[F], F]:
     """--key-format / --value-format of the commands that read or write records."""
     kind = KeyFormat() if part == "key" else click.Choice([*RECORD_FORMATS, *SCHEMA_FORMATS])
     return click.option(f"--{part}-format", type=kind, default="string", show_default=True, help=help_text)
 
 
-def state_dir_option(help_text: str = "Where kstool apps live [default: $KSTOOL_HOME/apps]."):
+def state_dir_option(help_text: str = "Where kstool apps live [default: $KSTOOL_HOME/apps].") -> Callable[[F], F]:
     """--state-dir, handed to the command as a resolved Path."""
-    return click.option("--state-dir", type=click.Path(file_okay=False), help=help_text,
-                        callback=lambda ctx, param, value: resolve_state_dir(value))
+    return click.option("--state-dir", type=click.Path(file_okay=False), help=help_text, callback=_resolved_state_dir)
 
 
-def yes_option(what: str):
+def _resolved_state_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> Path:
+    return resolve_state_dir(value)
+
+
+def yes_option(what: str) -> Callable[[F], F]:
     return click.option("--yes", "-y", is_flag=True, help=f"Do not ask before {what}.")
 
 
@@ -134,13 +142,13 @@ def confirm_or_refuse(question: str, yes: bool) -> None:
         raise KstoolError("not confirmed: nothing was changed")
 
 
-class ParsedType(click.ParamType):
+class ParsedType(click.ParamType[int]):
     """A value every command parses alike, in milliseconds; a bad one is click's usage error."""
 
     def __init__(self, name: str, parse: Callable[[str], int]):
         self.name, self.parse = name, parse
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         try:
@@ -154,7 +162,7 @@ TIME = ParsedType("time", parse_time)
 DURATION = ParsedType("duration", parse_duration)
 
 
-def setting_option(setting: Setting, for_describe: bool = False):
+def setting_option(setting: Setting, for_describe: bool = False) -> Callable[[F], F]:
     """A topology setting as a click option (`run NAME`, or `topology describe`)."""
     help_text = (setting.describe_help if for_describe else setting.help) or None
     if setting.kind == FLAG:
@@ -186,7 +194,7 @@ class SchemaFlags:
                              self.register_schemas)
 
 
-def schema_options(writes: bool = False):
+def schema_options(writes: bool = False) -> Callable[[F], F]:
     """--schema-registry, --key-schema, --value-schema, --no-header (and --register-schemas for
     commands that write), for the formats that need a schema (avro, protobuf, jsonschema)."""
     flags = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import IO, Any
 
 import click
 
@@ -35,8 +36,9 @@ from kstool.schemas.formats import record_encoder, schemas_for
 @click.option("--create", is_flag=True, help="Create TOPIC first if it does not exist.")
 @click.option("--partitions", type=click.IntRange(min=1), help="With --create: the new topic's partitions [default: 1].")
 @pass_globals
-def produce(g: Globals, topic, file_, input_format, key_delimiter, key, partition, headers,
-            timestamp, key_format, value_format, schema_flags: SchemaFlags, on_error, create, partitions):
+def produce(g: Globals, topic: str, file_: IO[Any] | None, input_format: str, key_delimiter: str | None,
+            key: str | None, partition: int | None, headers: tuple[str, ...], timestamp: int | None, key_format: str,
+            value_format: str, schema_flags: SchemaFlags, on_error: str, create: bool, partitions: int | None) -> None:
     """Write records to TOPIC from stdin (or --file), one per line."""
     if partitions is not None and not create:
         raise click.UsageError("--partitions is for a topic --create makes")

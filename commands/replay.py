@@ -68,18 +68,24 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--yes", "-y", is_flag=True, help="Allow replaying a topic into itself.")
 @output_option()
 @pass_globals
-def replay(g: Globals, from_topic, from_file, to_topic, dead_letters, from_time, to_time, from_offset, to_offset,
-           partitions, filter_key, key_format, value_format, schema_flags: SchemaFlags, rate, partitioning, now,
-           no_provenance, transactional, dry_run, yes, output):
+def replay(g: Globals, from_topic: str | None, from_file: Path | None, to_topic: str | None, dead_letters: bool,
+           from_time: int | None, to_time: int | None, from_offset: tuple[str, ...], to_offset: tuple[str, ...],
+           partitions: tuple[int, ...], filter_key: str | None, key_format: str, value_format: str,
+           schema_flags: SchemaFlags, rate: str | None, partitioning: str | None, now: bool, no_provenance: bool,
+           transactional: bool, dry_run: bool, yes: bool, output: str) -> None:
     """Copy records for reprocessing: keys, values, headers and timestamps kept, plus
     provenance headers (source topic, partition, offset)."""
     if dead_letters:
         given = {"--from-file": from_file, "--from-offset": from_offset, "--to-offset": to_offset,
                  "--filter-key": filter_key, "--rate": rate, "--keep-partitions/--by-key": partitioning,
                  "--now": now, "--transactional": transactional, "--yes": yes}
+        refused = [flag for flag, value in given.items() if value]
+        if refused:
+            raise UsageError(f"--dead-letters does not take {', '.join(refused)}")
+        if from_topic is None:
+            raise UsageError("--dead-letters needs --from-topic (the dead-letter topic)")
         _replay_dead_letters(g, DeadLetterReplay(
-            from_topic, to_topic, from_time, to_time, list(partitions) or None, not no_provenance, dry_run),
-            [flag for flag, value in given.items() if value], output)
+            from_topic, to_topic, from_time, to_time, list(partitions) or None, not no_provenance, dry_run), output)
         return
     if to_topic is None:
         raise UsageError("replay needs --to-topic (or --dead-letters)")
@@ -115,11 +121,7 @@ def replay(g: Globals, from_topic, from_file, to_topic, dead_letters, from_time,
         info(f"{summary.skipped_by_filter} record(s) did not match --filter-key")
 
 
-def _replay_dead_letters(g: Globals, options: DeadLetterReplay, refused: list[str], output: str) -> None:
-    if refused:
-        raise UsageError(f"--dead-letters does not take {', '.join(refused)}")
-    if options.from_topic is None:
-        raise UsageError("--dead-letters needs --from-topic (the dead-letter topic)")
+def _replay_dead_letters(g: Globals, options: DeadLetterReplay, output: str) -> None:
     if stderr_is_tty():
         from rich.progress import Progress
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from click.core import ParameterSource
 
@@ -13,6 +15,9 @@ from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 from kstool.commands.run import KEPT_SETTINGS, EngineArgs, build_run_options, fail_if_cut_short, once_engine_options, progress_for
 from kstool.engine.daemon.client import run_here_or_in_engine
 from kstool.output import Column, Listing, dumps, emit, format_counts, info, shown_time
+
+if TYPE_CHECKING:
+    from kstool.reprocess.plan import ReprocessPlan
 
 
 @click.command()
@@ -29,8 +34,8 @@ from kstool.output import Column, Listing, dumps, emit, format_counts, info, sho
 @output_option()
 @once_engine_options
 @pass_globals
-def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_partial, dry_run, yes, output,
-              engine: EngineArgs):
+def reprocess(g: Globals, app_id: str, from_time: str | None, to_time: str | None, from_beginning: bool,
+              accept_partial: bool, dry_run: bool, yes: bool, output: str, engine: EngineArgs) -> None:
     """Recompute APP's outputs from a time, as one uninterrupted run would have written them: the
     app goes back to its state just before that time (its checkpoint keeps the history), then
     runs once. Plan first; exit 0 done (or nothing to do), 1 failed or refused, 75 app busy,
@@ -77,7 +82,7 @@ def reprocess(g: Globals, app_id, from_time, to_time, from_beginning, accept_par
     fail_if_cut_short(result.run, "run the same reprocess again to finish it")
 
 
-def _show_plan(plan, output: str, dry_run: bool) -> None:
+def _show_plan(plan: ReprocessPlan, output: str, dry_run: bool) -> None:
     if plan.refusal:
         title = f"reprocess of {plan.app_id} REFUSED, nothing was changed (why: below)"
     elif plan.nothing_to_do:

@@ -14,7 +14,7 @@ from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.reset.apply import apply_plan
 from kstool.reset.offset_spec import build_spec, format_offsets_csv
-from kstool.reset.plan import ResetOptions, build_plan
+from kstool.reset.plan import ResetOptions, ResetPlan, build_plan
 
 
 def _topic_list(values: tuple[str, ...]) -> list[str]:
@@ -46,9 +46,11 @@ def _topic_list(values: tuple[str, ...]) -> list[str]:
 @yes_option("applying the reset (needed when not on a terminal)")
 @output_option()
 @pass_globals
-def reset(g: Globals, app_id, input_topics, intermediate_topics, internal_topics, to_earliest, to_latest,
-          to_offset, to_datetime, by_duration, shift_by, from_file, dry_run, force, state_dir,
-          keep_local_state, export, yes, output):
+def reset(g: Globals, app_id: str, input_topics: tuple[str, ...], intermediate_topics: tuple[str, ...],
+          internal_topics: tuple[str, ...], to_earliest: bool, to_latest: bool, to_offset: int | None,
+          to_datetime: str | None, by_duration: str | None, shift_by: int | None, from_file: str | None,
+          dry_run: bool, force: bool, state_dir: str | None, keep_local_state: bool, export: str | None, yes: bool,
+          output: str) -> None:
     """Reset an application so it reprocesses its input: plan, then commit the new offsets,
     delete its internal topics and its local state (what Kafka's tool leaves to you)."""
     validate_name(app_id)
@@ -76,7 +78,7 @@ def reset(g: Globals, app_id, input_topics, intermediate_topics, internal_topics
         info(f"{step.step}: {step.status}")
 
 
-def _show(plan, output: str, dry_run: bool) -> None:
+def _show(plan: ResetPlan, output: str, dry_run: bool) -> None:
     rows = [c.__dict__ for c in plan.offsets]
     extra = []
     if output == "table":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,20 +15,31 @@ from kstool.checkpoint.location import normalize_location
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
+    F,
     SchemaFlags,
     gathered,
     setting_option,
     state_dir_option,
 )
 from kstool.config import parse_key_values
+from kstool.contract import Topology
 from kstool.engine.daemon.client import run_here_or_in_engine
-from kstool.engine.query.options import BATCH_RECORDS, COMBINED_BATCH_RECORDS, GUARANTEES, ON_DATA_LOSS, STARTING
+from kstool.engine.progress import Progress
+from kstool.engine.query.options import (
+    BATCH_RECORDS,
+    COMBINED_BATCH_RECORDS,
+    GUARANTEES,
+    ON_DATA_LOSS,
+    STARTING,
+    RunOptions,
+    RunSummary,
+)
 from kstool.output import RunReporter, dumps, format_counts, info
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
 
 
-def app_options(func):
+def app_options(func: F) -> F:
     """--app-id, --once and --restore-missing-state, for `run` commands (reprocess names its app
     and always runs once)."""
     func = click.option("--restore-missing-state", is_flag=True,
@@ -121,9 +133,8 @@ engine_options = gathered("engine", EngineArgs, *_RUN_MODE_OPTIONS, *_ENGINE_OPT
 once_engine_options = gathered("engine", EngineArgs, *_ENGINE_OPTIONS)  # reprocess
 
 
-def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
+def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs) -> RunOptions:
     from kstool.engine.io.errors_policy import ErrorPolicy
-    from kstool.engine.query.options import RunOptions
     from kstool.engine.spark.session import SparkOptions
 
     return RunOptions(
@@ -143,14 +154,13 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs):
         settings={name: getattr(engine, name) for name in KEPT_SETTINGS})
 
 
-def progress_for(app_id: str, quiet: bool):
+def progress_for(app_id: str, quiet: bool) -> Progress:
     from kstool.engine.progress import Silent
 
     return Silent() if quiet else RunReporter(app_id)
 
 
-def execute(g: Globals, topology, app_id: str | None, once: bool, restore_missing_state: bool,
-            engine: EngineArgs) -> None:
+def execute(g: Globals, topology: Topology, app_id: str | None, once: bool, restore_missing_state: bool, engine: EngineArgs) -> None:
     from kstool.engine.runtime import run_app
     from kstool.state.restore import run_restoring
 
@@ -170,7 +180,7 @@ def execute(g: Globals, topology, app_id: str | None, once: bool, restore_missin
         fail_if_cut_short(summary, "run the same command to go on from there")
 
 
-def fail_if_cut_short(summary, finish: str) -> None:
+def fail_if_cut_short(summary: RunSummary, finish: str) -> None:
     from kstool.base.errors import Interrupted
     from kstool.engine.stopping import last_stop_signal
 
@@ -179,7 +189,7 @@ def fail_if_cut_short(summary, finish: str) -> None:
 
 
 @click.group(help=f"Run a topology ({', '.join(REGISTRY)}) on Spark, reading and writing Kafka topics.")
-def run():
+def run() -> None:
     pass
 
 
@@ -187,7 +197,7 @@ def topology_command(kind: TopologyType) -> click.Command:
     """`kstool run NAME`: the topology's settings, then the options every run takes."""
 
     def command(g: Globals, app_id: str | None, once: bool, restore_missing_state: bool, engine: EngineArgs,
-                **settings):
+                **settings: Any) -> None:
         for s in kind.settings:
             if s.kind == DURATION and settings[s.name] is not None:
                 settings[s.name] = parse_duration(settings[s.name])

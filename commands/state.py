@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Callable, cast
 
 import click
 
+from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
@@ -15,6 +19,7 @@ from kstool.commands.options import (
     DURATION,
     STORE_FORMATS,
     TIME,
+    F,
     SchemaFlags,
     confirm_or_refuse,
     gathered,
@@ -25,6 +30,7 @@ from kstool.commands.options import (
 from kstool.engine.spark.session import SparkOptions
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.state import query as ops
+from kstool.state.backend import Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend
 from kstool.state.exceptions import KeyNotFoundError
 
@@ -56,21 +62,21 @@ _BATCH_OPTION = click.option("--batch-id", type=click.IntRange(min=0),
                              help="The store as of this committed batch (checkpoint only).")
 
 
-def source_options(with_batch: bool = True):
+def source_options(with_batch: bool = True) -> Callable[[F], F]:
     """The store to read, as one StateSource (schema flags included, for avro changelogs)."""
     gather = gathered("source", ops.StateSource, *_SOURCE_OPTIONS, *([_BATCH_OPTION] if with_batch else []))
 
-    def decorate(func):
+    def decorate(func: F) -> F:
         @functools.wraps(func)
-        def with_schemas(*args, source: ops.StateSource, schema_flags: SchemaFlags, **kwargs):
+        def with_schemas(*args: Any, source: ops.StateSource, schema_flags: SchemaFlags, **kwargs: Any) -> Any:
             configured = click.get_current_context().ensure_object(Globals).client_config().schema_registry
             return func(*args, source=dataclasses.replace(source, schemas=schema_flags.options(configured)),
                         **kwargs)
-        return gather(schema_options()(with_schemas))
+        return cast(F, gather(schema_options()(with_schemas)))
     return decorate
 
 
-def _open(g: Globals, source: ops.StateSource):
+def _open(g: Globals, source: ops.StateSource) -> tuple[StateBackend, StoreSpec | None]:
     source = dataclasses.replace(source, spark=SparkOptions(master="local[1]", debug=g.debug))
     needs_kafka = source.from_changelog or source.changelog_topic
     backend, store = ops.open_backend(g.clients() if needs_kafka else None, source)
@@ -80,12 +86,12 @@ def _open(g: Globals, source: ops.StateSource):
     return backend, store
 
 
-def _emit(entries, output):
+def _emit(entries: Iterable[Entry], output: str) -> None:
     emit(Listing([e.to_dict() for e in entries], ENTRY_COLUMNS), output)
 
 
 @click.group()
-def state():
+def state() -> None:
     """Query state stores from outside the app (read-only; safe while it runs), or restore
     them from their changelogs."""
 
@@ -97,7 +103,7 @@ def state():
 @click.option("--yes", is_flag=True, help="Replace the checkpoint without asking (scripts).")
 @output_option()
 @pass_globals
-def restore(g: Globals, app_id, state_dir, dry_run, yes, output):
+def restore(g: Globals, app_id: str, state_dir: Path, dry_run: bool, yes: bool, output: str) -> None:
     """Rebuild APP's state from its changelog topics (after its checkpoint's state was lost):
     replaces the checkpoint; the next run seeds the stores, then goes on from the group's offsets."""
     from kstool.state.restore import apply_restore, plan_restore
@@ -122,7 +128,7 @@ def restore(g: Globals, app_id, state_dir, dry_run, yes, output):
 @click.option("--app-id", required=True, shell_complete=complete_apps)
 @state_dir_option()
 @output_option()
-def stores(app_id, state_dir, output):
+def stores(app_id: str, state_dir: Path, output: str) -> None:
     """The app's stores: kind, Spark operator and store, partitions, formats, batches, changelog."""
     rows = ops.list_stores(state_dir, app_id)
     emit(Listing(rows, [Column("store"), Column("kind"), Column("spark_operator", "OPERATOR"),
@@ -136,7 +142,7 @@ def stores(app_id, state_dir, output):
 @source_options()
 @output_option()
 @pass_globals
-def get(g: Globals, keys, output, source: ops.StateSource):
+def get(g: Globals, keys: tuple[str, ...], output: str, source: ops.StateSource) -> None:
     """Values of KEY...; a missing key prints "not found" and exits 1."""
     backend, store = _open(g, source)
     wanted = [ops.typed_key(k, source, store) for k in keys]
@@ -155,7 +161,7 @@ def get(g: Globals, keys, output, source: ops.StateSource):
 @source_options()
 @output_option()
 @pass_globals
-def range_(g: Globals, low, high, output, source: ops.StateSource):
+def range_(g: Globals, low: str | None, high: str | None, output: str, source: ops.StateSource) -> None:
     """Entries with keys from --from to --to (inclusive), in key order."""
     backend, store = _open(g, source)
     entries = ops.key_range(backend.entries(), None if low is None else ops.typed_key(low, source, store),
@@ -168,7 +174,7 @@ def range_(g: Globals, low, high, output, source: ops.StateSource):
 @source_options()
 @output_option()
 @pass_globals
-def all_(g: Globals, limit, output, source: ops.StateSource):
+def all_(g: Globals, limit: int | None, output: str, source: ops.StateSource) -> None:
     """Every entry, in key order."""
     backend, _ = _open(g, source)
     entries = backend.entries()
@@ -179,7 +185,7 @@ def all_(g: Globals, limit, output, source: ops.StateSource):
 @source_options()
 @output_option()
 @pass_globals
-def count(g: Globals, output, source: ops.StateSource):
+def count(g: Globals, output: str, source: ops.StateSource) -> None:
     """The number of entries."""
     backend, _ = _open(g, source)
     n = len(backend.entries())
@@ -193,10 +199,10 @@ def count(g: Globals, output, source: ops.StateSource):
 @source_options()
 @output_option()
 @pass_globals
-def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
+def fetch(g: Globals, key: str, time_from: int | None, time_to: int | None, output: str, source: ops.StateSource) -> None:
     """Window and session stores: KEY's windows or sessions in a time range."""
     backend, store = _open(g, source)
-    kind = store.kind if store else backend.formats.key.layout
+    kind = store.kind if store else cast(ChangelogBackend, backend).formats.key.layout  # only --changelog-topic has no store
     every, wanted = backend.entries(), ops.typed_key(key, source, store)
     entries = list(ops.fetch(every, wanted, time_from, time_to, kind))
     if entries or output != "table":
@@ -217,7 +223,7 @@ def fetch(g: Globals, key, time_from, time_to, output, source: ops.StateSource):
 @source_options(with_batch=False)
 @output_option()
 @pass_globals
-def changes(g: Globals, from_batch, to_batch, output, source: ops.StateSource):
+def changes(g: Globals, from_batch: int, to_batch: int | None, output: str, source: ops.StateSource) -> None:
     """The change feed: per committed batch, the keys that changed and their new values."""
     if to_batch is not None and to_batch < from_batch:
         raise UsageError(f"--to-batch {to_batch} is before --from-batch {from_batch}")

@@ -13,7 +13,7 @@ from kstool.output import Column, Listing, emit, info, plural
 
 
 @click.group()
-def topics():
+def topics() -> None:
     """List, describe, create and delete topics."""
 
 
@@ -21,7 +21,7 @@ def topics():
 @click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets...).")
 @output_option()
 @pass_globals
-def list_(g: Globals, internal: bool, output: str):
+def list_(g: Globals, internal: bool, output: str) -> None:
     """List topics with partition counts."""
     rows = ops.list_topics(g.clients(), include_internal=internal)
     emit(Listing(rows, [Column("topic"), Column("partitions", justify="right"),
@@ -32,7 +32,7 @@ def list_(g: Globals, internal: bool, output: str):
 @named_argument("topic", "The same as TOPIC (kafka-topics.sh's spelling).", shell_complete=complete_topics)
 @output_option()
 @pass_globals
-def describe(g: Globals, topic: str, output: str):
+def describe(g: Globals, topic: str, output: str) -> None:
     """Partitions, leaders, watermarks, record counts and configs of TOPIC."""
     doc = ops.describe_topic(g.clients(), topic)
     configs = [{"name": k, "value": v} for k, v in doc["configs"].items()]
@@ -55,7 +55,7 @@ def describe(g: Globals, topic: str, output: str):
 @click.option("-r", "--replication-factor", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable).")
 @pass_globals
-def create(g: Globals, topic: str, partitions: int, replication_factor: int, configs):
+def create(g: Globals, topic: str, partitions: int, replication_factor: int, configs: tuple[str, ...]) -> None:
     """Create TOPIC."""
     opts = ops.CreateTopicOptions(topic, partitions, replication_factor,
                                   parse_key_values(configs, "--config"))
@@ -68,7 +68,7 @@ def create(g: Globals, topic: str, partitions: int, replication_factor: int, con
 @yes_option("deleting")
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted.")
 @pass_globals
-def delete(g: Globals, names, yes: bool, dry_run: bool):
+def delete(g: Globals, names: tuple[str, ...], yes: bool, dry_run: bool) -> None:
     """Delete topics (all records in them are lost)."""
     clients = g.clients()
     clients.require_topics(list(names))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import IO, Any
 
 import click
 
@@ -11,7 +12,7 @@ from kstool.apps import describe as ops
 from kstool.apps.kafka_streams import stored_topology
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import output_option, setting_option
+from kstool.commands.options import F, output_option, setting_option
 from kstool.output import Column, Listing, emit, info, render_topology, stdout_is_tty
 from kstool.topologies import NAMES, REGISTRY, diagram, from_manifest
 from kstool.topologies.describe_text import parse_describe
@@ -21,11 +22,11 @@ DIAGRAMS = ("dot", "mermaid", *diagram.RENDERED)
 
 
 @click.group()
-def topology():
+def topology() -> None:
     """Describe topologies (sub-topologies, nodes, stores, Spark plan)."""
 
 
-def _describe_options(func):
+def _describe_options(func: F) -> F:
     """--input, --output, and each topology's settings that shape what describe shows."""
     offered: dict[str, Setting] = {}
     for kind in REGISTRY.values():
@@ -54,8 +55,9 @@ def _describe_options(func):
                          "csv: one row per node; dot, mermaid: a diagram's source; svg, png: the diagram "
                          "(Graphviz: dot, or graphviz-pure).")
 @pass_globals
-def describe(g: Globals, name, app_id, from_file, streams_group, input_topic, output_topic, spark_plan, fmt,
-             **settings):
+def describe(g: Globals, name: str | None, app_id: str | None, from_file: IO[Any] | None,
+             streams_group: str | None, input_topic: str, output_topic: str, spark_plan: bool, fmt: str,
+             **settings: Any) -> None:
     """Print NAME's topology, an app's (--app-id), or a Kafka Streams app's (--from-file, --group):
     sub-topologies with source, processor and sink nodes, and stores (join: --input is the left
     topic and the right one is <right>)."""
@@ -68,11 +70,13 @@ def describe(g: Globals, name, app_id, from_file, streams_group, input_topic, ou
         doc = parse_describe(from_file.read(), origin, app_id)
     else:
         manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
-        if manifest is None and name is None:
+        if manifest is not None and app_id is not None:
+            topo, label = from_manifest(manifest), app_id
+        elif name is not None:
+            topo, label = REGISTRY[name].for_describe(input_topic, output_topic, settings), app_id or name
+        else:
             raise click.UsageError("give a topology NAME, --app-id of an existing app, --from-file or --group")
-        topo = (from_manifest(manifest) if manifest is not None
-                else REGISTRY[name].for_describe(input_topic, output_topic, settings))
-        doc = ops.describe_topology(topo, app_id or name, spark_plan, g.debug)
+        doc = ops.describe_topology(topo, label, spark_plan, g.debug)
     if fmt in DIAGRAMS:
         _draw(doc, fmt)
     elif fmt == "text":
@@ -86,7 +90,7 @@ def describe(g: Globals, name, app_id, from_file, streams_group, input_topic, ou
                             Column("topics"), Column("stores"), Column("successors")], document=doc), fmt)
 
 
-def _draw(doc: dict, fmt: str) -> None:
+def _draw(doc: dict[str, Any], fmt: str) -> None:
     source = diagram.to_mermaid(doc) if fmt == "mermaid" else diagram.to_dot(doc)
     if fmt not in diagram.RENDERED:
         click.echo(source, nl=False)

@@ -296,7 +296,7 @@ def warn(message: str) -> None:
 _FORMAT_TOKEN = re.compile(r"%[kstpoThKS%]|\\[nt\\]")
 
 
-def compile_record_format(fmt: str, escape: bool = False):
+def compile_record_format(fmt: str, escape: bool = False) -> Callable[[Mapping[str, Any]], bytes]:
     """kcat-style record format: %k key, %s value, %t topic, %p partition, %o offset,
     %T timestamp (ms), %h headers (k=v,...), %K / %S key / value length, %% a percent sign,
     and the escapes \\n \\t \\\\. Returns a function (envelope) -> bytes: raw keys and
@@ -311,7 +311,7 @@ def compile_record_format(fmt: str, escape: bool = False):
         pos = match.end()
     parts.append(fmt[pos:].encode("utf-8"))
 
-    def render(env: dict) -> bytes:
+    def render(env: Mapping[str, Any]) -> bytes:
         return b"".join(p if isinstance(p, bytes) else p(env) for p in parts)
     return render
 
