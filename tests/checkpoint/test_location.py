@@ -97,16 +97,17 @@ def test_a_location_that_holds_other_files_is_not_deleted_by_reset(kafka, spark,
 
 def test_hadoop_file_systems_read_the_same_checkpoint(kafka, spark, topic_name, tmp_path):
     from kstool.checkpoint.files import HadoopCheckpoint
+    from kstool.engine.spark.session import start_local_spark
 
     shared = tmp_path / "ckpt"
     _one_batch_app(kafka, topic_name, shared)
-    local, hadoop = LocalCheckpoint("", shared), HadoopCheckpoint(shared.as_uri())
+    local, hadoop = LocalCheckpoint("", shared), HadoopCheckpoint(shared.as_uri(), start_local_spark)
     assert committed_batches(hadoop) == committed_batches(local) == [0]
     assert hadoop.read_text("offsets/0") == local.read_text("offsets/0")
     assert hadoop.exists("metadata") and not hadoop.exists("no-such-file")
 
     with pytest.raises(CheckpointLocationError, match="No FileSystem for scheme"):
-        HadoopCheckpoint("nosuchfs://host/ckpt").exists()
+        HadoopCheckpoint("nosuchfs://host/ckpt", start_local_spark).exists()
 
 
 @pytest.mark.parametrize("location", ["nosuchfs://host/ckpt", "/proc/kstool-ckpt"])

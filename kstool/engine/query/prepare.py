@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import cast
 
-from kstool.application.exceptions import IncompatibleRunError
 from kstool.application.model import (
     STATE_LAYOUT_OWNER_SHARDS,
     AppPaths,
@@ -21,19 +20,6 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.topics import CreateTopicOptions, ensure_topic
 
 DAY_MS = 86_400_000
-
-
-def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
-    """The run's checkpoint URI: where the app has it (None: its folder), else as given; a
-    checkpoint is not moved by giving another location."""
-    existing = load_manifest(paths)
-    if existing is None:
-        return given
-    if given is not None and given != existing.checkpoint_location:
-        raise IncompatibleRunError(
-            f"app {existing.app_id!r} keeps its checkpoint at {existing.checkpoint_location or 'its folder'}, "
-            f"not {given}; drop --checkpoint-location, or `kstool reset --app-id {existing.app_id}` to start over")
-    return existing.checkpoint_location
 
 
 def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,

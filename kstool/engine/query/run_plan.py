@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kstool.application.exceptions import StateLayoutError, StateMissingError
+from kstool.application.exceptions import IncompatibleRunError, StateLayoutError, StateMissingError
 from kstool.application.model import (
     STATE_LAYOUT_OWNER_SHARDS,
     STATE_LAYOUT_SHARDS,
@@ -27,9 +27,9 @@ from kstool.engine.failures import state_missing_remedy
 from kstool.engine.progress import Progress
 from kstool.engine.query import parking
 from kstool.engine.query.options import RunOptions
-from kstool.engine.query.prepare import checkpoint_location, prepare
+from kstool.engine.query.prepare import prepare
 from kstool.engine.query.seed import Seed, plan_seed
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine.spark.session import run_session, start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import SETTLE_S, commit_offsets, starting_offsets
 from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
@@ -45,17 +45,6 @@ class RunPlan:
     seed: Seed | None  # a restore's: what the first batch puts back in the stores
     parked_queries: parking.ParkedQueries | None  # the engine's, when this run parks its query there
 
-    def start_spark(self):
-        return start_spark(self.options, self.paths)
-
-
-def start_spark(options: RunOptions, paths: AppPaths):
-    """The run's Spark session (on the JVM a first call started, when there was one)."""
-    from kstool.engine.spark.session import build_session
-
-    spark, _ = build_session(options.spark, app_name=f"kstool-{options.app_id}", log_file=paths.spark_log)
-    return spark
-
 
 def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
              progress: Progress) -> RunPlan:
@@ -65,7 +54,7 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     checkpoint = open_checkpoint(checkpoint_uri(paths, location), start_spark=start_local_spark)
     if location is not None and local_path(location) is None:
         # Hadoop's file systems are read through Spark's JVM: start it before anything changes
-        start_spark(options, paths)
+        run_session(options.spark, options.app_id, paths.spark_log)
     checkpoint.check_usable()
     if location is not None or options.spark.master.startswith("local"):  # what executors see
         _check_state(checkpoint, options.app_id)
@@ -87,6 +76,19 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     # a restore's first batch is special: not parked (nor is one parked for the app: a restore frees them)
     parked_queries = parking.parked_queries() if seed is None and may_park(options) else None
     return RunPlan(options, paths, checkpoint, manifest, partitions, seed, parked_queries)
+
+
+def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
+    """The run's checkpoint URI: where the app has it (None: its folder), else as given; a
+    checkpoint is not moved by giving another location."""
+    existing = load_manifest(paths)
+    if existing is None:
+        return given
+    if given is not None and given != existing.checkpoint_location:
+        raise IncompatibleRunError(
+            f"app {existing.app_id!r} keeps its checkpoint at {existing.checkpoint_location or 'its folder'}, "
+            f"not {given}; drop --checkpoint-location, or `kstool reset --app-id {existing.app_id}` to start over")
+    return existing.checkpoint_location
 
 
 def _layout_needed(topology: TaskTopology) -> int:

@@ -59,7 +59,7 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
 
 def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progress: Progress):
     from kstool.engine.query.shuffle import shuffle_partitions_for
-    from kstool.engine.spark.session import checkpoint_conf
+    from kstool.engine.spark.session import checkpoint_conf, run_session
 
     options = plan.options
     started = time.monotonic()
@@ -70,7 +70,7 @@ def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progres
                                             else plan.partitions)
     for key, value in checkpoint_conf(local_path(plan.checkpoint.uri) is not None).items():
         options.spark.conf.setdefault(key, value)  # a --conf given for it wins
-    spark = plan.start_spark()
+    spark = run_session(options.spark, options.app_id, plan.paths.spark_log)
     if options.history_batches:  # read when the query starts: its offsets, commits and state versions
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(options.history_batches))
     if plan.parked_queries is not None:  # every trigger that finds nothing to do reports it: how a run knows it is done

@@ -84,6 +84,12 @@ def _quiet_pyspark_loggers() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
+def run_session(options: SparkOptions, app_id: str, log_file: Path):
+    """A run's Spark session (on the JVM a first call started, when there was one)."""
+    spark, _ = build_session(options, app_name=f"kstool-{app_id}", log_file=log_file)
+    return spark
+
+
 def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None):
     """Return (spark, owned). Starts Spark unless a SparkContext is already active in this
     process (tests share one), in which case a new session on it gets this run's SQL settings
