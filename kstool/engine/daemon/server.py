@@ -236,6 +236,13 @@ def _listen(paths: EnginePaths) -> socket.socket:
     return server
 
 
+def _socket_is(paths: EnginePaths, inode: int) -> bool:
+    try:
+        return paths.socket.stat().st_ino == inode
+    except FileNotFoundError:
+        return False
+
+
 # an engine that has stopped serving holds its lock until its process has ended (Spark's stop,
 # exit handlers): a new engine started right then waits that long rather than give up
 LOCK_WAIT_S = 10.0
@@ -270,6 +277,7 @@ def serve(settings: EngineSettings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.shut_down())
     server = _listen(paths)
+    listening = paths.socket.stat().st_ino
     engine.used()  # idle from now: the session's start is not idle time
     write_private_text(paths.pid_file, str(os.getpid()))
     _log.info("engine %s ready on %s (master %s, stops after %s idle)", os.getpid(), paths.socket, settings.master,
@@ -279,6 +287,10 @@ def serve(settings: EngineSettings) -> int:
         while not engine.closing.is_set():
             if settings.idle_timeout_ms and engine.idle_s() * 1000 > settings.idle_timeout_ms:
                 _log.info("idle for %s: stopping", settings.idle_text())
+                engine.shut_down()
+                break
+            if not _socket_is(paths, listening):  # no kstool command can find it any more
+                _log.info("its socket %s is gone (the kstool home deleted?): stopping", paths.socket)
                 engine.shut_down()
                 break
             try:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from kstool.base.processes import pid_alive
 from tests.conftest import KSTOOL, cli_subprocess, home_sharing_jvm_archive
 from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, read_all, wait_until
 from tests.oracles import word_counts as oracle
@@ -102,6 +104,17 @@ def test_an_idle_engine_stops_by_itself_and_the_next_run_starts_another(kafka, h
     assert _status()["pid"] != first["pid"]
     # (an engine killed, its socket left behind: test_engine's last test)
     assert _counts(kafka, app) == dict(oracle(LINES[:80]))
+
+
+def test_an_engine_whose_kstool_home_is_deleted_stops_with_its_jvm(home):
+    """No kstool command can find such an engine (its socket is gone): it must not run on for its
+    idle timeout (30 minutes) holding a JVM."""
+    assert cli_subprocess("engine", "start", timeout=300).exit_code == 0
+    pid = _status()["pid"]
+    jvms = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    assert jvms  # Spark's JVM, started by the engine
+    shutil.rmtree(home)
+    wait_until(lambda: not any(pid_alive(p) for p in [pid, *jvms]), "the engine of a deleted home to stop")
 
 
 def test_two_commands_racing_to_start_an_engine_end_with_one(kafka, home, topic_name):

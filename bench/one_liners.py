@@ -1,0 +1,121 @@
+"""kstool's one-liners beside kcat: `python -m bench.one_liners` (not CI).
+
+On a broker of its own, the same records for each (a topic of `--records` keyed records over 2
+partitions, written in large batches), in the same run, each the whole command into /dev/null:
+`kstool consume -e -o jsonl` against `kcat -C -e -J`, `kstool consume -e -f '%k %s\\n'` against
+`kcat -C -e -f '%k %s\\n'`, and `kstool produce` of `--lines` text lines against `kcat -P` (each
+read back and counted), each beside the raw confluent-kafka loop (the floor). Writes
+bench/results/one-liners-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+from contextlib import ExitStack
+
+from confluent_kafka import Producer
+
+from bench.brokers import add_broker_option, bench_broker
+from bench.load import create_topic, keyed_records, load
+from bench.measure import scratch_dir
+from bench.runs import KSTOOL, ROOT, ceiling, machine
+
+FORMAT = "%k %s\\n"
+TARGETS = {"consume_jsonl": 1.0, "consume_format": 1.0, "produce": 0.8}  # kstool's throughput / kcat's
+
+
+def _timed(args: list[str], env: dict, stdin: bytes | None = None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(args, env=env, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed: {done.stderr.decode(errors='replace').strip()}")
+    return seconds
+
+
+def _count(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count"})
+    partitions = consumer.list_topics(topic).topics[topic].partitions
+    marks = [consumer.get_watermark_offsets(TopicPartition(topic, p)) for p in partitions]
+    consumer.close()
+    return sum(high - low for low, high in marks)
+
+
+def _raw_produce(bootstrap: str, topic: str, lines: list[bytes]) -> float:
+    started = time.perf_counter()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for line in lines:
+        while True:
+            try:
+                producer.produce(topic, value=line)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+    return time.perf_counter() - started
+
+
+def _rate(records: int, seconds: float) -> dict:
+    return {"seconds": round(seconds, 2), "records_per_s": round(records / seconds)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=5_000_000)
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    add_broker_option(parser)
+    options = parser.parse_args()
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        raise SystemExit("kcat is not installed (Debian: apt-get install kcat)")
+    env = {**os.environ, "KSTOOL_HOME": scratch_dir("kstool-bench-one-liners-"), "KSTOOL_ENGINE": "off"}
+    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    with ExitStack() as stack:
+        bootstrap = stack.enter_context(bench_broker(options.broker, env))
+        create_topic(bootstrap, "records", 2)
+        load(bootstrap, "records", keyed_records(options.records), 2)
+        n = options.records
+        consume = {
+            "raw_confluent_kafka_loop": ceiling(bootstrap, "records", 2, n),
+            "kcat_json": _rate(n, _timed([kcat, "-b", bootstrap, "-C", "-t", "records", "-e", "-q", "-J"], env)),
+            "kstool_jsonl": _rate(n, _timed([*KSTOOL, "consume", "records", "-e", "-o", "jsonl"], env)),
+            "kcat_format": _rate(n, _timed([kcat, "-b", bootstrap, "-C", "-t", "records", "-e", "-q", "-f", FORMAT],
+                                           env)),
+            "kstool_format": _rate(n, _timed([*KSTOOL, "consume", "records", "-e", "-f", FORMAT], env)),
+        }
+        lines = [b"line-%d some words here" % i for i in range(options.lines)]
+        data = b"\n".join(lines) + b"\n"
+        for topic in ("by-kstool", "by-kcat", "by-loop"):
+            create_topic(bootstrap, topic, 2)
+        produce = {
+            "raw_confluent_kafka_loop": _rate(len(lines), _raw_produce(bootstrap, "by-loop", lines)),
+            "kcat": _rate(len(lines), _timed([kcat, "-b", bootstrap, "-P", "-t", "by-kcat"], env, data)),
+            "kstool": _rate(len(lines), _timed([*KSTOOL, "produce", "by-kstool"], env, data)),
+        }
+        read_back = {topic: _count(bootstrap, topic) for topic in ("by-kstool", "by-kcat", "by-loop")}
+    ratios = {"consume_jsonl": consume["kstool_jsonl"]["records_per_s"] / consume["kcat_json"]["records_per_s"],
+              "consume_format": consume["kstool_format"]["records_per_s"] / consume["kcat_format"]["records_per_s"],
+              "produce": produce["kstool"]["records_per_s"] / produce["kcat"]["records_per_s"]}
+    report = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(options.broker),
+              "records": n, "lines": len(lines), "consume": consume, "produce": produce, "read_back": read_back,
+              "ratios_to_kcat": {k: round(v, 2) for k, v in ratios.items()},
+              "targets": TARGETS, "met": {k: ratios[k] >= TARGETS[k] for k in TARGETS}}
+    out = ROOT / "bench" / "results" / f"one-liners-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    for step, figures in (("consume", consume), ("produce", produce)):
+        for who, rate in figures.items():
+            print(f"{step:8} {who:26} {rate['records_per_s']:>10,} records/s ({rate['seconds']} s)")
+    for name, ratio in ratios.items():
+        print(f"{name:15} {ratio:.2f}x kcat (target >= {TARGETS[name]}x: {'met' if ratio >= TARGETS[name] else 'MISSED'})")
+    print(f"read back: {read_back}; written: {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
