@@ -59,17 +59,23 @@ def kind(pid: int) -> str:
                  "jvm_reaper"):
         if name in text:
             return name
-    return Path(args[0].decode(errors="replace")).name
+    return Path(args[0].decode(errors="replace")).name or "other"
 
 
 def idle_cost(engine_pid: int, seconds: float) -> dict:
     before = tree(engine_pid)
     time.sleep(seconds)
     after = tree(engine_pid)
-    used = sum(ticks - before[pid][0] for pid, (ticks, _) in after.items() if pid in before)
-    return {"idle_s": seconds, "cpu_share_of_one_core": round(used / TICKS / seconds, 4),
-            "resident_mb": round(sum(rss for _, rss in after.values()) / 2**20),
-            "processes": dict(Counter(kind(pid) for pid in after))}
+    kinds = {pid: kind(pid) for pid in after}
+    used: Counter[str] = Counter()
+    resident: Counter[str] = Counter()
+    for pid, (ticks, rss) in after.items():
+        used[kinds[pid]] += ticks - before.get(pid, (ticks, 0))[0]
+        resident[kinds[pid]] += rss
+    return {"idle_s": seconds, "cpu_share_of_one_core": round(sum(used.values()) / TICKS / seconds, 4),
+            "resident_mb": round(sum(resident.values()) / 2**20), "processes": dict(Counter(kinds.values())),
+            "cpu_share_by_process": {name: round(n / TICKS / seconds, 4) for name, n in used.items()},
+            "resident_mb_by_process": {name: round(n / 2**20) for name, n in resident.items()}}
 
 
 def _feed(bootstrap: str, topic: str) -> None:
@@ -117,6 +123,7 @@ def main() -> None:
     for name, figures in (("no app parked", empty), (f"{len(parked)} apps parked", loaded)):
         print(f"{name:16} {figures['cpu_share_of_one_core'] * 100:5.1f}% of a core, {figures['resident_mb']} MB "
               f"resident, processes {figures['processes']}")
+        print(f"{'':16} CPU by process {figures['cpu_share_by_process']}, MB {figures['resident_mb_by_process']}")
     print(f"written: {out.relative_to(ROOT)}")
 
 

@@ -17,6 +17,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from kstool.checkpoint.logs import FIRST_BATCH_MARKER
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.engine.io.combining import combined, combiner_of
+from kstool.engine.io.gate import wait_for_gate
 from kstool.engine.io.range_reader import SCHEMA, OffsetRange, compacted, keyed, read_range, value_json_decoder_for
 from kstool.engine.io.source_options import (
     CLIENT_CONFIG_FILE_OPTION,
@@ -34,6 +35,11 @@ from kstool.engine.io.source_options import (
     read_client_config,
 )
 from kstool.kafka.client import KafkaClients
+
+# a parked query whose gate is shut: how long a trigger waits for a run to open it, so that Spark's
+# trigger loop turns every few seconds instead of every PARK_TRIGGER_MS (each turn cost the
+# engine's JVM and the source's process ~1% of a core per parked query a second)
+GATE_WAIT_S = 30.0
 
 
 class KafkaDataSource(DataSource):
@@ -109,7 +115,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Offsets, limit) -> Offsets:
         if self.gate is not None:
-            gate = _read_gate(self.gate)
+            gate = wait_for_gate(self.gate, GATE_WAIT_S)
             if gate is None:
                 return start  # parked: no run asks for anything, and Kafka is not asked either
             self._target = gate
@@ -212,14 +218,6 @@ def changelog_ranges(clients: KafkaClients, topics: list[str]) -> list[OffsetRan
     found = clients.require_topics(topics)
     marks = clients.watermarks([(t, p) for t in topics for p in found[t]])
     return [OffsetRange(t, p, low, high, restore=True) for (t, p), (low, high) in sorted(marks.items())]
-
-
-def _read_gate(path: str) -> dict[tuple[str, int], int] | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return flatten_offsets(json.load(f))
-    except FileNotFoundError:
-        return None
 
 
 def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:

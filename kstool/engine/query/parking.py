@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kstool.base.home import write_private_text
 from kstool.checkpoint.logs import last_committed_batch
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import query_failure
+from kstool.engine.io import gate as gates
 from kstool.engine.query.batches import account, progress_since, ran_a_batch
 from kstool.engine.stopping import stop_request
 
@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # the lock's hook loads this module wherever an app is taken:
     from kstool.kafka.client import KafkaClients
 
 _log = logging.getLogger("kstool.engine")
-# how often a parked query looks at its gate: the wait a run adds before its batch starts
+# a parked query's trigger interval: how soon after a batch the next one starts (with its gate
+# shut, a trigger waits for it to open: kstool.engine.io.source.GATE_WAIT_S)
 PARK_TRIGGER_MS = 100
 
 
@@ -56,18 +57,22 @@ class ParkedQuery:
     def open_gate(self, target: dict[str, dict[str, int]]) -> int:
         """Ask for everything up to `target`; returns the time (epoch ms) after which a trigger
         sees it."""
-        write_private_text(self.gate, json.dumps(target))
+        gates.open_gate(self.gate, target)
         return int(time.time() * 1000) + 1
 
     def shut_gate(self) -> None:
-        self.gate.unlink(missing_ok=True)
+        gates.shut_gate(self.gate)
+
+    def close_gate(self) -> None:
+        gates.close_gate(self.gate)
 
     def stop(self) -> None:
-        self.shut_gate()
+        self.close_gate()  # a trigger waiting at the gate lets go of the query at once
         try:
             self.query.stop()
         except Exception:
             pass  # it failed or stopped already: nothing is running
+        self.shut_gate()
 
 
 class ParkedQueries:
@@ -166,7 +171,7 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
                 except Exception:
                     pass  # failed (query.exception() below says why): its last batches are still accounted
                 if stop.is_set() and not summary.stopped_by_signal:
-                    parked.shut_gate()  # the next trigger finds nothing to do
+                    parked.close_gate()  # the next trigger finds nothing to do
                     summary.stopped_by_signal = True
                     progress.message("stopping after the current batch")
                 for batch_progress in progress_since(query, last_ran):
