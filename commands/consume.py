@@ -7,7 +7,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 import click
 
@@ -36,6 +36,8 @@ from kstool.schemas.formats import record_decoder, schemas_for
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", kind="time"), Column("key"), Column("value"),
                   Column("headers")]
+# records rendered before each write to stdout (a follow writes each as it comes)
+WRITE_EVERY = 1000
 
 
 @click.command()
@@ -96,13 +98,17 @@ def consume(g: Globals, topic: str, start: str | None, from_time: int | None, to
             live = _follows(options)  # a follow prints each record as it comes
             if live and stderr_is_tty():
                 info("following new records (-e stops at the end; Ctrl-C quits)")
+            lines: list[bytes] = []  # written together: a write per record cost a system call each
             with whole:
-                for env in envelopes:
-                    with whole.record():
-                        out.write(render(env))
-                        count += 1
-                    if live:
-                        out.flush()
+                try:
+                    for env in envelopes:
+                        with whole.record():
+                            lines.append(render(env))
+                            count += 1
+                        if live or len(lines) >= WRITE_EVERY:
+                            whole.write(out, lines)
+                finally:  # every record counted is on stdout, also when cut short
+                    whole.write(out, lines)
     except KeyboardInterrupt:
         if not _follows(options):  # a cut dump must not look complete
             printed = "" if output not in ("json", "csv", "table") else ", none printed"
@@ -157,6 +163,16 @@ class _WholeRecords:
 
     def record(self) -> "_OneRecord":
         return self._one
+
+    def write(self, out: BinaryIO, lines: list[bytes]) -> None:
+        """Rendered records, taken from `lines` and written whole: Ctrl-C waits for the write,
+        which a signal may cut short (an unbuffered stdout writes what it can: the rest follows)."""
+        with self._one:
+            data = memoryview(b"".join(lines))
+            lines.clear()
+            while data:
+                data = data[out.write(data):]
+            out.flush()
 
 
 class _OneRecord:

@@ -94,8 +94,13 @@ def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
 
 
+# one encoder for every document and line: json.dumps makes a new one per call, which a record
+# stream of `consume -o jsonl` paid per record
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT_JSON.encode(obj)
 
 
 def _cell(value: Any) -> str:
