@@ -3,7 +3,7 @@
 Every query start costs Spark 1-3 s before its first batch: a Python process for the source,
 the state stores opened, and for transformWithState a Python process that checks the state
 schema (once per query start). A parked query has done all that: the next --once run of the
-same app only opens its gate (kstool.engine.io.source_options.GATE_FILE_OPTION) to the inputs' ends at
+same app only opens its gate (kstool.engine.io.gate) to the inputs' ends at
 the time of the call, and waits for a trigger that finds nothing left to do, which is where an
 availableNow query would have ended.
 
