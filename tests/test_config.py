@@ -40,7 +40,7 @@ def test_command_config_is_read_as_java_reads_it_iso_8859_1(tmp_path):
     """java.util.Properties.load(InputStream), which Kafka's tools use: a Latin-1 byte is that
     character (it crashed kstool with UnicodeDecodeError), and \\uXXXX stands for the rest."""
     props = tmp_path / "client.properties"
-    props.write_bytes(b"sasl.username=ren\xe9\nsasl.password=p\\u00e9ss\u20ac\n")
+    props.write_bytes(b"sasl.username=ren\xe9\nsasl.password=p\\u00e9ss\\u20ac\n")
     config = build_client_config("127.0.0.1:9", str(props))
     assert (config.common["sasl.username"], config.common["sasl.password"]) == ("ren\u00e9", "p\u00e9ss\u20ac")
     shown = cli("config", "show", "-b", "127.0.0.1:9", "--command-config", str(props), "-o", "json")
