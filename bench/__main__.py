@@ -4,7 +4,7 @@ On a broker of its own (Apache Kafka; `--broker embedded`: kstool's own), loads 
 the raw consumer ceiling, kstool's count per key, wordcount, windowed count and joins
 (`--once`), Quix Streams doing the same count per key, windowed count and join (in its own
 virtualenv), continuous-mode end-to-end latency, `kstool consume -o jsonl` throughput, start-up
-and produce one-liners, and state-size scaling. Prints a table and writes
+and produce one-liners (consume and produce beside kcat: bench.one_liners), and state-size scaling. Prints a table and writes
 bench/results/<time>.json.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from bench import latency as continuous
-from bench import scale_out, scaling
+from bench import one_liners, scale_out, scaling
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import cold_env
@@ -114,6 +114,8 @@ def main() -> None:
             ("stream_stream_join", lambda: run_once(env, "bench-join", "bench-stream-join", args.master, "join",
                                                          ("--kind", "stream-stream", "--within", "1m"))),
             ("consume_jsonl", lambda: consume_jsonl(env, "bench-keys", args.records)),
+            ("consume_vs_kcat", lambda: one_liners.consume_vs_kcat(env, bootstrap, "bench-keys", args.records)),
+            ("produce_vs_kcat", lambda: one_liners.produce_vs_kcat(env, bootstrap, 1_000_000)),
             *((continuous.step_name(app), lambda app=app: continuous.latency(KSTOOL, env, bootstrap, args.rate,
                                                                               args.latency_seconds, app,
                                                                               args.latency_warmup_seconds))
@@ -159,6 +161,8 @@ def main() -> None:
         **{f"{continuous.step_name(app)}_{quantile}": runs[continuous.step_name(app)][quantile] for app in continuous.APPS
            for quantile in ("p50_s", "p99_s")},
         "consume_jsonl_records_per_s": runs["consume_jsonl"]["records_per_s"],
+        **{f"{name}_vs_kcat_ratio": ratio for name, ratio in
+           one_liners.ratios_to_kcat(runs["consume_vs_kcat"], runs["produce_vs_kcat"]).items()},
         "help_start_s": runs["help_start_s"],
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
         **scaling.figures(runs["state_scaling"]),

@@ -43,6 +43,10 @@ TARGETS = {
     **{f"{continuous.step_name(app)}_{quantile}": ("<=", limit) for app in continuous.APPS
        for quantile, limit in (("p50_s", 1.0), ("p99_s", 2.0))},
     "consume_jsonl_records_per_s": (">=", 150_000),
+    # #70: kstool's throughput over kcat's on the same records (bench.one_liners)
+    "consume_jsonl_vs_kcat_ratio": (">=", 1.0),
+    "consume_format_vs_kcat_ratio": (">=", 1.0),
+    "produce_vs_kcat_ratio": (">=", 0.8),
     "help_start_s": ("<=", 0.15),  # #36
     # #38: rate on 2 workers / (2 × rate on 1), one core each
     "count_per_key_efficiency": (">=", 0.8),
