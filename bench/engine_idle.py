@@ -22,8 +22,8 @@ from confluent_kafka import Producer
 
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic
-from bench.measure import scratch_dir
-from bench.runs import KSTOOL, ROOT, machine
+from bench.measure import cold_env
+from bench.runs import KSTOOL, ROOT, kstool, machine
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -86,7 +86,7 @@ def _feed(bootstrap: str, topic: str) -> None:
 
 
 def _kstool(env: dict, *args: str) -> str:
-    done = subprocess.run([*KSTOOL, *args], env=env, capture_output=True, text=True, timeout=600)
+    done = kstool(env, *args, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"kstool {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout
@@ -98,8 +98,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=30.0)
     add_broker_option(parser)
     options = parser.parse_args()
-    env = {**os.environ, "KSTOOL_HOME": scratch_dir("kstool-bench-idle-"), "KSTOOL_ENGINE": "on"}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = {**cold_env("kstool-bench-idle-"), "KSTOOL_ENGINE": "on"}
     with ExitStack() as stack:
         bootstrap = stack.enter_context(bench_broker(options.broker, env))
         stack.callback(subprocess.run, [*KSTOOL, "engine", "stop"], env=env, capture_output=True)

@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import time
 from contextlib import ExitStack
 
-from confluent_kafka import Producer
-
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load
-from bench.measure import scratch_dir
-from bench.runs import KSTOOL, ROOT, ceiling, machine
+from bench.measure import cold_env
+from bench.runs import KSTOOL, ROOT, ceiling, machine, raw_produce
 
 FORMAT = "%k %s\\n"
 TARGETS = {"consume_jsonl": 1.0, "consume_format": 1.0, "produce": 0.8}  # kstool's throughput / kcat's (#70)
@@ -46,20 +43,6 @@ def _count(bootstrap: str, topic: str) -> int:
     marks = [consumer.get_watermark_offsets(TopicPartition(topic, p)) for p in partitions]
     consumer.close()
     return sum(high - low for low, high in marks)
-
-
-def _raw_produce(bootstrap: str, topic: str, lines: list[bytes]) -> float:
-    started = time.perf_counter()
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for line in lines:
-        while True:
-            try:
-                producer.produce(topic, value=line)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(60)
-    return time.perf_counter() - started
 
 
 def _rate(records: int, seconds: float) -> dict:
@@ -86,7 +69,7 @@ def produce_vs_kcat(env: dict, bootstrap: str, lines: int) -> dict:
     for topic in ("by-kstool", "by-kcat", "by-loop"):
         create_topic(bootstrap, topic, 2)
     rates = {
-        "raw_confluent_kafka_loop": _rate(lines, _raw_produce(bootstrap, "by-loop", texts)),
+        "raw_confluent_kafka_loop": _rate(lines, raw_produce(bootstrap, "by-loop", texts)),
         "kcat": _rate(lines, _timed([kcat, "-b", bootstrap, "-P", "-t", "by-kcat"], env, data)),
         "kstool": _rate(lines, _timed([*KSTOOL, "produce", "by-kstool"], env, data)),
     }
@@ -114,8 +97,7 @@ def main() -> None:
     add_broker_option(parser)
     options = parser.parse_args()
     _kcat()
-    env = {**os.environ, "KSTOOL_HOME": scratch_dir("kstool-bench-one-liners-"), "KSTOOL_ENGINE": "off"}
-    env.pop("KSTOOL_BOOTSTRAP_SERVERS", None)
+    env = cold_env("kstool-bench-one-liners-")
     with ExitStack() as stack:
         bootstrap = stack.enter_context(bench_broker(options.broker, env))
         create_topic(bootstrap, "records", 2)

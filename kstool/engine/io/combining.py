@@ -16,7 +16,7 @@ from kstool.engine.io.range_reader import ARROW_BATCH_ROWS, ARROW_SCHEMA, HEADER
 
 
 @functools.lru_cache(maxsize=8)
-def combiner_of(spec: str) -> Any:
+def combiner_from_spec(spec: str) -> Any:
     import importlib
 
     given = json.loads(spec)

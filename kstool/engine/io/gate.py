@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 
 from kstool.base.home import write_private_text
+from kstool.engine.io.source_options import Offsets, flatten_offsets
 
-Offsets = dict[tuple[str, int], int]
 
-
-def open_gate(gate: Path, target: dict[str, dict[str, int]]) -> None:
+def open_gate(gate: Path, target: Offsets) -> None:
     """Let the query read up to `target` (the source's nested offsets)."""
     write_private_text(gate, json.dumps(target))
     _ring(gate)
@@ -33,7 +32,7 @@ def shut_gate(gate: Path) -> None:
     gate.unlink(missing_ok=True)
 
 
-def wait_for_gate(gate: str, wait_s: float) -> Offsets | None:
+def wait_for_gate(gate: str, wait_s: float) -> dict[tuple[str, int], int] | None:
     """What the gate lets the query read; while it is shut, wait up to wait_s for a run to open
     it (None: still shut). Waiting on the doorbell costs nothing until it rings; polling the
     file every 100 ms, as a trigger every 100 ms did, cost ~1% of a core per parked query."""
@@ -56,13 +55,13 @@ def wait_for_gate(gate: str, wait_s: float) -> Offsets | None:
         os.close(fd)
 
 
-def read_gate(gate: str) -> Offsets | None:
+def read_gate(gate: str) -> dict[tuple[str, int], int] | None:
     try:
         with open(gate, encoding="utf-8") as f:
             nested = json.load(f)
     except FileNotFoundError:
         return None
-    return {(t, int(p)): o for t, parts in nested.items() for p, o in parts.items()}
+    return flatten_offsets(nested)
 
 
 def _bell(gate: str | Path) -> str:

@@ -16,7 +16,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from kstool.checkpoint.logs import FIRST_BATCH_MARKER
 from kstool.engine.failures import DATA_LOSS, marked
-from kstool.engine.io.combining import combined, combiner_of
+from kstool.engine.io.combining import combined, combiner_from_spec
 from kstool.engine.io.gate import wait_for_gate
 from kstool.engine.io.range_reader import SCHEMA, OffsetRange, compacted, keyed, read_range, value_json_decoder_for
 from kstool.engine.io.source_options import (
@@ -193,7 +193,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         to_json = value_json_decoder_for(self.value_schema, self.config) if self.value_schema else None
         records = read_range(self.config, partition, to_json)
-        yield from combined(combiner_of(self.combiner), partition, records) if self.combiner else records
+        yield from combined(combiner_from_spec(self.combiner), partition, records) if self.combiner else records
 
 
 class ChangelogReader(DataSourceReader):

@@ -125,10 +125,11 @@ def _checked(source, topology: Topology, plan: RunPlan, config: ClientConfig):
 
 
 def _batch_writer(sink: KafkaSink, topology: Topology, plan: RunPlan, reports: dict[int, BatchReport]) -> Callable:
-    writer = sink.batch_writer(topology.encode, lambda r: reports.__setitem__(r.batch_id, r))
-    if plan.seed is None:
-        return writer
-    return _restoring(writer, lambda r: reports.__setitem__(r.batch_id, r))
+    def report(batch: BatchReport) -> None:
+        reports[batch.batch_id] = batch
+
+    writer = sink.batch_writer(topology.encode, report)
+    return writer if plan.seed is None else _restoring(writer, report)
 
 
 def _restoring(write: Callable, on_batch: Callable[[BatchReport], None]) -> Callable:
