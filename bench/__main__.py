@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bench import kafka_streams, one_liners, scale_out, scaling
 from bench import latency as continuous
-from bench import one_liners, scale_out, scaling
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import cold_env
@@ -124,6 +124,7 @@ def main() -> None:
             ("state_scaling", lambda: scaling.state_scaling(run_once, env, bootstrap, args.master,
                                                             args.scaling_keys)),
             ("scale_out", lambda: scale_out.scale_out(run_once, env)),
+            ("beside_kafka_streams", lambda: beside_kafka_streams(env, bootstrap, args)),
         ]
         if not args.skip_quix:
             steps[2:2] = [
@@ -167,13 +168,25 @@ def main() -> None:
         "produce_100k_lines_wall_s": runs["produce_100k_lines"]["wall_s"],
         **scaling.figures(runs["state_scaling"]),
         **scale_out.figures(runs["scale_out"]),
+        **kafka_streams.figures(runs["beside_kafka_streams"]),
     }
     full = all(getattr(args, name) == parser.get_default(name) for name in
                ("records", "lines", "join_records", "scaling_keys", "latency_seconds", "latency_warmup_seconds",
                 "rate", "skip_quix"))
     # latest.json: a full run on Apache Kafka, the broker users run
     on_default_broker = args.broker == parser.get_default("broker")
-    write_results(results, figures, prefix=("" if on_default_broker else f"{args.broker}-") if full else "reduced-")
+    write_results(results, figures, prefix=("" if on_default_broker else f"{args.broker}-") if full else "reduced-",
+                  targets=kafka_streams.TARGETS)
+
+
+def beside_kafka_streams(env: dict, bootstrap: str, args) -> dict:
+    """bench.kafka_streams' comparison (its topics loaded where the run has not), on Apache Kafka only:
+    the twins need the broker their client is made for."""
+    if args.broker != "apache-kafka":
+        return {}
+    steps = list(kafka_streams.TWINS)
+    kafka_streams.load_inputs(bootstrap, steps)
+    return kafka_streams.beside(env, bootstrap, args.master, steps, args.skip_quix)
 
 
 def produce_only(args) -> None:

@@ -35,6 +35,7 @@ APPS_WRITE = {"bench-keys-2m-apps"}  # loaded by a producer with its defaults, a
 EOS = ("--processing-guarantee", "exactly_once_v2")
 STEPS = {
     "count_per_key_2m_apps": ("bench-keys-2m-apps", "aggregate", ()),
+    "count_per_key_5m": ("bench-keys-5m", "aggregate", ()),
     "windowed_count_5m": ("bench-keys-5m", "aggregate", ("--window", "tumbling:1s")),
     "windowed_count_final_1m": ("bench-keys-1m", "aggregate", ("--window", "tumbling:1s", "--emit", "final")),
     "hopping_count_1m": ("bench-keys-1m", "aggregate", ("--window", "hopping:5s,1s")),

@@ -1,0 +1,175 @@
+"""kstool beside Kafka Streams: `python -m bench.kafka_streams [--steps ...] [--skip-quix]`, and
+a step of the full run (#70).
+
+One broker of its own (Apache Kafka), the records loaded once (bench.versus' topics). Each step
+runs as kstool `--once` cold (a process of its own, the JVM archive present: a cron run after the
+engine's idle exit) and twice through the warm engine (`engine`, then `engine_again`, each a new
+app: the second finds the engine's JIT warm for the step's work), and as its Kafka Streams twin
+(tests/reference/.../BenchApp.java, a JVM of its own, two stream threads, changelogs on) with
+its default record cache (10 MB) and with the cache at 0 (every update written, as kstool writes
+them). Processing rate: input records over the seconds from the first input record read to the
+last output written (kstool's `processing_seconds`; Kafka Streams' close done, its caches flushed
+and offsets committed); wall: the whole command, JVM start included. Before anything else, the
+first run on a new machine (a new kstool home, no JVM archive yet) of count per key over 2M and
+the final windowed count over 1M, beside Quix Streams' wall. Results:
+bench/results/kafka-streams-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from confluent_kafka.admin import AdminClient
+
+from bench.brokers import bench_broker
+from bench.measure import cold_env, scratch_dir
+from bench.runs import cold_start, kstool, machine, quix, run_once, write_results
+from bench.versus import STEPS, load_topic
+from tests.apache_kafka import _java, kafka_jars
+from tests.reference_apps import LOG_CONFIG, reference_classes
+
+DEFAULT_CACHE_BYTES = 10 * 1024 * 1024  # statestore.cache.max.bytes' default
+# kstool's step (bench.versus.STEPS) -> its twin in BenchApp and the input records it reads
+TWINS = {
+    "count_per_key_2m_apps": ("count", 2_000_000),
+    "count_per_key_5m": ("count", 5_000_000),
+    "windowed_count_5m": ("tumbling", 5_000_000),
+    "windowed_count_final_1m": ("tumbling-final", 1_000_000),
+    "hopping_count_1m": ("hopping", 1_000_000),
+    "session_count_1m": ("session", 1_000_000),
+    "stream_stream_join_1m_keys": ("stream-stream", 2_000_000),
+    "stream_table_join_1m_keys": ("stream-table", 2_000_000),
+    "table_table_join_2x1m": ("table-table", 2_000_000),
+}
+# the cold target's steps: those over 1M records (a side)
+ONE_MILLION = ("windowed_count_final_1m", "hopping_count_1m", "session_count_1m", "stream_stream_join_1m_keys",
+               "stream_table_join_1m_keys", "table_table_join_2x1m")
+# the first run on a new machine, and Quix Streams' peer of it (bench.runs.quix's arguments)
+FIRST_RUNS = {"count_per_key_2m_apps": ("bench-keys-2m-apps", 2_000_000),
+              "windowed_count_final_1m": ("bench-keys-1m", 1_000_000, "tumbling-count", "1000")}
+KSTOOL_SIDES = ("cold", "engine", "engine_again")
+TARGETS = {
+    **{f"{step}_engine_vs_kafka_streams_ratio": (">=", 1.0) for step in TWINS},
+    **{f"{step}_cold_wall_vs_kafka_streams_ratio": ("<=", 2.0) for step in ONE_MILLION},
+    **{f"{step}_first_run_vs_quix_wall_ratio": (">=", 2.0) for step in FIRST_RUNS},
+}
+CACHES = {"default_cache": DEFAULT_CACHE_BYTES, "cache_0": 0}
+
+
+def kafka_streams(bootstrap: str, step: str, cache_bytes: int) -> dict:
+    """One run of `step`'s Kafka Streams twin over its inputs, as a new application."""
+    twin, expected = TWINS[step]
+    topic, topology, _ = STEPS[step]
+    inputs = [topic, f"{topic}-right"] if topology == "join" else [topic]
+    app = f"bench-ks-{step}-{cache_bytes}-{time.time_ns()}".replace("_", "-")
+    state = scratch_dir("kstool-bench-ks-")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [_java(), "-Xmx1g", f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp",
+         f"{reference_classes()}:{kafka_jars()}/*", "kstool.reference.BenchApp", twin, bootstrap, app, state,
+         str(cache_bytes), str(expected), f"{app}-out", *inputs], capture_output=True, text=True, timeout=2400)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"Kafka Streams' {twin} failed: {done.stderr.strip()[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**result, "wall_s": round(wall, 2), "records_per_s": round(result["records"] / result["seconds"])}
+
+
+def beside(cold: dict, bootstrap: str, master: str, steps: list[str], skip_quix: bool = False) -> dict:
+    """Every run of the comparison over loaded topics: the first runs first (new homes), then the
+    archive recorded in `cold`'s home, an engine started there, and each step each way."""
+    runs: dict = {}
+    for step, peer in FIRST_RUNS.items():
+        if step in steps:
+            topic, topology, options = STEPS[step]
+            new_home = {**cold_env("kstool-bench-first-"), "KSTOOL_BOOTSTRAP_SERVERS": bootstrap}
+            runs[f"{step}_first_run"] = _say(f"{step} (the first run on a new machine)", run_once, new_home, topic,
+                                             f"bench-{step}-first".replace("_", "-"), master, topology, options)
+            if not skip_quix:
+                runs[f"quix_{step}"] = _say(f"{step} (Quix Streams)", quix, bootstrap, *peer)
+    runs["cold_start_run"] = _say("the JVM archive's recording", cold_start, cold, bootstrap, master)
+    warm = {**cold, "KSTOOL_ENGINE": "on"}
+    try:
+        runs["engine_start_run"] = _say("the engine's start", run_once, warm, "bench-warmup", "bench-warmup-engine",
+                                        master)
+        for step in steps:
+            topic, topology, options = STEPS[step]
+            for side in KSTOOL_SIDES:
+                runs[f"{step}_{side}"] = _say(f"{step} ({side})", run_once, cold if side == "cold" else warm, topic,
+                                              f"bench-{step}-{side}".replace("_", "-"), master, topology, options)
+            for name, cache_bytes in CACHES.items():
+                runs[f"kafka_streams_{step}_{name}"] = _say(f"{step} (Kafka Streams, {name})", kafka_streams,
+                                                            bootstrap, step, cache_bytes)
+    finally:
+        kstool(warm, "engine", "stop")
+    return runs
+
+
+def _say(what: str, run, *args):
+    print(f"running {what} ...", file=sys.stderr)
+    result = run(*args)
+    print(f"  {result}", file=sys.stderr)
+    return result
+
+
+def figures(runs: dict) -> dict:
+    """The #70 ratios: kstool's processing rate through the warm engine over Kafka Streams'
+    (default cache; the first engine run and the cache-0 peer beside it), kstool's cold wall over
+    Kafka Streams' on the 1M steps, and the first run's wall throughput over Quix Streams'."""
+    out: dict = {}
+    for step in TWINS:
+        peer = runs.get(f"kafka_streams_{step}_default_cache")
+        if peer is None:
+            continue
+        for side in KSTOOL_SIDES:
+            out[f"{step}_{side}_records_per_s"] = runs[f"{step}_{side}"]["records_per_s"]
+        for name in CACHES:
+            out[f"kafka_streams_{step}_{name}_records_per_s"] = runs[f"kafka_streams_{step}_{name}"]["records_per_s"]
+        out[f"{step}_engine_vs_kafka_streams_ratio"] = round(
+            runs[f"{step}_engine_again"]["records_per_s"] / peer["records_per_s"], 2)
+        out[f"{step}_first_engine_vs_kafka_streams_ratio"] = round(
+            runs[f"{step}_engine"]["records_per_s"] / peer["records_per_s"], 2)
+        out[f"{step}_engine_vs_kafka_streams_cache_0_ratio"] = round(
+            runs[f"{step}_engine_again"]["records_per_s"] / runs[f"kafka_streams_{step}_cache_0"]["records_per_s"], 2)
+        if step in ONE_MILLION:
+            out[f"{step}_cold_wall_vs_kafka_streams_ratio"] = round(runs[f"{step}_cold"]["wall_s"] / peer["wall_s"], 2)
+    for step in FIRST_RUNS:
+        first, peer = runs.get(f"{step}_first_run"), runs.get(f"quix_{step}", {})
+        if first and "wall_s" in peer:  # the same records, so wall throughput's ratio is the walls' inverse
+            out[f"{step}_first_run_vs_quix_wall_ratio"] = round(peer["wall_s"] / first["wall_s"], 2)
+    return out
+
+
+def load_inputs(bootstrap: str, steps: list[str]) -> None:
+    """The steps' topics (bench.versus.TOPICS) that the broker does not have yet."""
+    topics = {STEPS[step][0] for step in steps}
+    topics |= {f"{STEPS[step][0]}-right" for step in steps if STEPS[step][1] == "join"}
+    present = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+    for topic in sorted(topics - set(present)):
+        load_topic(bootstrap, topic)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", default=",".join(TWINS), help="comma-separated: " + ", ".join(TWINS))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--skip-quix", action="store_true")
+    args = parser.parse_args()
+    steps = args.steps.split(",")
+    cold = cold_env("kstool-bench-ks-home-")
+    os.chdir(cold["KSTOOL_HOME"])  # not this tree's root: `python -m` would put it first on the path
+    results: dict = {"machine": machine("apache-kafka"), "args": vars(args), "runs": {}}
+    with bench_broker("apache-kafka", cold) as bootstrap:
+        print("loading the inputs ...", file=sys.stderr)
+        load_inputs(bootstrap, steps)
+        results["runs"] = beside(cold, bootstrap, args.master, steps, args.skip_quix)
+    write_results(results, figures(results["runs"]), prefix="kafka-streams-", targets=TARGETS)
+
+
+if __name__ == "__main__":
+    main()
