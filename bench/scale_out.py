@@ -2,11 +2,15 @@
 of `make bench`.
 
 The same `--once` jobs on a Spark standalone cluster (tests/cluster.py's, from the installed
-pyspark) of one worker × one core, then of two workers × one core, over records in 4
+pyspark) of one worker × one core, then of two workers × one core, each worker (and the
+executors it starts) in a CPU-quota group of its own (`--worker-cores`, default 0.4 of a core:
+bench.cpu_quota; the driver and the broker outside; unquoted where the machine does not allow
+groups, and the results say why), over records in 4
 partitions: count per key, windowed count (`tumbling:1s`), and a stream-table join (`--how
 left`, the right topic as the table). The workers see the kstool home, so each checkpoint stays
-in its app's folder. Per job: processing records/s on each cluster and the efficiency
-rate(2) / (2 × rate(1)). Results: bench/results/scale-out-<time>.json."""
+in its app's folder. Per job: processing records/s on each cluster, the efficiency
+rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, and the
+CPU seconds outside the groups (driver, broker, the rest of the machine). Results: bench/results/scale-out-<time>.json."""
 
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ import os
 import sys
 from pathlib import Path
 
+from bench import cpu_quota
 from bench.load import create_topic, keyed_records, load
 from bench.measure import scratch_dir
 from tests.cluster import SparkCluster
 
 PARTITIONS = 4
+WORKER_CORES = 0.4  # each worker's quota (#71): two of them and the driver and broker fit in 2 cores
 TOPIC = "bench-scale"
 # name -> (topology, its options); a join reads TOPIC and TOPIC-right
 JOBS = {
@@ -35,24 +41,46 @@ def load_inputs(bootstrap: str, records: int) -> None:
         load(bootstrap, TOPIC + side, keyed_records(records, keys=10_000, seed=seed), PARTITIONS, by_key=True)
 
 
-def scale_out(run_once, env: dict) -> dict:
-    """Each job on one worker, then on two (one core each); `run_once` as bench's."""
-    runs: dict = {}
+def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
+    """Each job on one worker, then on two (one core each), every worker in a CPU-quota group of
+    `worker_cores` (bench.cpu_quota) where the machine allows, else unquoted and marked so;
+    `run_once` as bench's."""
+    missing = cpu_quota.problem()
+    runs: dict = {"worker_cores": None if missing else worker_cores, "unquoted_because": missing}
     for workers in (1, 2):
         cluster = SparkCluster(Path(scratch_dir("kstool-bench-cluster-")), None, workers=workers)
+        groups: list[cpu_quota.QuotaGroup] = []
         # every executor registered before the first batch, or it starts on the first alone
         conf = ("--conf", f"spark.cores.max={workers}", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1")
         try:
+            for index, worker in enumerate(cluster.workers if missing is None else ()):
+                assert worker is not None
+                groups.append(cpu_quota.QuotaGroup(f"worker{index}", worker_cores))
+                groups[-1].add(worker.pid)  # spark-class execs the worker's JVM: this pid is it
             for job, (topology, options) in JOBS.items():
                 print(f"  {job} on {workers} worker(s) ...", file=sys.stderr)
-                runs[f"{job}_{workers}w"] = run_once(env, TOPIC, f"bench-scale-{job}-{workers}w".replace("_", "-"),
-                                                     cluster.url, topology, (*options, *conf))
+                before = [group.usage() for group in groups], cpu_quota.machine_cpu_s()
+                run = run_once(env, TOPIC, f"bench-scale-{job}-{workers}w".replace("_", "-"), cluster.url, topology,
+                               (*options, *conf))
+                runs[f"{job}_{workers}w"] = {**run, **_cpu(groups, *before)}
         finally:
             cluster.stop()
+            for group in groups:
+                group.remove()
     for job in JOBS:
         one, two = runs[f"{job}_1w"]["records_per_s"], runs[f"{job}_2w"]["records_per_s"]
         runs[f"{job}_efficiency"] = round(two / (2 * one), 2)
     return runs
+
+
+def _cpu(groups: list[cpu_quota.QuotaGroup], before: list[dict], machine_before: float) -> dict:
+    """The run's CPU seconds in each worker's group (and how often it hit its quota), and outside
+    them: the driver, the broker and the rest of the machine."""
+    after, machine = [group.usage() for group in groups], cpu_quota.machine_cpu_s() - machine_before
+    workers = [{"cpu_s": round(a["cpu_s"] - b["cpu_s"], 2),
+                "throttled_share": round((a["throttled"] - b["throttled"]) / max(a["periods"] - b["periods"], 1), 2)}
+               for a, b in zip(after, before, strict=True)]
+    return {"workers_cpu": workers, "outside_workers_cpu_s": round(machine - sum(w["cpu_s"] for w in workers), 2)}
 
 
 def figures(runs: dict) -> dict:
@@ -62,10 +90,11 @@ def figures(runs: dict) -> dict:
 def main() -> None:
     from bench.brokers import add_broker_option, bench_broker
     from bench.measure import cold_env
-    from bench.runs import machine, run_once, write_results
+    from bench.runs import cold_start, machine, run_once, write_results
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="keyed records per topic")
+    parser.add_argument("--worker-cores", type=float, default=WORKER_CORES, help="each worker's CPU quota, in cores")
     add_broker_option(parser)
     args = parser.parse_args()
     env = cold_env("kstool-bench-scale-")
@@ -73,7 +102,10 @@ def main() -> None:
     results: dict = {"machine": machine(args.broker), "args": vars(args)}
     with bench_broker(args.broker, env) as bootstrap:
         load_inputs(bootstrap, args.records)
-        results["runs"] = scale_out(run_once, env)
+        # the driver's JVM archive first, as in the full run: its recording costs the first run
+        # seconds, and its writing after that run the next one's CPU
+        cold_start(env, bootstrap, "local[2]")
+        results["runs"] = scale_out(run_once, env, args.worker_cores)
     write_results(results, figures(results["runs"]), prefix="scale-out-")
 
 

@@ -1,6 +1,7 @@
-"""kstool.engine.spark.session's settings: a JVM started for one command compiles with C1 only,
-one that lives long (the engine's, a continuous run's) keeps the JVM's default JIT, C2 included;
-a checkpoint on a local disk is written through Hadoop's FileSystem."""
+"""kstool.engine.spark.session's settings: a JVM started for one command (its driver, a cluster's
+executors) compiles with C1 only, one that lives long (the engine's, a continuous run's) keeps
+the JVM's default JIT, C2 included; a checkpoint on a local disk is written through Hadoop's
+FileSystem."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"  # HotSpot's flag, as `java -XX:+PrintFlagsF
 
 def _driver_java_options(options: SparkOptions) -> list[str]:
     return spark_conf(options, "-XX:SharedArchiveFile=/x.jsa")["spark.driver.extraJavaOptions"].split()
+
+
+def _executor_java_options(options: SparkOptions) -> list[str]:
+    return spark_conf(options)["spark.executor.extraJavaOptions"].split()
 
 
 def _engine_args(*argv: str) -> EngineArgs:
@@ -37,6 +42,13 @@ def test_a_jvm_for_one_command_compiles_with_c1_only_and_a_long_lived_one_keeps_
     for options in (one_command, long_lived):  # kstool's own settings stay
         assert "-XX:SharedArchiveFile=/x.jsa" in options and any(o.startswith("-Dlog4j2.configurationFile=")
                                                                  for o in options)
+
+
+def test_a_clusters_executors_compile_as_the_driver_does():
+    one_command = _executor_java_options(SparkOptions(master="spark://h:7077"))
+    long_lived = _executor_java_options(SparkOptions(master="spark://h:7077", long_lived=True))
+    assert C1_ONLY in one_command and not any(o.startswith("-XX:TieredStopAtLevel") for o in long_lived)
+    assert all(any(o.startswith("-Dlog4j2.configurationFile=") for o in options) for options in (one_command, long_lived))
 
 
 def test_a_once_run_starts_a_one_command_jvm_and_a_continuous_run_a_long_lived_one():
