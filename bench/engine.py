@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load_as_apps_do
 from bench.measure import scratch_dir
+from bench.runs import wait_for_jvm_archive
 
 ROOT = Path(__file__).resolve().parent.parent
 KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
@@ -117,7 +118,7 @@ def main() -> None:
         for _, inputs, args in ONE_LINERS.values():  # the earlier run of each
             _feed(bootstrap, inputs, 99)
             _kstool(env, *args, "--no-engine")
-        time.sleep(5)  # the first JVM writes the class-data archive as it exits
+        wait_for_jvm_archive(env)
         without = measure(env, bootstrap, options.rounds, engine=False)
         first_runs = {}
         for name, (_, inputs, args) in ONE_LINERS.items():  # the first starts the engine

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.brokers import bench_broker
 from bench.measure import cold_env, scratch_dir
-from bench.runs import cold_start, kstool, machine, quix, run_once, write_results
+from bench.runs import cold_start, kstool, machine, quix, run_once, wait_for_jvm_archive, write_results
 from bench.versus import STEPS, load_topic
 from tests.apache_kafka import _java, kafka_jars
 from tests.reference_apps import LOG_CONFIG, reference_classes
@@ -81,8 +81,9 @@ def kafka_streams(bootstrap: str, step: str, cache_bytes: int) -> dict:
 
 
 def beside(cold: dict, bootstrap: str, master: str, steps: list[str], skip_quix: bool = False) -> dict:
-    """Every run of the comparison over loaded topics: the first runs first (new homes), then the
-    archive recorded in `cold`'s home, an engine started there, and each step each way."""
+    """Every run of the comparison over loaded topics, `cold`'s home holding a JVM archive
+    (bench.runs.cold_start): the first runs first (new homes), then an engine started in
+    `cold`'s home, and each step each way."""
     runs: dict = {}
     for step, peer in FIRST_RUNS.items():
         if step in steps:
@@ -90,9 +91,9 @@ def beside(cold: dict, bootstrap: str, master: str, steps: list[str], skip_quix:
             new_home = {**cold_env("kstool-bench-first-"), "KSTOOL_BOOTSTRAP_SERVERS": bootstrap}
             runs[f"{step}_first_run"] = _say(f"{step} (the first run on a new machine)", run_once, new_home, topic,
                                              f"bench-{step}-first".replace("_", "-"), master, topology, options)
+            wait_for_jvm_archive(new_home)  # recorded after the run: not the peer's time
             if not skip_quix:
                 runs[f"quix_{step}"] = _say(f"{step} (Quix Streams)", quix, bootstrap, *peer)
-    runs["cold_start_run"] = _say("the JVM archive's recording", cold_start, cold, bootstrap, master)
     warm = {**cold, "KSTOOL_ENGINE": "on"}
     try:
         runs["engine_start_run"] = _say("the engine's start", run_once, warm, "bench-warmup", "bench-warmup-engine",
@@ -167,7 +168,9 @@ def main() -> None:
     with bench_broker("apache-kafka", cold) as bootstrap:
         print("loading the inputs ...", file=sys.stderr)
         load_inputs(bootstrap, steps)
-        results["runs"] = beside(cold, bootstrap, args.master, steps, args.skip_quix)
+        cold_start_run = _say("the JVM archive's recording", cold_start, cold, bootstrap, args.master)
+        results["runs"] = {"cold_start_run": cold_start_run,
+                           **beside(cold, bootstrap, args.master, steps, args.skip_quix)}
     write_results(results, figures(results["runs"]), prefix="kafka-streams-", targets=TARGETS)
 
 

@@ -132,15 +132,21 @@ def quix(bootstrap: str, topic: str, expected: int, *mode: str) -> dict:
 
 def cold_start(env, bootstrap: str, master: str) -> dict:
     """The first run on a machine: no JVM class-data archive yet. Later runs use the archive
-    this run leaves behind (written by its JVM as it exits), so wait for it."""
+    recorded after this run, so wait for it."""
     create_topic(bootstrap, "bench-warmup", 2)
     load(bootstrap, "bench-warmup", text_lines(1000), 2)
     result = run_once(env, "bench-warmup", "bench-warmup", master)
+    wait_for_jvm_archive(env)
+    return result
+
+
+def wait_for_jvm_archive(env: dict) -> None:
+    """Until the class-data archive a run left a recorder for (kstool.engine.spark.jvm_recorder)
+    is written: a run started before would neither map it nor record one."""
     deadline = time.perf_counter() + 180
     markers = list((Path(env["KSTOOL_HOME"]) / "cache").glob("*.jvm-pid"))
     while time.perf_counter() < deadline and any(_alive(m) for m in markers):
         time.sleep(0.5)
-    return result
 
 
 def _alive(marker: Path) -> bool:

@@ -54,7 +54,7 @@ def main() -> None:
         for topic in sorted({STEPS[s][0] for s in steps} | {STEPS[s][0] + "-right" for s in steps
                                                              if STEPS[s][1] == "join"}):
             load_topic(bootstrap, topic)
-        # the first cold run records the JVM's class-data archive as it exits: not a step's
+        # the first cold run leaves the JVM's class-data archive to record: not a step's
         print("recording the JVM archive ...", file=sys.stderr)
         runs["cold_start_run"] = cold_start(cold, bootstrap, args.master)
         print("starting the engine ...", file=sys.stderr)

@@ -262,8 +262,8 @@ def fresh_home(tmp_path: Path, monkeypatch) -> Path:
 @pytest.fixture(scope="session")
 def jvm_archive(suite_kafka, tmp_path_factory) -> None:
     """Spark's class-data archive (kstool.engine.spark.jvmcache), recorded once by a run that exits
-    normally, before any other JVM of the session starts: a JVM that is killed never writes
-    it, so without this every start of the kill tests would load Spark's classes the slow way.
+    normally, before any other JVM of the session starts: a run that is killed leaves no
+    recorder of it, so without this every start of the kill tests would load Spark's classes the slow way.
     The xdist workers of one run share it: the first records it while the others wait, then
     each copies it (a recording is a cold run and the archive's dump, paid once, not per worker)."""
     from kstool.base.home import cache_dir, private_dir
@@ -298,7 +298,7 @@ def _record_jvm_archive(cache: Path) -> None:
     run = cli_subprocess("run", "wordcount", "--input", topic, "--output", topic + "-out", "--app-id", topic,
                          "--once", timeout=300)
     assert run.exit_code == 0, run.stderr
-    deadline = time.monotonic() + 120  # the JVM writes the archive as it exits, after kstool
+    deadline = time.monotonic() + 120  # the recorder the run left writes it after kstool exits
     while time.monotonic() < deadline and any(
             pid_alive(int(m.read_text() or 0)) for m in cache.glob("*.jvm-pid")):
         time.sleep(0.2)

@@ -16,7 +16,7 @@ import time
 
 from kstool.base.processes import start_time, still_running
 
-# long enough for a JVM's normal exit: Spark's shutdown hooks, a first run's class-data archive
+# long enough for a JVM's normal exit: Spark's shutdown hooks
 GRACE_S = 120.0
 WATCH_INTERVAL_S = 1.0
 

@@ -1,8 +1,9 @@
 """Class-data sharing for Spark's JVM, so short runs (cron's `--once`) start faster.
 
-The first run asks the JVM to record the classes it loaded into an archive as it exits
-(-XX:ArchiveClassesAtExit, written after kstool itself has exited). A later run adopts the
-finished archive and maps it (-XX:SharedArchiveFile), which saves seconds of class loading.
+The first run's JVM lists the classes it loads (-XX:DumpLoadedClassList); when kstool exits,
+a recorder of its own turns the list into an archive in the background (jvm_recorder: recording
+in the run's own JVM slowed that run by seconds). A later run adopts the finished archive and
+maps it (-XX:SharedArchiveFile), which saves seconds of class loading.
 Archives live in $KSTOOL_HOME/cache, keyed by the Java and PySpark versions and the Python
 environment; the JVM ignores an archive that does not match (-Xshare:auto is the default).
 Set KSTOOL_JVM_CACHE=off to disable.
@@ -10,10 +11,13 @@ Set KSTOOL_JVM_CACHE=off to disable.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 from kstool.base.home import cache_dir, private_dir, write_private_text
 from kstool.base.processes import pid_alive
@@ -29,7 +33,8 @@ def _key(java_major: int, spark_home: Path | None) -> str:
 
 
 def _adopt_finished(cache: Path, key: str, final: Path) -> bool:
-    """Promote archives whose writing JVM has exited; True while one is still being written."""
+    """Promote archives whose writer has exited (its marker names the run's JVM, then the recorder
+    that run left); True while one is still being written."""
     writing = False
     for marker in cache.glob(f"{key}.*.jsa.jvm-pid"):
         archive = marker.with_name(marker.name.replace(".jvm-pid", ".tmp"))
@@ -43,6 +48,7 @@ def _adopt_finished(cache: Path, key: str, final: Path) -> bool:
         if archive.exists() and archive.stat().st_size > 0 and not final.exists():
             os.replace(archive, final)
         archive.unlink(missing_ok=True)
+        _class_list(archive).unlink(missing_ok=True)  # a run killed before it left its recorder
         marker.unlink(missing_ok=True)
     return writing
 
@@ -52,8 +58,9 @@ class JvmCache:
         self.enabled = os.environ.get("KSTOOL_JVM_CACHE", "on").lower() not in ("off", "0", "no")
         self.cache = cache_dir()
         self.key = _key(java_major, spark_home)
+        self.spark_home = spark_home
         self.final = self.cache / f"{self.key}.jsa"
-        self._pending: Path | None = None
+        self._pending: Path | None = None  # the archive this process's recorder is to write
 
     def java_option(self) -> str:
         if not self.enabled:
@@ -65,10 +72,27 @@ class JvmCache:
         if writing:
             return ""
         self._pending = self.cache / f"{self.key}.{os.getpid()}.jsa.tmp"
-        return f"-XX:ArchiveClassesAtExit={self._pending}"
+        return f"-XX:DumpLoadedClassList={_class_list(self._pending)}"
 
     def started(self, jvm_pid: int | None) -> None:
-        """Record which JVM writes the pending archive, so a later run knows when it is done."""
+        """Record which process writes the pending archive (the JVM listing its classes, then the
+        recorder left when this process exits), so a later run knows when it is done."""
         if self._pending is not None and jvm_pid:
-            marker = self._pending.with_name(self._pending.name.replace(".tmp", ".jvm-pid"))
-            write_private_text(marker, str(jvm_pid))
+            write_private_text(_marker(self._pending), str(jvm_pid))
+            atexit.register(self._leave_recorder, jvm_pid)
+
+    def _leave_recorder(self, jvm_pid: int) -> None:
+        pending = cast(Path, self._pending)
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "kstool.engine.spark.jvm_recorder", str(jvm_pid), str(_class_list(pending)),
+             str(pending), str(self.spark_home or "")],
+            start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        write_private_text(_marker(pending), str(recorder.pid))
+
+
+def _marker(pending: Path) -> Path:
+    return pending.with_name(pending.name.replace(".tmp", ".jvm-pid"))
+
+
+def _class_list(pending: Path) -> Path:
+    return pending.with_name(pending.name.replace(".tmp", ".classlist"))

@@ -1,0 +1,63 @@
+"""kstool.engine.spark.jvmcache and its recorder: a run's JVM without an archive only lists the
+classes it loads; the recorder turns the list into an archive that a JVM of the run's class path
+maps; a run with the archive maps it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyspark import SparkConf
+from pyspark.java_gateway import launch_gateway
+
+from kstool.engine.spark.java import require_java
+from kstool.engine.spark.jvm_recorder import listed_classes, record
+from kstool.engine.spark.jvmcache import JvmCache
+from kstool.engine.spark.spark_home import spark_home, spark_home_for
+
+
+@pytest.fixture
+def own_home(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("KSTOOL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    return tmp_path / "home"
+
+
+def test_a_jvm_without_an_archive_lists_its_classes_and_one_with_it_maps_it(own_home):
+    first = JvmCache(require_java()).java_option()
+    assert first.startswith("-XX:DumpLoadedClassList=") and "ArchiveClassesAtExit" not in first
+    cache = JvmCache(require_java())
+    cache.final.write_bytes(b"an archive")
+    assert cache.java_option() == f"-XX:SharedArchiveFile={cache.final}"
+
+
+def test_a_class_list_gives_its_class_names(tmp_path):
+    class_list = tmp_path / "classes"
+    class_list.write_text("# NOTE: Do not modify this file.\n#\njava/lang/Object id: 0\nscala/Option\n"
+                          "@lambda-proxy java/lang/Runnable run\n@lambda-form-invoker [LF_RESOLVE] x\n\n")
+    assert listed_classes(class_list) == ["java.lang.Object", "scala.Option"]
+
+
+def test_the_recorder_writes_an_archive_that_a_jvm_of_the_runs_class_path_maps(fresh_home, tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    home = spark_home_for("local")
+    assert home is not None
+    class_list, archive = tmp_path / "run.classlist", tmp_path / "run.jsa.tmp"
+    class_list.write_text("# a run's list\norg/apache/spark/SparkConf\nscala/Option\nno/such/Clazz\n")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the run's JVM, exited
+    record(gone.pid, class_list, archive, home)
+    assert archive.stat().st_size > 0 and not class_list.exists()
+    # started as kstool starts a run's JVM; with -Xshare:on one that cannot map the archive (another
+    # class path, a broken file) exits at once, and the gateway's launch fails
+    log = tmp_path / "cds.log"
+    conf = SparkConf().set("spark.driver.extraJavaOptions",
+                           f"-Xshare:on -XX:SharedArchiveFile={archive} -Xlog:cds=info:file={log}")
+    with spark_home(home):
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL})
+    assert gateway.jvm.java.lang.Class.forName("org.apache.spark.SparkConf") is not None
+    gateway.shutdown()
+    gateway.proc.stdin.close()
+    gateway.proc.wait(60)
+    assert "Mapped dynamic region" in log.read_text()
