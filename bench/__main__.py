@@ -4,8 +4,9 @@ On a broker of its own (Apache Kafka; `--broker embedded`: kstool's own), loads 
 the raw consumer ceiling, kstool's count per key, wordcount, windowed count and joins
 (`--once`), Quix Streams doing the same count per key, windowed count and join (in its own
 virtualenv), continuous-mode end-to-end latency, `kstool consume -o jsonl` throughput, start-up
-and produce one-liners (consume and produce beside kcat: bench.one_liners), and state-size scaling. Prints a table and writes
-bench/results/<time>.json.
+and produce one-liners (consume and produce beside kcat: bench.one_liners), state-size scaling, scale-out
+(workers under CPU quotas: bench.scale_out) and Kafka Streams beside kstool (bench.kafka_streams). Prints a
+table and writes bench/results/<time>.json.
 """
 
 from __future__ import annotations

@@ -22,12 +22,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from confluent_kafka.admin import AdminClient
 
 from bench.brokers import bench_broker
-from bench.measure import cold_env, scratch_dir
+from bench.measure import cold_env
 from bench.runs import cold_start, kstool, machine, quix, run_once, wait_for_jvm_archive, write_results
 from bench.versus import STEPS, load_topic
 from tests.apache_kafka import _java, kafka_jars
@@ -67,13 +68,13 @@ def kafka_streams(bootstrap: str, step: str, cache_bytes: int) -> dict:
     topic, topology, _ = STEPS[step]
     inputs = [topic, f"{topic}-right"] if topology == "join" else [topic]
     app = f"bench-ks-{step}-{cache_bytes}-{time.time_ns()}".replace("_", "-")
-    state = scratch_dir("kstool-bench-ks-")
-    started = time.perf_counter()
-    done = subprocess.run(
-        [_java(), "-Xmx1g", f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp",
-         f"{reference_classes()}:{kafka_jars()}/*", "kstool.reference.BenchApp", twin, bootstrap, app, state,
-         str(cache_bytes), str(expected), f"{app}-out", *inputs], capture_output=True, text=True, timeout=2400)
-    wall = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="kstool-bench-ks-") as state:  # its RocksDB stores: ~1 GB for 5M
+        started = time.perf_counter()
+        done = subprocess.run(
+            [_java(), "-Xmx1g", f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp",
+             f"{reference_classes()}:{kafka_jars()}/*", "kstool.reference.BenchApp", twin, bootstrap, app, state,
+             str(cache_bytes), str(expected), f"{app}-out", *inputs], capture_output=True, text=True, timeout=2400)
+        wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"Kafka Streams' {twin} failed: {done.stderr.strip()[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
