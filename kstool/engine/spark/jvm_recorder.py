@@ -7,8 +7,8 @@ and when kstool exits it leaves this recorder: once the run's JVM is gone (its l
 a JVM of the same class path loads the listed classes without initialising them and records
 them as it exits. A later run adopts the archive. Once per kstool home and Spark version, ~25 s
 after that first run (measured: the JVM's start 3 s, loading 15.5k classes 7 s, writing a
-170 MB archive 13 s). Detached, and gone with its JVM: a JVM that has not exited `RECORD_S`
-after its start is killed and leaves no archive."""
+170 MB archive 13 s), at a lower priority than other work. Detached, and gone with its JVM: a
+JVM that has not exited `RECORD_S` after its start is killed and leaves no archive."""
 
 from __future__ import annotations
 
@@ -81,4 +81,5 @@ def record(jvm_pid: int, class_list: Path, archive: Path, spark_home: Path | Non
 
 if __name__ == "__main__":
     os.umask(0o077)  # the archive is private to the user, as the rest of kstool's home
+    os.nice(10)  # its JVM too: whatever runs next (the next cron job, a test) comes first
     record(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]) if sys.argv[4] else None)
