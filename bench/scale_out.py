@@ -102,8 +102,8 @@ def main() -> None:
     results: dict = {"machine": machine(args.broker), "args": vars(args)}
     with bench_broker(args.broker, env) as bootstrap:
         load_inputs(bootstrap, args.records)
-        # the driver's JVM archive first, as in the full run: its recording costs the first run
-        # seconds, and its writing after that run the next one's CPU
+        # the driver's JVM archive first, as in the full run: recorded after a first job, it would
+        # share the machine with the next ones
         cold_start(env, bootstrap, "local[2]")
         results["runs"] = scale_out(run_once, env, args.worker_cores)
     write_results(results, figures(results["runs"]), prefix="scale-out-")
