@@ -30,22 +30,22 @@ from confluent_kafka.admin import AdminClient
 from bench.brokers import bench_broker
 from bench.measure import cold_env
 from bench.runs import cold_start, kstool, machine, quix, run_once, wait_for_jvm_archive, write_results
-from bench.versus import STEPS, load_topic
+from bench.versus import STEPS, TOPICS, load_topic
 from tests.apache_kafka import _java, kafka_jars
 from tests.reference_apps import LOG_CONFIG, reference_classes
 
 DEFAULT_CACHE_BYTES = 10 * 1024 * 1024  # statestore.cache.max.bytes' default
-# kstool's step (bench.versus.STEPS) -> its twin in BenchApp and the input records it reads
+# kstool's step (bench.versus.STEPS) -> its twin in BenchApp
 TWINS = {
-    "count_per_key_2m_apps": ("count", 2_000_000),
-    "count_per_key_5m": ("count", 5_000_000),
-    "windowed_count_5m": ("tumbling", 5_000_000),
-    "windowed_count_final_1m": ("tumbling-final", 1_000_000),
-    "hopping_count_1m": ("hopping", 1_000_000),
-    "session_count_1m": ("session", 1_000_000),
-    "stream_stream_join_1m_keys": ("stream-stream", 2_000_000),
-    "stream_table_join_1m_keys": ("stream-table", 2_000_000),
-    "table_table_join_2x1m": ("table-table", 2_000_000),
+    "count_per_key_2m_apps": "count",
+    "count_per_key_5m": "count",
+    "windowed_count_5m": "tumbling",
+    "windowed_count_final_1m": "tumbling-final",
+    "hopping_count_1m": "hopping",
+    "session_count_1m": "session",
+    "stream_stream_join_1m_keys": "stream-stream",
+    "stream_table_join_1m_keys": "stream-table",
+    "table_table_join_2x1m": "table-table",
 }
 # the cold target's steps: those over 1M records (a side)
 ONE_MILLION = ("windowed_count_final_1m", "hopping_count_1m", "session_count_1m", "stream_stream_join_1m_keys",
@@ -64,9 +64,9 @@ CACHES = {"default_cache": DEFAULT_CACHE_BYTES, "cache_0": 0}
 
 def kafka_streams(bootstrap: str, step: str, cache_bytes: int) -> dict:
     """One run of `step`'s Kafka Streams twin over its inputs, as a new application."""
-    twin, expected = TWINS[step]
     topic, topology, _ = STEPS[step]
     inputs = [topic, f"{topic}-right"] if topology == "join" else [topic]
+    twin, expected = TWINS[step], sum(TOPICS[name][0] for name in inputs)  # the input records it reads
     app = f"bench-ks-{step}-{cache_bytes}-{time.time_ns()}".replace("_", "-")
     with tempfile.TemporaryDirectory(prefix="kstool-bench-ks-") as state:  # its RocksDB stores: ~1 GB for 5M
         started = time.perf_counter()
