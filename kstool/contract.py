@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 # An update's role says where the sink writes it (see SinkTarget.role).
 OUTPUT = "output"
 LATE = "late"  # a record dropped because its windows had closed (counted; written to --late-topic)
+# a record a task sends to the task of its key in the topology's next stage (Kafka Streams'
+# repartition topic between two sub-topologies): it goes there, never to Kafka
+REPARTITION = "repartition"
 # A per-task topology's updates cross to the sink packed: a row of role PACKED holds many
 # records in its PACK column, and the sink unpacks it (kstool.engine.io.packs).
 PACKED = "packed"
@@ -145,6 +148,12 @@ class TaskTopology(Topology, Protocol):
 
 def runs_per_task(topology: Topology) -> TypeGuard[TaskTopology]:
     return topology.per_task
+
+
+def stage_count(topology: Topology) -> int:
+    """How many stages of tasks the topology runs (its optional `stages`; Kafka Streams'
+    sub-topologies joined by a repartition topic, kstool.tasks.repartition)."""
+    return getattr(topology, "stages", 1)
 
 
 def owner_suffixes(processor: object) -> dict[str, int]:

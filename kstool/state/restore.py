@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.application.exceptions import StateMissingError
-from kstool.application.model import REWRITE, AppLock, AppPaths, existing_app, save_manifest, stopped_app
+from kstool.application.model import REWRITE, STATE_LAYOUT_STAGES, AppLock, AppPaths, existing_app, save_manifest, stopped_app
 from kstool.base.errors import UsageError
 from kstool.base.names import validate_name
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import committed_batches
-from kstool.contract import Topology
+from kstool.contract import Topology, stage_count
 from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.progress import Progress, Silent
 from kstool.engine.query.options import RunOptions, RunSummary
@@ -47,10 +47,16 @@ class RestorePlan:
 def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> RestorePlan:
     paths = AppPaths(state_dir, validate_name(app_id))
     manifest = stopped_app(paths, "a restore")
-    if from_manifest(manifest).per_task and not manifest.changelog_by_task:
+    topology = from_manifest(manifest)
+    if topology.per_task and not manifest.changelog_by_task:
         raise UsageError(f"app {app_id!r} was created by a kstool that logged its stores by key, not per task; "
                          f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
     topics = clients.require_topics([s.changelog_topic for s in manifest.stores])
+    if (stage_count(topology) > 1 and manifest.state_layout < STATE_LAYOUT_STAGES
+            and any(len(topics[s.changelog_topic]) > 1 for s in manifest.stores)):
+        # its changelogs are one task's: a row's entry is not in its input partition's
+        raise UsageError(f"app {app_id!r} was created by a kstool that ran {manifest.topology} in one task; "
+                         f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
     entries = read_seed(clients, manifest).column("store").to_pylist()  # also checks every record's layout
     changelogs = [{"store": store.name, "topic": store.changelog_topic,
                    "partitions": len(topics[store.changelog_topic]), "entries": entries.count(store.name)}

@@ -7,7 +7,14 @@ A row update (key, value) replaces the row in the table store; its old value's g
 subtracted from and its new value's group added to (one update when both are the same group;
 else the old group first), so a row that moves leaves its old group; a tombstone only
 subtracts. An aggregate's timestamp is the later of the update's and the aggregate's. Updates
-are collapsed per batch (the record cache, flushed at each commit). Suppressed, each group's
+are collapsed per batch (the record cache, flushed at each commit).
+
+As in Kafka Streams, the work is two stages: RowChanges (sub-topology 0, a task per input
+partition: the table and KTableRepartitionMap) sends each group's change to the task of the group
+(the repartition topic's partition: Kafka's partitioner over the group), where GroupAggregate
+(sub-topology 1: KTableAggregate, KTableSuppressProcessor) keeps the groups, so stream time (what
+suppression waits on) is that task's. TableAggregate runs both in one task, as
+TopologyTestDriver runs the two sub-topologies: the oracle of the spread run. Suppressed, each group's
 latest update waits in a buffer from when the group entered it, and leaves (is written) when
 stream time - D reaches that time, or, beyond N waiting groups, oldest first.
 
@@ -24,7 +31,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import cast
 
-from kstool.contract import OUTPUT, changelog_role
+from kstool.contract import OUTPUT, REPARTITION, changelog_role
 from kstool.streams.accumulators import output_value, stored_number
 from kstool.streams.fields import json_field
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
@@ -43,17 +50,40 @@ NO_LIMIT = 2**62
 GROUP_BY_FORMS = ("key", "value", "field", "split")  # a row's group
 
 
+# a change sent to the group's task: which of the old and new numbers it has, then both
+CHANGE = struct.Struct(">Bdd")
+HAS_OLD, HAS_NEW = 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """KTableRepartitionMap's output: a group's number taken back (old) and/or added (new)."""
+
+    group: bytes
+    new: float | None
+    old: float | None
+    timestamp: int
+
+    def encode(self) -> bytes:
+        flags = (HAS_OLD if self.old is not None else 0) | (HAS_NEW if self.new is not None else 0)
+        return CHANGE.pack(flags, self.old or 0.0, self.new or 0.0)
+
+    @classmethod
+    def decode(cls, record: Record) -> "Change":
+        flags, old, new = CHANGE.unpack(cast(bytes, record.value))
+        return cls(cast(bytes, record.key), new if flags & HAS_NEW else None, old if flags & HAS_OLD else None,
+                   record.timestamp)
+
+
 @dataclass
-class TableAggregate(TableStores):
+class RowChanges(TableStores):
+    """Sub-topology 0: the rows of one input partition, and each update's changes to groups."""
+
     agg: str  # count | sum
     group_by: str  # key | value | field:PATH | split:SEP:N (kstool.streams.key_mappers)
     value_field: str | None = None  # sum: a JSON field of the row; None: the row as a number
-    value_format: str = "auto"
-    suppress_ms: int | None = None  # untilTimeLimit; None: no time limit (with suppress_records)
-    suppress_records: int | None = None  # maxRecords(N).emitEarlyWhenFull()
     history: int | None = None  # ms: a versioned table keeping each row's versions this long
-    index_bucket_ms: int = MIN_BUCKET_MS
-    stores: tuple[str, ...] = field(init=False)
+    stores: tuple[str, ...] = (TABLE,)
     indexes: tuple[str, ...] = field(init=False)
     group_mapper: KeyMapper = field(init=False)
     cached_roles: frozenset[str] = field(init=False)
@@ -62,17 +92,11 @@ class TableAggregate(TableStores):
 
     def __post_init__(self) -> None:
         self.group_mapper = key_mapper(self.group_by, "--group-by", GROUP_BY_FORMS)
-        self.stores = (TABLE, STORE, BUFFER) if self.suppressed else (TABLE, STORE)
-        self.indexes = ((INDEX,) if self.suppressed else ()) + ((TABLE_INDEX,) if self.history is not None else ())
+        self.indexes = (TABLE_INDEX,) if self.history is not None else ()
         self.versions = None if self.history is None else VersionedTable(TABLE, TABLE_INDEX, self.history)
         self.history_stores = () if self.versions is None else (TABLE,)
         # a versioned table's changelog has every record (ChangeLoggingVersionedKeyValueBytesStore)
-        self.cached_roles = frozenset({changelog_role(STORE)} | ({changelog_role(TABLE)} if self.versions is None
-                                                                  else set()))
-
-    @property
-    def suppressed(self) -> bool:
-        return self.suppress_ms is not None or self.suppress_records is not None
+        self.cached_roles = frozenset({changelog_role(TABLE)} if self.versions is None else set())
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         rows = {r.key for r in records if r.key is not None}
@@ -81,6 +105,10 @@ class TableAggregate(TableStores):
     def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
         """A restore: one record of the versioned table's changelog, in changelog order."""
         cast(VersionedTable, self.versions).put(state, key, value, timestamp)
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        for change in self.changes(records, state):
+            state.emit(change.group, change.encode(), change.timestamp, REPARTITION)
 
     def group_of(self, key: bytes, value: bytes) -> tuple[bytes, float] | None:
         """KTableRepartitionMap's mapper: the row's group and its number (count: 1), or None
@@ -96,8 +124,10 @@ class TableAggregate(TableStores):
         except (TypeError, ValueError):
             return None
 
-    def process_batch(self, records: list[Record], state: TaskState) -> None:
-        flushed: dict[bytes, tuple[bytes | None, int]] = {}  # the record cache: each group's latest
+    def changes(self, records: list[Record], state: TaskState) -> list[Change]:
+        """Each update's changes, in order: one when the row stays in its group, else the old
+        group's (taken back) before the new group's (added)."""
+        changes: list[Change] = []
         for record in records:
             if record.key is None:
                 continue  # KTableSource drops it
@@ -107,17 +137,13 @@ class TableAggregate(TableStores):
             old_pair = self.group_of(record.key, old) if old is not None else None
             new_pair = self.group_of(record.key, record.value) if record.value is not None else None
             if old_pair and new_pair and old_pair[0] == new_pair[0]:
-                self._aggregate(state, flushed, old_pair[0], new_pair[1], old_pair[1], record.timestamp)
+                changes.append(Change(old_pair[0], new_pair[1], old_pair[1], record.timestamp))
                 continue
             if old_pair:
-                self._aggregate(state, flushed, old_pair[0], None, old_pair[1], record.timestamp)
+                changes.append(Change(old_pair[0], None, old_pair[1], record.timestamp))
             if new_pair:
-                self._aggregate(state, flushed, new_pair[0], new_pair[1], None, record.timestamp)
-        for group, (value, ts) in flushed.items():
-            if self.suppressed:
-                self._suppress(state, group, value, ts)
-            else:
-                state.emit(group, value, ts)
+                changes.append(Change(new_pair[0], new_pair[1], None, record.timestamp))
+        return changes
 
     def _update_row(self, state: TaskState, record: Record) -> tuple[bool, bytes | None]:
         """The row's update into the table: whether it changes groups (not a tombstone for no
@@ -136,9 +162,48 @@ class TableAggregate(TableStores):
             state.put(TABLE, key, StoreValue(record.value, record.timestamp))
         return True, None if entry is None else entry.value
 
-    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[bytes | None, int]], group: bytes,
-                   new: float | None, old: float | None, ts: int) -> None:
+
+@dataclass
+class GroupAggregate(TableStores):
+    """Sub-topology 1: the groups of one repartition partition; the changes sent to them
+    aggregated and written (suppressed: when they have waited)."""
+
+    agg: str  # count | sum
+    value_format: str = "auto"
+    suppress_ms: int | None = None  # untilTimeLimit; None: no time limit (with suppress_records)
+    suppress_records: int | None = None  # maxRecords(N).emitEarlyWhenFull()
+    index_bucket_ms: int = MIN_BUCKET_MS
+    stores: tuple[str, ...] = field(init=False)
+    indexes: tuple[str, ...] = field(init=False)
+    cached_roles: frozenset[str] = frozenset({changelog_role(STORE)})
+
+    def __post_init__(self) -> None:
+        self.stores = (STORE, BUFFER) if self.suppressed else (STORE,)
+        self.indexes = (INDEX,) if self.suppressed else ()
+
+    @property
+    def suppressed(self) -> bool:
+        return self.suppress_ms is not None or self.suppress_records is not None
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return {STORE: {cast(bytes, r.key) for r in records}}
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        self.apply([Change.decode(record) for record in records], state)
+
+    def apply(self, changes: list[Change], state: TaskState) -> None:
+        flushed: dict[bytes, tuple[bytes | None, int]] = {}  # the record cache: each group's latest
+        for change in changes:
+            self._aggregate(state, flushed, change)
+        for group, (value, ts) in flushed.items():
+            if self.suppressed:
+                self._suppress(state, group, value, ts)
+            else:
+                state.emit(group, value, ts)
+
+    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[bytes | None, int]], change: Change) -> None:
         """KTableAggregate#process: the old number taken back, then the new one added."""
+        group, new, old, ts = change.group, change.new, change.old, change.timestamp
         entry = state.get(STORE, group)
         current = None if entry is None else stored_number(cast(bytes, entry.value), self.value_format)
         result, newest = current, ts
@@ -190,3 +255,42 @@ class TableAggregate(TableStores):
                     found.add(TIME.unpack(cast(bytes, entry.value)[:TIME.size])[0], group)
             state.index["suppress"] = found
         return cast(TimeIndex, found)
+
+
+@dataclass
+class TableAggregate(TableStores):
+    """Both stages in one task, as TopologyTestDriver runs the two sub-topologies: what the
+    spread run (kstool.topologies.table_aggregate) is checked against."""
+
+    agg: str
+    group_by: str
+    value_field: str | None = None
+    value_format: str = "auto"
+    suppress_ms: int | None = None
+    suppress_records: int | None = None
+    history: int | None = None
+    index_bucket_ms: int = MIN_BUCKET_MS
+    rows: RowChanges = field(init=False)
+    groups: GroupAggregate = field(init=False)
+    stores: tuple[str, ...] = field(init=False)
+    indexes: tuple[str, ...] = field(init=False)
+    cached_roles: frozenset[str] = field(init=False)
+    history_stores: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = RowChanges(self.agg, self.group_by, self.value_field, self.history)
+        self.groups = GroupAggregate(self.agg, self.value_format, self.suppress_ms, self.suppress_records,
+                                     self.index_bucket_ms)
+        self.stores = self.rows.stores + self.groups.stores
+        self.indexes = self.groups.indexes + self.rows.indexes
+        self.cached_roles = self.rows.cached_roles | self.groups.cached_roles
+        self.history_stores = self.rows.history_stores
+
+    def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
+        return self.rows.reads(records)
+
+    def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
+        self.rows.replay(state, store, key, value, timestamp)
+
+    def process_batch(self, records: list[Record], state: TaskState) -> None:
+        self.groups.apply(self.rows.changes(records, state), state)

@@ -13,7 +13,7 @@ stream time, windows and join buffers survive restarts.
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import numpy as np
@@ -36,6 +36,7 @@ from kstool.streams.task import (
     task_stores,
 )
 from kstool.tasks.combiners.packs import unpack
+from kstool.tasks.repartition import PASS_THROUGH, STAGE_INPUT_SCHEMA, next_stage_rows
 from kstool.tasks.shards import Directory, ShardedStore
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: Spark's driver-side runner that
@@ -61,8 +62,10 @@ META_SCHEMA = StructType([StructField("stream_time", LongType()), StructField("s
 
 
 class TaskProcessor(StatefulProcessor):
-    def __init__(self, make_processor: Callable[[], Processor]):
-        self.make_processor = make_processor
+    """next_tasks: this stage feeds a next one of that many tasks (kstool.tasks.repartition)."""
+
+    def __init__(self, make_processor: Callable[[], Processor], next_tasks: int | None = None):
+        self.make_processor, self.next_tasks = make_processor, next_tasks
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.processor = self.make_processor()
@@ -78,7 +81,12 @@ class TaskProcessor(StatefulProcessor):
 
     def _batch(self, task: int, rows: Iterator[pd.DataFrame]) -> pd.DataFrame:
         records: list[Record] = []
+        passed: list[bytes] = []  # an earlier stage's sink records, for the sink
         for frame in rows:  # Arrow batches as pandas: whole columns to Python lists at once
+            through = frame["side"] == PASS_THROUGH
+            if through.any():
+                passed += frame["pack"][through].tolist()
+                frame = frame[~through]
             columns = [frame[c].tolist() for c in ("key", "value", "event_time", "side", "number",
                                                     "partition", "offset")]
             batch = [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
@@ -98,7 +106,9 @@ class TaskProcessor(StatefulProcessor):
         for store in stores.values():
             store.write_back()
         self._save_meta(state.stream_time, state.sequence, directories)
-        return _frame(emitted, task)
+        if self.next_tasks is not None:
+            return next_stage_rows(emitted, task, self.next_tasks)
+        return _frame(emitted, task, passed)
 
     @collector_paused()
     def handleInitialState(self, key, initialState: pd.DataFrame, timerValues) -> None:
@@ -146,9 +156,10 @@ class TaskProcessor(StatefulProcessor):
         pass
 
 
-def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
+def _frame(emitted: list[Emitted], task: int, passed: Sequence[bytes] = ()) -> pd.DataFrame:
     """The emitted records as OUTPUT_SCHEMA's frame of packed rows (kstool.engine.io.packs),
-    its columns given as numpy arrays: from lists, pandas looks at every object to infer a type."""
+    then the packs passed through; its columns given as numpy arrays: from lists, pandas looks
+    at every object to infer a type."""
     import pandas as pd
 
     def objects(values: list) -> np.ndarray:
@@ -157,7 +168,7 @@ def _frame(emitted: list[Emitted], task: int) -> pd.DataFrame:
         return column
 
     packs = pack_records([e.role for e in emitted], [e.key for e in emitted], [e.value for e in emitted],
-                         np.fromiter((e.timestamp for e in emitted), np.int64, len(emitted)))
+                         np.fromiter((e.timestamp for e in emitted), np.int64, len(emitted))) + list(passed)
     n = len(packs)
     return pd.DataFrame({"role": objects([PACKED] * n), "key": objects([None] * n), "value": objects([None] * n),
                          "event_time": np.zeros(n, np.int64), "task": np.full(n, task, np.int64), PACK: objects(packs)},
@@ -187,11 +198,20 @@ def _unpacked(batch: list[Record], packs: list[bytes | None]) -> list[Record]:
     return records
 
 
-def run_tasks(rows, make_processor: Callable[[], Processor], seed=None):
+def run_tasks(rows, make_processor: Callable[[], Processor], seed=None, next_tasks: int | None = None):
     """rows: a streaming DataFrame with INPUT_COLUMNS (and PARTIAL_COLUMNS where the source
-    combines) -> the emitted records (OUTPUT_SCHEMA). seed: a restore's store entries
-    (kstool.engine.query.seed.SEED_COLUMNS), applied in the first batch of a new checkpoint."""
-    initial = {"initialState": seed.groupBy("task")} if seed is not None else {}
+    combines) -> the emitted records (OUTPUT_SCHEMA), or with `next_tasks` the rows of a next
+    stage of that many tasks (kstool.tasks.repartition). seed: a restore's store entries
+    (kstool.engine.query.seed.SEED_COLUMNS), applied in the first batch of a new checkpoint;
+    a stage takes those of its processor's stores."""
+    initial = {}
+    if seed is not None:
+        from pyspark.sql import functions as F
+
+        stores = list(task_stores(make_processor()))
+        initial = {"initialState": seed.filter(F.col("store").isin(stores)).groupBy("task")}
     columns = INPUT_COLUMNS + (PARTIAL_COLUMNS if set(PARTIAL_COLUMNS) <= set(rows.columns) else ())
+    schema = OUTPUT_SCHEMA if next_tasks is None else STAGE_INPUT_SCHEMA
     return (rows.select(*columns).groupBy("task")
-            .transformWithStateInPandas(TaskProcessor(make_processor), OUTPUT_SCHEMA, "Update", "None", **initial))
+            .transformWithStateInPandas(TaskProcessor(make_processor, next_tasks), schema, "Update", "None",
+                                        **initial))

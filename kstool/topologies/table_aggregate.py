@@ -3,10 +3,11 @@ group leaving its old one (Kafka Streams' KTable.groupBy(...).count() / .aggrega
 subtractor), kstool.streams.table_aggregation), optionally suppressed (suppress(untilTimeLimit)).
 
 The input is read as a table (latest value per key, a tombstone deletes the row; with
---table-history a versioned table, whose out-of-order updates change no group). All of it runs
-in one task: Kafka Streams re-groups the rows through a repartition topic between two tasks,
-kstool keeps the rows and the groups side by side, so the input's partitions are processed
-together (merged by timestamp, as a repartition topic would merge them).
+--table-history a versioned table, whose out-of-order updates change no group). It runs in two
+stages of tasks, as Kafka Streams' two sub-topologies: the rows in a task per input partition,
+the groups in a task per partition of the repartition topic Kafka Streams would make (as many as
+the input's, a group's by Kafka's partitioner), their changes crossing between the stages in the
+query (kstool.tasks.repartition) instead of through a topic.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from kstool.base.names import changelog_topic
 from kstool.contract import SinkTarget
 from kstool.streams.accumulators import store_format
 from kstool.streams.key_mappers import KeyMapper, key_mapper
-from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, GROUP_BY_FORMS, STORE, TABLE, TableAggregate
+from kstool.streams.table_aggregation import (
+    AGGREGATIONS,
+    BUFFER,
+    GROUP_BY_FORMS,
+    STORE,
+    TABLE,
+    GroupAggregate,
+    RowChanges,
+    TableAggregate,
+)
 from kstool.topologies import events
 from kstool.topologies.aggregate_inputs import VALUE_FORMATS
 from kstool.topologies.one_input import OneInputPerTask
@@ -42,6 +52,7 @@ class TableAggregation(OneInputPerTask):
     invalid_reason: str = "not JSON where a field is read, or no number to sum"
     per_task: bool = True
     tasks_are_partitions: bool = False
+    stages: int = 2  # the rows' tasks, then the groups' (kstool.contract.stage_count)
     group_mapper: KeyMapper = field(init=False)
 
     def __post_init__(self) -> None:
@@ -69,12 +80,21 @@ class TableAggregation(OneInputPerTask):
         return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records,
                               self.table_history)
 
+    def row_changes(self) -> RowChanges:
+        return self.processor().rows
+
+    def group_aggregate(self) -> GroupAggregate:
+        return self.processor().groups
+
     def stores(self, app_id: str) -> list[StoreSpec]:
         output = store_format(self.agg, self.value_format)  # the store's, the output's and the buffer's alike
         values = {TABLE: "string", STORE: output, BUFFER: f"buffered:{output}"}
-        return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name], spark_state_var=name,
+        # Spark numbers a query's stateful operators from the sink's end: the groups' is 0
+        operators = ((self.row_changes(), 1), (self.group_aggregate(), 0))
+        return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name],
+                          operator_id=operator, spark_state_var=name,
                           history_ms=self.table_history if name == TABLE else None)
-                for name in self.processor().stores]
+                for stage, operator in operators for name in stage.stores]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
@@ -96,28 +116,39 @@ class TableAggregation(OneInputPerTask):
 
         from kstool.tasks.processor import run_tasks
 
-        rows = events.keyed_rows(source, F.lit(0), F.lit(0), F.col("value"))  # one task
-        return run_tasks(rows, self.processor, seed)
+        rows = events.keyed_rows(source, F.col("partition"), F.lit(0), F.col("value"))
+        changes = run_tasks(rows, self.row_changes, seed, next_tasks=tasks)
+        return run_tasks(changes, self.group_aggregate, seed)
 
     def describe(self, app_id: str) -> dict:
+        """Topology#describe() of table(...).groupBy(...).count() [.suppress(...)].toStream().to(...):
+        two sub-topologies joined by a repartition topic (Kafka's TopologyTest
+        tableNamedMaterializedCountShouldPreserveTopologyStructure)."""
         stores = self.stores(app_id)
         names = [s.name for s in stores]
-        aggregate = "KTABLE-AGGREGATE-0000000005"
+        aggregate, select = "KTABLE-AGGREGATE-0000000006", "KTABLE-SELECT-0000000003"
         suppress = ["KTABLE-SUPPRESS-0000000007"] if BUFFER in names else []
         chain = [aggregate, *suppress, "KTABLE-TOSTREAM-0000000008"]
-        nodes = [
-            {"name": "KTABLE-SOURCE-0000000001", "type": "source", "topics": [self.input_topic], "stores": [TABLE],
-             "successors": ["KTABLE-SELECT-0000000003"]},
-            {"name": "KTABLE-SELECT-0000000003", "type": "processor", "stores": [], "successors": [aggregate],
-             "spark": f"one task: the rows re-grouped by {self.group_by} beside their groups (no repartition topic)"},
+        repartition = f"{app_id}-{STORE}-repartition"
+        rows = [
+            {"name": "KSTREAM-SOURCE-0000000001", "type": "source", "topics": [self.input_topic],
+             "successors": ["KTABLE-SOURCE-0000000002"]},
+            {"name": "KTABLE-SOURCE-0000000002", "type": "processor", "stores": [TABLE], "successors": [select],
+             "spark": "a task per input partition"},
+            {"name": select, "type": "processor", "stores": [], "successors": ["KSTREAM-SINK-0000000004"],
+             "spark": f"each row's change to its group by {self.group_by}, sent to the group's task"},
+            {"name": "KSTREAM-SINK-0000000004", "type": "sink", "topic": repartition,
+             "spark": "no topic: the changes cross to the next stage's tasks inside the query"},
         ]
-        nodes += [{"name": name, "type": "processor", "stores": {aggregate: [STORE], "KTABLE-SUPPRESS-0000000007": [BUFFER]}
-                   .get(name, []), "successors": [successor]} for name, successor in zip(chain, chain[1:] + [SINK])]
-        nodes.append({"name": SINK, "type": "sink", "topic": self.output_topic})
-        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": nodes}],
+        groups = [{"name": "KSTREAM-SOURCE-0000000005", "type": "source", "topics": [repartition],
+                   "successors": [aggregate], "spark": "a task per partition the repartition topic would have"}]
+        groups += [{"name": name, "type": "processor", "stores": {aggregate: [STORE], "KTABLE-SUPPRESS-0000000007":
+                                                                  [BUFFER]}.get(name, []), "successors": [successor]}
+                   for name, successor in zip(chain, chain[1:] + [SINK])]
+        groups.append({"name": SINK, "type": "sink", "topic": self.output_topic})
+        return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": rows}, {"id": 1, "nodes": groups}],
                 "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
                             "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
-
 
 TYPE = TopologyType(
     "table-aggregate",

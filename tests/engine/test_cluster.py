@@ -267,6 +267,30 @@ def test_a_worker_killed_while_its_tasks_run_a_stream_table_join_batch_loses_not
         **{(table, p): end for p, end in end_offsets(kafka, table).items()}}
 
 
+def test_a_worker_killed_while_its_tasks_run_a_table_aggregate_batch_loses_nothing(kafka, spark_cluster, topic_name,
+                                                                                   tmp_path):
+    """24k updates of 200 rows, each moving among 7 groups, counted by group in the two stages'
+    tasks on both workers while one is killed (at least once): the output's and the aggregate
+    changelog's latest count of each group are the final table's, the table changelog holds its
+    rows, and the group stands at the input's ends."""
+    source, app, checkpoint = topic_name, topic_name + "-app", tmp_path / "ckpt"
+    create_topic(kafka, source, 2)
+    updates = [(KEYS[i % 200].encode(), f"g{(i // 200 + i) % 7}".encode(), i % 2, T0 + i) for i in range(RECORDS)]
+    _produce_with_tail(kafka, source, updates)
+    args = _run_args(spark_cluster, "table-aggregate", app, "--input", source, "--output", source + "-out",
+                     "--checkpoint-location", str(checkpoint), "--max-records-per-batch", "4000", *BOTH_WORKERS)
+    _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint)
+
+    rows = {key.decode(): group.decode() for key, group, _, _ in updates}
+    expected = dict(Counter(rows.values()))
+    assert _counts(kafka, source + "-out") == expected
+    assert _counts(kafka, app + "-aggregate-changelog") == expected
+    table = latest_per_key(read_all(kafka, app + "-table-changelog"))
+    assert {k.decode(): v.decode() for k, v in table.items()} == rows
+    group = json.loads(cli("groups", "describe", app, "-o", "json").stdout)
+    assert {p["partition"]: p["committed"] for p in group["partitions"]} == end_offsets(kafka, source)
+
+
 def test_windows_come_back_from_their_changelog(kafka, spark_cluster, topic_name, tmp_path):
     """The windowed test's two-run script; between the runs the worker is replaced and the
     checkpoint deleted: the run refuses, `state restore` brings the store back from the

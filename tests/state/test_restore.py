@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kstool.application.model import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS
+from kstool.application.model import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS, STATE_LAYOUT_STAGES
 from tests.conftest import cli
 from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_records, produce_values, read_all
 from tests.oracles import word_counts
@@ -150,7 +150,32 @@ def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, sp
     second = cli(*run)
     assert second.exit_code == 0, second.stderr
     assert windowed_counts(read_all(kafka, source + "-out")) == TWO_RUNS_OUTPUT
-    assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_OWNER_SHARDS
+    assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_STAGES
+
+
+def test_a_table_aggregate_kept_in_one_task_is_refused_and_not_restored_over_partitions(kafka, spark, topic_name):
+    """A table aggregation whose checkpoint ran both stages in one task (state_layout 3) logged
+    every row to partition 0: over two partitions a restore would put rows in the wrong task, so
+    the run is refused and so is the restore, each saying what to do; nothing is written."""
+    source, app = topic_name, topic_name + "-app"
+    create_topic(kafka, source, 2)
+    run = ("run", "table-aggregate", "--input", source, "--output", source + "-out", "--app-id", app, "--once")
+    produce_keyed(kafka, source, [("a", "x", 0)], partition=1)
+    assert cli(*run).exit_code == 0
+    manifest_path = _checkpoint(app).parent / "app.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["state_layout"] = STATE_LAYOUT_OWNER_SHARDS
+    manifest_path.write_text(json.dumps(manifest))
+    produce_keyed(kafka, source, [("a", "y", 1)], partition=1)
+    outputs = len(read_all(kafka, source + "-out"))
+
+    refused = cli(*run)
+    assert refused.exit_code == 1 and "older layout" in refused.stderr, refused.stderr
+    restore = cli("state", "restore", "--app-id", app, "--yes")
+    assert restore.exit_code != 0 and len(restore.stderr.strip().splitlines()) == 1, restore.stderr
+    assert "in one task" in restore.stderr and f"kstool reset --app-id {app} --to-earliest" in restore.stderr
+    assert len(read_all(kafka, source + "-out")) == outputs
+    assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_OWNER_SHARDS  # nothing changed
 
 
 def _stream_stream_first_run(kafka, topic_name: str, *options: str) -> tuple[tuple, str, str]:

@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from kstool.kafka.partitioner import partition_for
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, produce_keyed, read_all
 
@@ -97,3 +98,30 @@ def test_a_versioned_table_ignores_out_of_order_rows_across_runs(kafka, spark, t
     assert _counts(read_all(kafka, topic_name + "-out")) == [("eu", 2, 12), ("eu", 1, 20), ("asia", 1, 20)]
     # the versioned table's changelog keeps every row update, the ignored one too
     assert len(read_all(kafka, f"{topic_name}-app-table-changelog")) == 4
+
+
+def test_rows_and_groups_are_spread_over_tasks_as_kafka_streams_repartitions_them(kafka, spark, topic_name):
+    """Rows over three partitions, counted by group: each row's store entry is logged to its input
+    partition (the task of sub-topology 0), each group's to the partition Kafka's partitioner gives
+    the group (the repartition topic's, the task of sub-topology 1), and the counts are the rows'."""
+    create_topic(kafka, topic_name, 3)
+    rows = {f"u{i}": f"g{i % 10}" for i in range(60)}
+    moved = {f"u{i}": f"g{(i + 1) % 10}" for i in range(0, 60, 7)}
+    for partition in range(3):
+        mine = [u for i, u in enumerate(rows) if i % 3 == partition]
+        produce_keyed(kafka, topic_name, [(u, rows[u], 1) for u in mine] + [(u, moved[u], 2) for u in mine if u in moved],
+                      partition)
+    app = topic_name + "-app"
+    result = cli("run", "table-aggregate", "--input", topic_name, "--output", topic_name + "-out", "--app-id", app,
+                 "--once")
+    assert result.exit_code == 0, result.stderr
+    final = {**rows, **moved}
+    expected = Counter(final.values())
+    assert {g: n for g, n, _ in _counts(read_all(kafka, topic_name + "-out"))} == expected
+    groups = {m.key().decode(): m.partition() for m in read_all(kafka, app + "-aggregate-changelog")}
+    assert groups == {g: partition_for(g.encode(), 3) for g in expected}
+    assert len(set(groups.values())) == 3  # the groups' work is on every task
+    logged = {m.key().decode(): m.partition() for m in read_all(kafka, app + "-table-changelog")}
+    assert logged == {u: i % 3 for i, u in enumerate(rows)}
+    entries = json.loads(cli("state", "all", "--app-id", app, "--store", "aggregate", "-o", "json").stdout)
+    assert {e["key"]: e["value"] for e in entries} == expected

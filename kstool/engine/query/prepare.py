@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 from kstool.application.model import (
-    STATE_LAYOUT_OWNER_SHARDS,
+    STATE_LAYOUT_STAGES,
     AppPaths,
     Manifest,
     check_compatible,
@@ -35,7 +35,7 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
     if existing is not None:
         check_compatible(existing, wanted)
     wanted.changelog_by_task = True  # apps created before kstool 0.2 keep partitioning by key
-    wanted.state_layout = STATE_LAYOUT_OWNER_SHARDS
+    wanted.state_layout = STATE_LAYOUT_STAGES
     if existing is not None:  # what the app's history decided, kept
         wanted.changelog_by_task, wanted.restore_pending = existing.changelog_by_task, existing.restore_pending
         wanted.state_layout = existing.state_layout

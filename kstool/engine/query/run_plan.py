@@ -12,6 +12,7 @@ from kstool.application.exceptions import IncompatibleRunError, StateLayoutError
 from kstool.application.model import (
     STATE_LAYOUT_OWNER_SHARDS,
     STATE_LAYOUT_SHARDS,
+    STATE_LAYOUT_STAGES,
     AppPaths,
     Manifest,
     checkpoint_uri,
@@ -22,7 +23,7 @@ from kstool.application.model import (
 from kstool.checkpoint.files import open_checkpoint
 from kstool.checkpoint.location import CheckpointFiles, local_path
 from kstool.checkpoint.logs import last_committed_batch, missing_state
-from kstool.contract import TaskTopology, Topology, owner_suffixes, runs_per_task
+from kstool.contract import TaskTopology, Topology, owner_suffixes, runs_per_task, stage_count
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.progress import Progress
 from kstool.engine.query import parking
@@ -67,7 +68,7 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
         progress.message("restoring the stores from " + ", ".join(seed.changelogs))
     if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
         manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
-        manifest.state_layout = STATE_LAYOUT_OWNER_SHARDS
+        manifest.state_layout = STATE_LAYOUT_STAGES
         save_manifest(paths, manifest)
     elif runs_per_task(topology) and manifest.state_layout < _layout_needed(topology):
         raise StateLayoutError(
@@ -92,9 +93,11 @@ def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
 
 
 def _layout_needed(topology: TaskTopology) -> int:
-    """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those."""
-    processor = topology.processor()
-    return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(processor) else STATE_LAYOUT_SHARDS
+    """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those,
+    a topology of two stages (a table aggregation) its stages' own operators."""
+    if stage_count(topology) > 1:
+        return STATE_LAYOUT_STAGES
+    return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(topology.processor()) else STATE_LAYOUT_SHARDS
 
 
 def may_park(options: RunOptions) -> bool:
