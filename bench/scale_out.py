@@ -6,8 +6,9 @@ pyspark) of one worker × one core, then of two workers × one core, each worker
 executors it starts) in a CPU-quota group of its own (`--worker-cores`, default 0.4 of a core:
 bench.cpu_quota; the driver and the broker outside; unquoted where the machine does not allow
 groups, and the results say why), over records in 4
-partitions: count per key, windowed count (`tumbling:1s`), and a stream-table join (`--how
-left`, the right topic as the table). The workers see the kstool home, so each checkpoint stays
+partitions: count per key, windowed count (`tumbling:1s`), a stream-table join (`--how
+left`, the right topic as the table), and table-aggregate (rows of 10,000 keys moving among
+100 groups, counted by group: its two stages of tasks). The workers see the kstool home, so each checkpoint stays
 in its app's folder. Per job: processing records/s on each cluster, the efficiency
 rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, and the
 CPU seconds outside the groups (driver, broker, the rest of the machine). Results: bench/results/scale-out-<time>.json."""
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -27,11 +29,13 @@ from tests.cluster import SparkCluster
 PARTITIONS = 4
 WORKER_CORES = 0.4  # each worker's quota (#71): two of them and the driver and broker fit in 2 cores
 TOPIC = "bench-scale"
-# name -> (topology, its options); a join reads TOPIC and TOPIC-right
+TABLE = TOPIC + "-table"  # rows: a key's value is its group
+# name -> (topology, its options, its input); a join reads TOPIC and TOPIC-right
 JOBS = {
-    "count_per_key": ("aggregate", ()),
-    "windowed_count": ("aggregate", ("--window", "tumbling:1s")),
-    "stream_table_join": ("join", ("--kind", "stream-table", "--how", "left")),
+    "count_per_key": ("aggregate", (), TOPIC),
+    "windowed_count": ("aggregate", ("--window", "tumbling:1s"), TOPIC),
+    "stream_table_join": ("join", ("--kind", "stream-table", "--how", "left"), TOPIC),
+    "table_aggregate": ("table-aggregate", (), TABLE),
 }
 
 
@@ -39,6 +43,14 @@ def load_inputs(bootstrap: str, records: int) -> None:
     for side, seed in (("", 7), ("-right", 8)):
         create_topic(bootstrap, TOPIC + side, PARTITIONS)
         load(bootstrap, TOPIC + side, keyed_records(records, keys=10_000, seed=seed), PARTITIONS, by_key=True)
+    create_topic(bootstrap, TABLE, PARTITIONS)
+    load(bootstrap, TABLE, table_rows(records), PARTITIONS, by_key=True)
+
+
+def table_rows(n: int, keys: int = 10_000, groups: int = 100, seed: int = 9):
+    rng = random.Random(seed)
+    for _ in range(n):
+        yield f"k{rng.randrange(keys)}".encode(), f"g{rng.randrange(groups)}".encode()
 
 
 def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
@@ -57,10 +69,10 @@ def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
                 assert worker is not None
                 groups.append(cpu_quota.QuotaGroup(f"worker{index}", worker_cores))
                 groups[-1].add(worker.pid)  # spark-class execs the worker's JVM: this pid is it
-            for job, (topology, options) in JOBS.items():
+            for job, (topology, options, topic) in JOBS.items():
                 print(f"  {job} on {workers} worker(s) ...", file=sys.stderr)
                 before = [group.usage() for group in groups], cpu_quota.machine_cpu_s()
-                run = run_once(env, TOPIC, f"bench-scale-{job}-{workers}w".replace("_", "-"), cluster.url, topology,
+                run = run_once(env, topic, f"bench-scale-{job}-{workers}w".replace("_", "-"), cluster.url, topology,
                                (*options, *conf))
                 runs[f"{job}_{workers}w"] = {**run, **_cpu(groups, *before)}
         finally:

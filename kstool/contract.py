@@ -156,6 +156,13 @@ def stage_count(topology: Topology) -> int:
     return getattr(topology, "stages", 1)
 
 
+def store_operators(processor: object) -> dict[str, int]:
+    """Each store's stateful operator in the query: a processor of stages (its optional
+    stages(), run in that order) has one per stage, which Spark numbers from the sink's end."""
+    stages = processor.stages() if hasattr(processor, "stages") else (processor,)
+    return {store: len(stages) - 1 - index for index, stage in enumerate(stages) for store in stage.stores}
+
+
 def owner_suffixes(processor: object) -> dict[str, int]:
     """Stores hashed without a suffix of their keys, so one owner's entries share a shard: the
     processor's optional `suffixed_stores` ((store, bytes), ...)."""

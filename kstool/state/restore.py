@@ -52,9 +52,9 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
         raise UsageError(f"app {app_id!r} was created by a kstool that logged its stores by key, not per task; "
                          f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
     topics = clients.require_topics([s.changelog_topic for s in manifest.stores])
-    if (stage_count(topology) > 1 and manifest.state_layout < STATE_LAYOUT_STAGES
-            and any(len(topics[s.changelog_topic]) > 1 for s in manifest.stores)):
-        # its changelogs are one task's: a row's entry is not in its input partition's
+    if stage_count(topology) > 1 and manifest.state_layout < STATE_LAYOUT_STAGES:
+        # its changelogs are one task's (every entry in partition 0; a foreign-key join's
+        # subscriptions without their left rows), not its stages'
         raise UsageError(f"app {app_id!r} was created by a kstool that ran {manifest.topology} in one task; "
                          f"reprocess instead: kstool reset --app-id {app_id} --to-earliest")
     entries = read_seed(clients, manifest).column("store").to_pylist()  # also checks every record's layout

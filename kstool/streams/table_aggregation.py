@@ -286,6 +286,10 @@ class TableAggregate(TableStores):
         self.cached_roles = self.rows.cached_roles | self.groups.cached_roles
         self.history_stores = self.rows.history_stores
 
+    def stages(self) -> tuple[RowChanges, GroupAggregate]:
+        """What a task of each stage runs (kstool.tasks.processor.run_stages)."""
+        return self.rows, self.groups
+
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return self.rows.reads(records)
 

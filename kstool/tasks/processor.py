@@ -12,6 +12,7 @@ stream time, windows and join buffers survive restarts.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import MutableMapping, Sequence
 from typing import TYPE_CHECKING, Callable, Iterator, cast
@@ -107,7 +108,7 @@ class TaskProcessor(StatefulProcessor):
             store.write_back()
         self._save_meta(state.stream_time, state.sequence, directories)
         if self.next_tasks is not None:
-            return next_stage_rows(emitted, task, self.next_tasks)
+            return next_stage_rows(emitted, task, self.next_tasks, passed)
         return _frame(emitted, task, passed)
 
     @collector_paused()
@@ -215,3 +216,17 @@ def run_tasks(rows, make_processor: Callable[[], Processor], seed=None, next_tas
     return (rows.select(*columns).groupBy("task")
             .transformWithStateInPandas(TaskProcessor(make_processor, next_tasks), schema, "Update", "None",
                                         **initial))
+
+
+def run_stages(rows, make_processor: Callable[[], Processor], tasks: int, seed=None):
+    """run_tasks of a processor of stages (its stages(), each a processor): a stateful operator
+    per stage, each stage's output the next one's rows over `tasks` tasks (kstool.tasks.repartition)."""
+    count = len(make_processor().stages())  # type: ignore[attr-defined]
+    for index in range(count):
+        rows = run_tasks(rows, functools.partial(_stage, make_processor, index), seed,
+                         next_tasks=tasks if index < count - 1 else None)
+    return rows
+
+
+def _stage(make_processor: Callable[[], Processor], index: int) -> Processor:
+    return make_processor().stages()[index]  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ offset, so the receiving task merges its senders as a repartition topic's partit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,8 +35,9 @@ STAGE_INPUT_SCHEMA = StructType([
 ])
 
 
-def next_stage_rows(emitted: list[Emitted], task: int, tasks: int) -> pd.DataFrame:
-    """What task `task` emitted, as rows of the next stage's `tasks` tasks."""
+def next_stage_rows(emitted: list[Emitted], task: int, tasks: int, passed: Sequence[bytes] = ()) -> pd.DataFrame:
+    """What task `task` emitted, as rows of the next stage's `tasks` tasks; `passed`: packs an
+    earlier stage's task of this number sent through it, passed on."""
     import pandas as pd
 
     sent = [e for e in emitted if e.role == REPARTITION]
@@ -50,6 +52,7 @@ def next_stage_rows(emitted: list[Emitted], task: int, tasks: int) -> pd.DataFra
             for piece in pieces(records.filter(pa.array(targets == target)), PACK_BYTES):
                 times, offsets = piece.column("timestamp"), piece.column("offset")
                 rows.append((target, 0, pc.max(times).as_py(), task, offsets[-1].as_py(), ipc(piece)))
+    rows += [(task, PASS_THROUGH, 0, task, 0, pack) for pack in passed]  # the earlier stage's first
     kept = [e for e in emitted if e.role != REPARTITION]
     if kept:
         times = np.fromiter((e.timestamp for e in kept), np.int64, len(kept))

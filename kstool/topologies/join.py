@@ -1,7 +1,7 @@
 """join: stream-stream, stream-table and table-table joins of two topics by key, with Kafka
 Streams' semantics (`kstool.streams.joins`, a module per kind), stream-global joins of a stream
 with a GlobalKTable by a key the stream record names (the table in every task), and foreign-key
-table-table joins (one task), run per task with Spark's transformWithState.
+table-table joins (three stages of tasks), run per task with Spark's transformWithState.
 
 Both inputs must be co-partitioned (same partition count), as Kafka Streams requires, unless
 `--repartition` is given: then records are re-grouped by key into as many tasks as the larger
@@ -17,7 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.base.serdes import SCHEMA_FORMATS
-from kstool.contract import VALUE_JSON, CombinerSpec, SinkTarget
+from kstool.contract import VALUE_JSON, CombinerSpec, SinkTarget, store_operators
 from kstool.streams.joins.foreign_key import SUBSCRIPTIONS
 from kstool.streams.joins.global_table import GLOBAL
 from kstool.streams.joins.joiners import HOWS, JOINERS, make_joiner
@@ -25,7 +25,7 @@ from kstool.streams.joins.versioned_stream_table import BUFFER
 from kstool.streams.task import LEFT, RIGHT
 from kstool.tasks.combiners import pack_spec
 from kstool.topologies import events
-from kstool.topologies.join_kinds import BY_KEY, KIND_CHOICES, ONE_TASK, TABLE_IN_EVERY_TASK, JoinKind, kind_of
+from kstool.topologies.join_kinds import BY_KEY, KIND_CHOICES, STAGES, TABLE_IN_EVERY_TASK, JoinKind, kind_of
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
 
 # the join stores' kinds (their changelog key layouts)
@@ -100,12 +100,18 @@ class Join:
     def processor(self):
         return self.kind_entry().processor(self, make_joiner(self.joiner, self.separator))
 
+    @property
+    def stages(self) -> int:
+        """Stages of tasks (kstool.contract.stage_count): the foreign-key join's three."""
+        return len(self.processor().stages()) if self.kind_entry().spread == STAGES else 1
+
     def stores(self, app_id: str) -> list[StoreSpec]:
         processor = self.processor()
         retention = getattr(processor, "retention", None)  # of window stores
         versioned = getattr(processor, "history_stores", ())
+        operators = store_operators(processor)
         return [StoreSpec(name, _STORE_KINDS[name], changelog_topic(app_id, name),
-                          _KEY_FORMATS.get(name, "string"), "string",
+                          _KEY_FORMATS.get(name, "string"), "string", operator_id=operators[name],
                           spark_state_var=name,
                           retention_ms=retention if _STORE_KINDS[name] == "window" else None,
                           history_ms=self.table_history if name in versioned else None)
@@ -146,7 +152,7 @@ class Join:
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.tasks.processor import run_tasks
+        from kstool.tasks.processor import run_stages, run_tasks
 
         side = F.when(F.col("topic") == self.left_topic, LEFT).otherwise(RIGHT)
         # decoded values join as their JSON text (what the joiner shows and the stores keep)
@@ -155,8 +161,8 @@ class Join:
         if spread == TABLE_IN_EVERY_TASK:  # the stream's records in their partition's task, the table's in every task
             task = F.explode(F.when(side == LEFT, F.array(F.col("partition")))
                              .otherwise(F.sequence(F.lit(0), F.lit(tasks - 1))))
-        elif spread == ONE_TASK:  # both tables and the subscriptions
-            task = F.lit(0)
+        elif spread == STAGES:  # both sides' records in the first stage's task of their partition
+            return run_stages(events.keyed_rows(source, F.col("partition"), side, value), self.processor, tasks, seed)
         else:
             task = events.task(F.col("key"), self.repartition, tasks)
         rows = events.keyed_rows(source, task, side, value)

@@ -26,8 +26,9 @@ FOREIGN_KEY_FORMS = ("field", "split")  # of the left row's value
 GLOBAL_KEY_FORMS = ("key", "field", "split")  # of the stream record
 
 # where a kind's records go: to the task of their input partition (or of their key, with
-# --repartition); the table's records to every task; everything to one task
-BY_KEY, TABLE_IN_EVERY_TASK, ONE_TASK = "by key", "table in every task", "one task"
+# --repartition); the table's records to every task; through stages of tasks, each by its own
+# key (the processor's stages(): kstool.tasks.processor.run_stages)
+BY_KEY, TABLE_IN_EVERY_TASK, STAGES = "by key", "table in every task", "stages"
 
 # the options some kinds take, and what a kind that does not take one says
 OPTION_REFUSALS = {
@@ -132,7 +133,7 @@ def _two_sided_nodes(join: Join, kind: JoinKind, stores: list[str]) -> list[dict
 
 def _foreign_key_nodes(join: Join, kind: JoinKind, stores: list[str]) -> list[dict[str, Any]]:
     """Kafka Streams' foreign-key join nodes (KTableImpl#doJoinOnForeignKey), in one
-    sub-topology: kstool keeps both sides and the subscriptions in one task."""
+    sub-topology; where kstool's three stages of tasks run them in their "spark" notes."""
     registration, subscription = "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION", "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR"
     resolver, output = "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR", "KTABLE-FK-JOIN-OUTPUT"
     foreign = "KTABLE-FK-JOIN-FOREIGN-TABLE-PROCESSOR"
@@ -140,12 +141,15 @@ def _foreign_key_nodes(join: Join, kind: JoinKind, stores: list[str]) -> list[di
         {"name": "KTABLE-SOURCE-LEFT", "type": "source", "topics": [join.left_topic], "stores": [stores[0]],
          "successors": [registration]},
         {"name": registration, "type": "processor", "stores": [], "successors": [subscription],
-         "spark": f"foreign key: {join.foreign_key} of the left row; one task (no subscription topics)"},
-        {"name": subscription, "type": "processor", "stores": [SUBSCRIPTIONS, stores[1]], "successors": [resolver]},
+         "spark": f"foreign key: {join.foreign_key} of the left row; stage 1, a task per input partition: the "
+                  "subscriptions sent to the foreign key's task inside the query (no subscription topic)"},
+        {"name": subscription, "type": "processor", "stores": [SUBSCRIPTIONS, stores[1]], "successors": [resolver],
+         "spark": "stage 2, a task per foreign key's partition: each subscription keeps its left row"},
         {"name": "KTABLE-SOURCE-RIGHT", "type": "source", "topics": [join.right_topic], "stores": [stores[1]],
          "successors": [foreign]},
         {"name": foreign, "type": "processor", "stores": [SUBSCRIPTIONS], "successors": [resolver]},
-        {"name": resolver, "type": "processor", "stores": [stores[0]], "successors": [output]},
+        {"name": resolver, "type": "processor", "stores": [], "successors": [output],
+         "spark": "stage 3, a task per left key's partition: each left key's last result of the batch"},
         {"name": output, "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
          "spark": f"transformWithState: foreign-key {join.how} join{kind.spark(join)}"},
         {"name": "KSTREAM-SINK", "type": "sink", "topic": join.output_topic},
@@ -173,7 +177,7 @@ KINDS = (
              frozenset({"repartition"})),
     JoinKind("table-table", (True, True),
              lambda join, joiner: ForeignKeyJoin(join.how, foreign_key_of(join), joiner, join.table_history),
-             frozenset({"foreign_key", "table_history", "repartition"}), selected_by="foreign_key", spread=ONE_TASK,
+             frozenset({"foreign_key", "table_history", "repartition"}), selected_by="foreign_key", spread=STAGES,
              hows=("inner", "left"),
              how_refusal="--how is inner or left for a foreign-key join (Kafka Streams has no outer one)",
              check=foreign_key_of, nodes=_foreign_key_nodes,

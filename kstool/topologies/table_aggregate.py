@@ -18,19 +18,10 @@ from typing import Any
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
-from kstool.contract import SinkTarget
+from kstool.contract import SinkTarget, store_operators
 from kstool.streams.accumulators import store_format
 from kstool.streams.key_mappers import KeyMapper, key_mapper
-from kstool.streams.table_aggregation import (
-    AGGREGATIONS,
-    BUFFER,
-    GROUP_BY_FORMS,
-    STORE,
-    TABLE,
-    GroupAggregate,
-    RowChanges,
-    TableAggregate,
-)
+from kstool.streams.table_aggregation import AGGREGATIONS, BUFFER, GROUP_BY_FORMS, STORE, TABLE, TableAggregate
 from kstool.topologies import events
 from kstool.topologies.aggregate_inputs import VALUE_FORMATS
 from kstool.topologies.one_input import OneInputPerTask
@@ -80,21 +71,15 @@ class TableAggregation(OneInputPerTask):
         return TableAggregate(self.agg, self.group_by, self.value_field, self.value_format, self.suppress_time, records,
                               self.table_history)
 
-    def row_changes(self) -> RowChanges:
-        return self.processor().rows
-
-    def group_aggregate(self) -> GroupAggregate:
-        return self.processor().groups
-
     def stores(self, app_id: str) -> list[StoreSpec]:
         output = store_format(self.agg, self.value_format)  # the store's, the output's and the buffer's alike
         values = {TABLE: "string", STORE: output, BUFFER: f"buffered:{output}"}
-        # Spark numbers a query's stateful operators from the sink's end: the groups' is 0
-        operators = ((self.row_changes(), 1), (self.group_aggregate(), 0))
+        processor = self.processor()
+        operators = store_operators(processor)
         return [StoreSpec(name, "key-value", changelog_topic(app_id, name), "string", values[name],
-                          operator_id=operator, spark_state_var=name,
+                          operator_id=operators[name], spark_state_var=name,
                           history_ms=self.table_history if name == TABLE else None)
-                for stage, operator in operators for name in stage.stores]
+                for name in processor.stores]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
@@ -114,11 +99,10 @@ class TableAggregation(OneInputPerTask):
     def build(self, source, tasks: int = 1, seed=None):
         from pyspark.sql import functions as F
 
-        from kstool.tasks.processor import run_tasks
+        from kstool.tasks.processor import run_stages
 
         rows = events.keyed_rows(source, F.col("partition"), F.lit(0), F.col("value"))
-        changes = run_tasks(rows, self.row_changes, seed, next_tasks=tasks)
-        return run_tasks(changes, self.group_aggregate, seed)
+        return run_stages(rows, self.processor, tasks, seed)
 
     def describe(self, app_id: str) -> dict:
         """Topology#describe() of table(...).groupBy(...).count() [.suppress(...)].toStream().to(...):

@@ -291,6 +291,37 @@ def test_a_worker_killed_while_its_tasks_run_a_table_aggregate_batch_loses_nothi
     assert {p["partition"]: p["committed"] for p in group["partitions"]} == end_offsets(kafka, source)
 
 
+def test_a_worker_killed_while_its_tasks_run_a_foreign_key_join_batch_loses_nothing(kafka, spark_cluster,
+                                                                                     topic_name, tmp_path):
+    """24k updates of 200 orders, each naming one of 20 customers whose rows are renamed as they
+    go, joined in the three stages' tasks on both workers while one is killed (at least once):
+    every order's latest output joins its latest customer row, and the changelogs hold both
+    tables and each order's subscription under its customer."""
+    left, right, app, checkpoint = topic_name + "-l", topic_name + "-r", topic_name + "-app", tmp_path / "ckpt"
+    for topic in (left, right):
+        create_topic(kafka, topic, 2)
+    customers = [f"c{i:02}" for i in range(20)]
+    updates = [(KEYS[i % 200].encode(), json.dumps({"c": customers[(i // 200 + i) % 20]}).encode(), i % 2, T0 + i)
+               for i in range(RECORDS)]
+    renames = [(customers[i % 20].encode(), f"n{i}".encode(), i % 2, T0 + 100 * i) for i in range(RECORDS // 100)]
+    _produce_with_tail(kafka, right, renames)
+    _produce_with_tail(kafka, left, updates)
+    args = _run_args(spark_cluster, "join", app, "--left", left, "--right", right, "--output", left + "-out",
+                     "--kind", "table-table", "--foreign-key", "field:c", "--joiner", "concat", "--separator", "+",
+                     "--checkpoint-location", str(checkpoint), "--max-records-per-batch", "4000", *BOTH_WORKERS)
+    _run_killing_a_worker_inside_a_batch(spark_cluster, args, app, checkpoint)
+
+    orders = {key.decode(): value.decode() for key, value, _, _ in updates}
+    names = {key.decode(): value.decode() for key, value, _, _ in renames}
+    latest = lambda topic: {k.decode(): v.decode() for k, v in latest_per_key(read_all(kafka, topic)).items()}  # noqa: E731
+    assert latest(left + "-out") == {o: f"{row}+{names[json.loads(row)['c']]}" for o, row in orders.items()}
+    assert latest(app + "-join-left-table-changelog") == orders
+    assert latest(app + "-join-right-table-changelog") == names
+    subscriptions = {k[4:] for k, v in latest_per_key(read_all(kafka, app + "-join-subscriptions-changelog")).items()
+                     if v is not None}
+    assert subscriptions == {(json.loads(row)["c"] + o).encode() for o, row in orders.items()}
+
+
 def test_windows_come_back_from_their_changelog(kafka, spark_cluster, topic_name, tmp_path):
     """The windowed test's two-run script; between the runs the worker is replaced and the
     checkpoint deleted: the run refuses, `state restore` brings the store back from the

@@ -153,7 +153,7 @@ def test_an_app_kept_in_the_old_state_layout_is_refused_until_restored(kafka, sp
     assert json.loads(manifest_path.read_text())["state_layout"] == STATE_LAYOUT_STAGES
 
 
-def test_a_table_aggregate_kept_in_one_task_is_refused_and_not_restored_over_partitions(kafka, spark, topic_name):
+def test_a_table_aggregate_kept_in_one_task_is_refused_and_not_restored(kafka, spark, topic_name):
     """A table aggregation whose checkpoint ran both stages in one task (state_layout 3) logged
     every row to partition 0: over two partitions a restore would put rows in the wrong task, so
     the run is refused and so is the restore, each saying what to do; nothing is written."""

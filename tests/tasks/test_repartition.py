@@ -22,9 +22,11 @@ emitted = st.lists(st.builds(Emitted, st.sampled_from([REPARTITION, LOG]), st.bi
                              st.one_of(st.none(), st.binary(max_size=20)), st.integers(0, 2**41)), max_size=80)
 
 
-@given(emitted, st.integers(0, 5), st.integers(1, 7))
-def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through(records, task, tasks):
-    rows = next_stage_rows(records, task, tasks)
+@given(emitted, st.integers(0, 5), st.integers(1, 7), st.lists(emitted, max_size=2))
+def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through(records, task, tasks, earlier):
+    # `earlier`: what an earlier stage's task of this number passed through this one
+    passed = [pack for batch in earlier for pack in _passed_through(next_stage_rows(batch, task, tasks))]
+    rows = next_stage_rows(records, task, tasks, passed)
     sent = [e for e in records if e.role == REPARTITION]
     received: dict[int, list[tuple]] = {}
     for row in rows[rows["side"] != PASS_THROUGH].itertuples():
@@ -39,13 +41,17 @@ def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through
     through = rows[rows["side"] == PASS_THROUGH]
     assert set(through["task"]) <= {task}
     # the next stage's task passes them on: the sink reads the same records in order
-    frame = _frame([], task, through["pack"].tolist())
+    frame = _frame([], task, _passed_through(rows))
     table = unpacked(pa.table({"role": frame["role"].tolist(), "key": pa.array([None] * len(frame), pa.binary()),
                                "value": pa.array([None] * len(frame), pa.binary()),
                                "timestamp": pa.array([0] * len(frame), pa.timestamp("us", tz="UTC")),
                                "task": pa.array(frame["task"].tolist(), pa.int32()),
                                "pack": pa.array(frame["pack"].tolist(), pa.binary())}))
-    kept = [e for e in records if e.role != REPARTITION]
+    kept = [e for e in [*(e for batch in earlier for e in batch), *records] if e.role != REPARTITION]
     millis = [micros // 1000 for micros in table.column("timestamp").cast(pa.int64()).to_pylist()]
     assert [(r["role"], r["key"], r["value"], ms, r["task"]) for r, ms in zip(table.to_pylist(), millis)] == [
         (LOG, e.key, e.value, e.timestamp, task) for e in kept]
+
+
+def _passed_through(rows) -> list[bytes]:
+    return rows["pack"][rows["side"] == PASS_THROUGH].tolist()

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kstool.kafka.partitioner import partition_for
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, latest_per_key, produce_keyed, read_all
 from tests.topologies.join_cases import (
@@ -335,6 +336,39 @@ def test_foreign_key_join_follows_rows_and_their_foreign_rows(kafka, spark, topi
     # the subscriptions store: each order under its customer (Kafka Streams' CombinedKey layout)
     subscriptions = latest_per_key(read_all(kafka, topic_name + "-app-join-subscriptions-changelog"))
     assert sorted(subscriptions) == [b"\x00\x00\x00\x02c2o1", b"\x00\x00\x00\x02c2o2"]
+
+
+def test_a_foreign_key_join_spreads_its_stages_over_tasks_by_key(kafka, spark, topic_name):
+    """60 orders over two partitions name 10 customers (three partitions); some move. The left
+    rows are logged to their input partition (stage 1's task), the right rows and the
+    subscriptions to the partition Kafka's partitioner gives their customer among the three tasks
+    (stage 2's, the subscription topic's), and every order joins its customer's latest row."""
+    left, right, out, app = topic_name + "-l", topic_name + "-r", topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, left, 2)
+    create_topic(kafka, right, 3)
+    customers = {f"c{i}": f"name{i}" for i in range(10)}
+    produce_keyed(kafka, right, [(c, name, 1) for c, name in customers.items()], 0)
+    orders = {f"o{i}": f"c{i % 10}" for i in range(60)}
+    moved = {f"o{i}": f"c{(i + 3) % 10}" for i in range(0, 60, 7)}
+    for partition in (0, 1):
+        mine = [o for i, o in enumerate(orders) if i % 2 == partition]
+        produce_keyed(kafka, left, [(o, _order(orders[o]), 2) for o in mine]
+                      + [(o, _order(moved[o]), 3) for o in mine if o in moved], partition)
+    result = cli("run", "join", "--left", left, "--right", right, "--output", out, "--app-id", app, "--once",
+                 "--kind", "table-table", "--foreign-key", "field:customer", "--joiner", "concat", "--separator", "|")
+    assert result.exit_code == 0, result.stderr
+    final = {**orders, **moved}
+    assert latest_per_key(read_all(kafka, out)) == {
+        o.encode(): f"{_order(c)}|{customers[c]}".encode() for o, c in final.items()}
+    subscriptions = {m.key(): m.partition() for m in read_all(kafka, app + "-join-subscriptions-changelog")
+                     if m.value() is not None}
+    assert {k[4:6] for k in subscriptions} == {c.encode() for c in customers}
+    assert all(partition == partition_for(k[4:6], 3) for k, partition in subscriptions.items())
+    assert len(set(subscriptions.values())) == 3  # stage 2's work is on every task
+    rights = {m.key().decode(): m.partition() for m in read_all(kafka, app + "-join-right-table-changelog")}
+    assert rights == {c: partition_for(c.encode(), 3) for c in customers}
+    lefts = {m.key().decode(): m.partition() for m in read_all(kafka, app + "-join-left-table-changelog")}
+    assert lefts == {o: i % 2 for i, o in enumerate(orders)}
 
 
 def test_a_foreign_key_join_of_versioned_tables_ignores_out_of_order_rows(kafka, spark, topic_name):
