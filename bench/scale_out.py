@@ -1,17 +1,19 @@
-"""Scale-out figures (#38, not CI): `python -m bench.scale_out [--records 1000000]`, and a step
-of `make bench`.
+"""Scale-out figures (#38, #71; not CI): `python -m bench.scale_out [--records 1000000]`, and a
+step of `make bench`.
 
 The same `--once` jobs on a Spark standalone cluster (tests/cluster.py's, from the installed
 pyspark) of one worker × one core, then of two workers × one core, each worker (and the
 executors it starts) in a CPU-quota group of its own (`--worker-cores`, default 0.4 of a core:
 bench.cpu_quota; the driver and the broker outside; unquoted where the machine does not allow
-groups, and the results say why), over records in 4
-partitions: count per key, windowed count (`tumbling:1s`), a stream-table join (`--how
-left`, the right topic as the table), and table-aggregate (rows of 10,000 keys moving among
-100 groups, counted by group: its two stages of tasks). The workers see the kstool home, so each checkpoint stays
-in its app's folder. Per job: processing records/s on each cluster, the efficiency
+groups, and the results say why), over records in 4 partitions: count per key, windowed count
+(`tumbling:1s`), a stream-table join (`--how left`, the right topic as the table),
+table-aggregate (rows of 10,000 keys moving among 100 groups, counted by group: its two stages
+of tasks) and a foreign-key join (orders of 10,000 keys moving among 1,000 customers, whose rows
+change a tenth as often: its three stages). The workers see the kstool home, so each checkpoint
+stays in its app's folder. Per job: processing records/s on each cluster, the efficiency
 rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, and the
-CPU seconds outside the groups (driver, broker, the rest of the machine). Results: bench/results/scale-out-<time>.json."""
+CPU seconds outside the groups (driver, broker, the rest of the machine). Results:
+bench/results/scale-out-<time>.json."""
 
 from __future__ import annotations
 
@@ -30,12 +32,14 @@ PARTITIONS = 4
 WORKER_CORES = 0.4  # each worker's quota (#71): two of them and the driver and broker fit in 2 cores
 TOPIC = "bench-scale"
 TABLE = TOPIC + "-table"  # rows: a key's value is its group
+ORDERS = TOPIC + "-orders"  # rows naming a customer (ORDERS-right) in a JSON field
 # name -> (topology, its options, its input); a join reads TOPIC and TOPIC-right
 JOBS = {
     "count_per_key": ("aggregate", (), TOPIC),
     "windowed_count": ("aggregate", ("--window", "tumbling:1s"), TOPIC),
     "stream_table_join": ("join", ("--kind", "stream-table", "--how", "left"), TOPIC),
     "table_aggregate": ("table-aggregate", (), TABLE),
+    "foreign_key_join": ("join", ("--kind", "table-table", "--foreign-key", "field:c"), ORDERS),
 }
 
 
@@ -43,14 +47,18 @@ def load_inputs(bootstrap: str, records: int) -> None:
     for side, seed in (("", 7), ("-right", 8)):
         create_topic(bootstrap, TOPIC + side, PARTITIONS)
         load(bootstrap, TOPIC + side, keyed_records(records, keys=10_000, seed=seed), PARTITIONS, by_key=True)
-    create_topic(bootstrap, TABLE, PARTITIONS)
-    load(bootstrap, TABLE, table_rows(records), PARTITIONS, by_key=True)
+    rows = {TABLE: table_rows(records, "g{}", 100), ORDERS: table_rows(records, '{{"c": "c{}"}}', 1_000),
+            ORDERS + "-right": table_rows(records // 10, "name{}", 1_000, key="c{}", keys=1_000)}
+    for topic, records_of in rows.items():
+        create_topic(bootstrap, topic, PARTITIONS)
+        load(bootstrap, topic, records_of, PARTITIONS, by_key=True)
 
 
-def table_rows(n: int, keys: int = 10_000, groups: int = 100, seed: int = 9):
+def table_rows(n: int, value: str, values: int, key: str = "k{}", keys: int = 10_000, seed: int = 9):
+    """n updates of `keys` rows, each taking one of `values` values at random (formats: str.format)."""
     rng = random.Random(seed)
     for _ in range(n):
-        yield f"k{rng.randrange(keys)}".encode(), f"g{rng.randrange(groups)}".encode()
+        yield key.format(rng.randrange(keys)).encode(), value.format(rng.randrange(values)).encode()
 
 
 def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
