@@ -1,4 +1,5 @@
-"""Measuring helpers: process-tree peak RSS from /proc, percentiles, the environment of bench commands."""
+"""Measuring helpers: a process tree's peak RSS and CPU seconds from /proc, percentiles, the environment of
+bench commands."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-class PeakRss:
-    """Samples the resident memory of a process and all its descendants (e.g. the JVM)."""
+class ProcessTree:
+    """Samples a process and all its descendants (e.g. the JVM): their resident memory's peak,
+    and the CPU seconds each used (the last sample of each: a process's last interval is missed)."""
 
     def __init__(self, pid: int, interval: float = 0.2):
         self.pid, self.interval, self.peak = pid, interval, 0
+        self._ticks: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -35,12 +38,20 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, tree_rss_bytes(self.pid))
+            for current in (self.pid, *descendants(self.pid)):
+                try:
+                    with open(f"/proc/{current}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()  # after the command's name
+                except OSError:
+                    continue
+                self._ticks[current] = int(fields[11]) + int(fields[12])  # utime + stime
             time.sleep(self.interval)
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, float]:
+        """The peak RSS in bytes and the CPU seconds."""
         self._stop.set()
         self._thread.join()
-        return self.peak
+        return self.peak, sum(self._ticks.values()) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -19,7 +19,7 @@ from bench import latency as continuous
 from bench import scaling
 from bench.brokers import BROKERS, bench_broker
 from bench.load import create_topic, keyed_records, load, text_lines
-from bench.measure import PeakRss, cold_env
+from bench.measure import ProcessTree, cold_env
 from kstool.kafka.client import BULK_READ_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,10 +85,10 @@ def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount"
     proc = subprocess.Popen([*KSTOOL, "run", topology, *extra, *inputs, "--output", f"{app}-out",
                              "--app-id", app, "--once", "--report", "json", "--master", master,
                              "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    rss = PeakRss(proc.pid)
+    tree = ProcessTree(proc.pid)
     out, err = proc.communicate()
     wall = time.perf_counter() - started
-    peak = rss.stop()
+    peak, cpu_s = tree.stop()
     if proc.returncode != 0:
         raise SystemExit(f"kstool run failed: {err.strip()}")
     summary = json.loads(out)
@@ -96,7 +96,8 @@ def run_once(env, topic: str, app: str, master: str, topology: str = "wordcount"
             "spark_start_s": summary["spark_start_seconds"],
             "processing_s": summary["processing_seconds"],
             "records_per_s": round(summary["input_records"] / summary["processing_seconds"]),
-            "batches": summary["batches"], "peak_rss_mb": round(peak / 2**20)}
+            "batches": summary["batches"], "peak_rss_mb": round(peak / 2**20),
+            "cpu_s": round(cpu_s, 2)}  # the command's: in a cluster, the driver's
 
 
 def embedded_ceiling(records: int) -> dict:

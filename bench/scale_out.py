@@ -11,9 +11,11 @@ table-aggregate (rows of 10,000 keys moving among 100 groups, counted by group: 
 of tasks) and a foreign-key join (orders of 10,000 keys moving among 1,000 customers, whose rows
 change a tenth as often: its three stages). The workers see the kstool home, so each checkpoint
 stays in its app's folder. Per job: processing records/s on each cluster, the efficiency
-rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, and the
-CPU seconds outside the groups (driver, broker, the rest of the machine). Results:
-bench/results/scale-out-<time>.json."""
+rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, the
+driver's CPU seconds (`cpu_s`: the command's process tree) and those outside the groups (driver,
+broker, the rest of the machine). On two workers each job runs again exactly once
+(`*_2w_eos`): its processing time against at least once, and the driver's share of the CPU the
+driver and the workers used. Results: bench/results/scale-out-<time>.json."""
 
 from __future__ import annotations
 
@@ -77,12 +79,16 @@ def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
                 assert worker is not None
                 groups.append(cpu_quota.QuotaGroup(f"worker{index}", worker_cores))
                 groups[-1].add(worker.pid)  # spark-class execs the worker's JVM: this pid is it
-            for job, (topology, options, topic) in JOBS.items():
-                print(f"  {job} on {workers} worker(s) ...", file=sys.stderr)
-                before = [group.usage() for group in groups], cpu_quota.machine_cpu_s()
-                run = run_once(env, topic, f"bench-scale-{job}-{workers}w".replace("_", "-"), cluster.url, topology,
-                               (*options, *conf))
-                runs[f"{job}_{workers}w"] = {**run, **_cpu(groups, *before)}
+            # on two workers, each job again exactly once: its transactions' cost beside at least once
+            guarantees = ("at_least_once",) if workers == 1 else ("at_least_once", "exactly_once_v2")
+            for guarantee in guarantees:
+                for job, (topology, options, topic) in JOBS.items():
+                    name = f"{job}_{workers}w" + ("_eos" if guarantee == "exactly_once_v2" else "")
+                    print(f"  {name} ...", file=sys.stderr)
+                    before = [group.usage() for group in groups], cpu_quota.machine_cpu_s()
+                    run = run_once(env, topic, f"bench-scale-{name}".replace("_", "-"), cluster.url, topology,
+                                   (*options, *conf, "--processing-guarantee", guarantee))
+                    runs[name] = {**run, **_cpu(groups, *before)}
         finally:
             cluster.stop()
             for group in groups:
@@ -90,6 +96,11 @@ def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
     for job in JOBS:
         one, two = runs[f"{job}_1w"]["records_per_s"], runs[f"{job}_2w"]["records_per_s"]
         runs[f"{job}_efficiency"] = round(two / (2 * one), 2)
+        alos, eos = runs[f"{job}_2w"], runs[f"{job}_2w_eos"]
+        runs[f"{job}_eos_time_ratio"] = round(eos["processing_s"] / alos["processing_s"], 2)
+        # the driver's share of the CPU the run used on the driver and the workers
+        runs[f"{job}_eos_driver_share"] = round(eos["cpu_s"] / (eos["cpu_s"] + sum(
+            w["cpu_s"] for w in eos["workers_cpu"])), 2) if eos["workers_cpu"] else None
     return runs
 
 
@@ -104,7 +115,8 @@ def _cpu(groups: list[cpu_quota.QuotaGroup], before: list[dict], machine_before:
 
 
 def figures(runs: dict) -> dict:
-    return {f"{job}_efficiency": runs[f"{job}_efficiency"] for job in JOBS}
+    return {f"{job}_{figure}": runs[f"{job}_{figure}"] for job in JOBS
+            for figure in ("efficiency", "eos_time_ratio", "eos_driver_share")}
 
 
 def main() -> None:
