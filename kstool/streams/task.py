@@ -236,6 +236,14 @@ class Restorable(Protocol):
         ...
 
 
+class Staged(Protocol):
+    """A processor whose work is stages of tasks, each over its own key (Kafka Streams'
+    sub-topologies joined by repartition topics): each stage's processor, in order. Its own
+    process_batch runs them all in one task."""
+
+    def stages(self) -> tuple[Processor, ...]: ...
+
+
 class Replayable(Protocol):
     """A processor with history stores (versioned tables): a restore puts each of their changelog
     records again, in changelog order, instead of the compacted view's last one per key."""

@@ -30,6 +30,7 @@ from kstool.streams.task import (
     Record,
     Replayable,
     Restorable,
+    Staged,
     StoreValue,
     TaskState,
     collector_paused,
@@ -218,15 +219,15 @@ def run_tasks(rows, make_processor: Callable[[], Processor], seed=None, next_tas
                                         **initial))
 
 
-def run_stages(rows, make_processor: Callable[[], Processor], tasks: int, seed=None):
-    """run_tasks of a processor of stages (its stages(), each a processor): a stateful operator
-    per stage, each stage's output the next one's rows over `tasks` tasks (kstool.tasks.repartition)."""
-    count = len(make_processor().stages())  # type: ignore[attr-defined]
+def run_stages(rows, make_processor: Callable[[], Staged], tasks: int, seed=None):
+    """run_tasks of a processor of stages: a stateful operator per stage, each stage's output
+    the next one's rows over `tasks` tasks (kstool.tasks.repartition)."""
+    count = len(make_processor().stages())
     for index in range(count):
         rows = run_tasks(rows, functools.partial(_stage, make_processor, index), seed,
                          next_tasks=tasks if index < count - 1 else None)
     return rows
 
 
-def _stage(make_processor: Callable[[], Processor], index: int) -> Processor:
-    return make_processor().stages()[index]  # type: ignore[attr-defined]
+def _stage(make_processor: Callable[[], Staged], index: int) -> Processor:
+    return make_processor().stages()[index]
