@@ -45,15 +45,16 @@ JOBS = {
 }
 
 
-def load_inputs(bootstrap: str, records: int) -> None:
-    for side, seed in (("", 7), ("-right", 8)):
-        create_topic(bootstrap, TOPIC + side, PARTITIONS)
-        load(bootstrap, TOPIC + side, keyed_records(records, keys=10_000, seed=seed), PARTITIONS, by_key=True)
-    rows = {TABLE: table_rows(records, "g{}", 100), ORDERS: table_rows(records, '{{"c": "c{}"}}', 1_000),
-            ORDERS + "-right": table_rows(records // 10, "name{}", 1_000, key="c{}", keys=1_000)}
-    for topic, records_of in rows.items():
+def load_inputs(bootstrap: str, records: int, jobs: tuple[str, ...] = tuple(JOBS)) -> None:
+    """The inputs the jobs read (a join's left topic and its -right)."""
+    inputs = {TOPIC: lambda: keyed_records(records, keys=10_000, seed=7),
+              TOPIC + "-right": lambda: keyed_records(records, keys=10_000, seed=8),
+              TABLE: lambda: table_rows(records, "g{}", 100), ORDERS: lambda: table_rows(records, '{{"c": "c{}"}}', 1_000),
+              ORDERS + "-right": lambda: table_rows(records // 10, "name{}", 1_000, key="c{}", keys=1_000)}
+    read = {JOBS[job][2] for job in jobs} | {JOBS[job][2] + "-right" for job in jobs if JOBS[job][0] == "join"}
+    for topic in (topic for topic in inputs if topic in read):
         create_topic(bootstrap, topic, PARTITIONS)
-        load(bootstrap, topic, records_of, PARTITIONS, by_key=True)
+        load(bootstrap, topic, inputs[topic](), PARTITIONS, by_key=True)
 
 
 def table_rows(n: int, value: str, values: int, key: str = "k{}", keys: int = 10_000, seed: int = 9):
@@ -63,10 +64,11 @@ def table_rows(n: int, value: str, values: int, key: str = "k{}", keys: int = 10
         yield key.format(rng.randrange(keys)).encode(), value.format(rng.randrange(values)).encode()
 
 
-def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
-    """Each job on one worker, then on two (one core each), every worker in a CPU-quota group of
-    `worker_cores` (bench.cpu_quota) where the machine allows, else unquoted and marked so;
-    `run_once` as bench's."""
+def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES, jobs: tuple[str, ...] = tuple(JOBS),
+              exactly_once: bool = True) -> dict:
+    """Each job on one worker, then on two (one core each; `exactly_once`: then again so),
+    every worker in a CPU-quota group of `worker_cores` (bench.cpu_quota) where the machine
+    allows, else unquoted and marked so; `run_once` as bench's."""
     missing = cpu_quota.problem()
     runs: dict = {"worker_cores": None if missing else worker_cores, "unquoted_because": missing}
     for workers in (1, 2):
@@ -80,9 +82,10 @@ def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
                 groups.append(cpu_quota.QuotaGroup(f"worker{index}", worker_cores))
                 groups[-1].add(worker.pid)  # spark-class execs the worker's JVM: this pid is it
             # on two workers, each job again exactly once: its transactions' cost beside at least once
-            guarantees = ("at_least_once",) if workers == 1 else ("at_least_once", "exactly_once_v2")
+            guarantees = ("at_least_once", "exactly_once_v2") if workers == 2 and exactly_once else ("at_least_once",)
             for guarantee in guarantees:
-                for job, (topology, options, topic) in JOBS.items():
+                for job in jobs:
+                    topology, options, topic = JOBS[job]
                     name = f"{job}_{workers}w" + ("_eos" if guarantee == "exactly_once_v2" else "")
                     print(f"  {name} ...", file=sys.stderr)
                     before = [group.usage() for group in groups], cpu_quota.machine_cpu_s()
@@ -93,9 +96,11 @@ def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES) -> dict:
             cluster.stop()
             for group in groups:
                 group.remove()
-    for job in JOBS:
+    for job in jobs:
         one, two = runs[f"{job}_1w"]["records_per_s"], runs[f"{job}_2w"]["records_per_s"]
         runs[f"{job}_efficiency"] = round(two / (2 * one), 2)
+        if not exactly_once:
+            continue
         alos, eos = runs[f"{job}_2w"], runs[f"{job}_2w_eos"]
         runs[f"{job}_eos_time_ratio"] = round(eos["processing_s"] / alos["processing_s"], 2)
         # the driver's share of the CPU the run used on the driver and the workers
@@ -116,7 +121,7 @@ def _cpu(groups: list[cpu_quota.QuotaGroup], before: list[dict], machine_before:
 
 def figures(runs: dict) -> dict:
     return {f"{job}_{figure}": runs[f"{job}_{figure}"] for job in JOBS
-            for figure in ("efficiency", "eos_time_ratio", "eos_driver_share")}
+            for figure in ("efficiency", "eos_time_ratio", "eos_driver_share") if f"{job}_{figure}" in runs}
 
 
 def main() -> None:
@@ -127,17 +132,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="keyed records per topic")
     parser.add_argument("--worker-cores", type=float, default=WORKER_CORES, help="each worker's CPU quota, in cores")
+    parser.add_argument("--jobs", default=",".join(JOBS), help=f"a comma-separated choice of {', '.join(JOBS)}")
+    parser.add_argument("--no-exactly-once", dest="exactly_once", action="store_false",
+                        help="skip the exactly-once runs on two workers")
     add_broker_option(parser)
     args = parser.parse_args()
+    jobs = tuple(args.jobs.split(","))
+    if set(jobs) - set(JOBS):
+        parser.error(f"--jobs: no job {', '.join(sorted(set(jobs) - set(JOBS)))}")
     env = cold_env("kstool-bench-scale-")
     os.chdir(env["KSTOOL_HOME"])  # not this tree's root: `python -m` would put it first on the path
     results: dict = {"machine": machine(args.broker), "args": vars(args)}
     with bench_broker(args.broker, env) as bootstrap:
-        load_inputs(bootstrap, args.records)
+        load_inputs(bootstrap, args.records, jobs)
         # the driver's JVM archive first, as in the full run: recorded after a first job, it would
         # share the machine with the next ones
         cold_start(env, bootstrap, "local[2]")
-        results["runs"] = scale_out(run_once, env, args.worker_cores)
+        results["runs"] = scale_out(run_once, env, args.worker_cores, jobs, args.exactly_once)
     write_results(results, figures(results["runs"]), prefix="scale-out-")
 
 
