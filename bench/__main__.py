@@ -85,7 +85,7 @@ def main() -> None:
                 by_key=True), 2)
         create_topic(bootstrap, "bench-lines", 2)
         runs["load_lines_s"] = round(load(bootstrap, "bench-lines", text_lines(args.lines), 2), 2)
-        scale_out.load_inputs(bootstrap, args.join_records)
+        scale_out.load_inputs(bootstrap)
         steps = [
             ("cold_start_1k_lines", lambda: cold_start(env, bootstrap, args.master)),
             ("ceiling", lambda: ceiling(bootstrap, "bench-keys", 2, args.records)),

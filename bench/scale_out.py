@@ -1,15 +1,16 @@
-"""Scale-out figures (#38, #71; not CI): `python -m bench.scale_out [--records 1000000]`, and a
-step of `make bench`.
+"""Scale-out figures (#38, #71; not CI): `python -m bench.scale_out [--records N] [--jobs ...]`, and
+a step of `make bench`.
 
 The same `--once` jobs on a Spark standalone cluster (tests/cluster.py's, from the installed
 pyspark) of one worker × one core, then of two workers × one core, each worker (and the
 executors it starts) in a CPU-quota group of its own (`--worker-cores`, default 0.4 of a core:
 bench.cpu_quota; the driver and the broker outside; unquoted where the machine does not allow
-groups, and the results say why), over records in 4 partitions: count per key, windowed count
-(`tumbling:1s`), a stream-table join (`--how left`, the right topic as the table),
-table-aggregate (rows of 10,000 keys moving among 100 groups, counted by group: its two stages
-of tasks) and a foreign-key join (orders of 10,000 keys moving among 1,000 customers, whose rows
-change a tenth as often: its three stages). The workers see the kstool home, so each checkpoint
+groups, and the results say why), over records in 4 partitions (each job's size in JOBS):
+count per key and windowed count (`tumbling:1s`) over 10M, a stream-table join (`--how left`,
+the right topic as the table) over 2 × 5M, table-aggregate (1M updates of 10,000 rows moving
+among 100 groups, counted by group: its two stages of tasks) and a foreign-key join (1M updates
+of 10,000 orders moving among 1,000 customers, whose rows change a tenth as often: its three
+stages). The workers see the kstool home, so each checkpoint
 stays in its app's folder. Per job: processing records/s on each cluster, the efficiency
 rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, the
 driver's CPU seconds (`cpu_s`: the command's process tree) and those outside the groups (driver,
@@ -33,28 +34,33 @@ from tests.cluster import SparkCluster
 PARTITIONS = 4
 WORKER_CORES = 0.4  # each worker's quota (#71): two of them and the driver and broker fit in 2 cores
 TOPIC = "bench-scale"
+JOIN = TOPIC + "-join"  # and JOIN-right, the table
 TABLE = TOPIC + "-table"  # rows: a key's value is its group
 ORDERS = TOPIC + "-orders"  # rows naming a customer (ORDERS-right) in a JSON field
-# name -> (topology, its options, its input); a join reads TOPIC and TOPIC-right
+# name -> (topology, its options, its input, its records a topic): sizes where the records' work,
+# not each executor's start (~6.5 CPU-s), is most of the run (bench/README.md, "Under CPU quotas")
 JOBS = {
-    "count_per_key": ("aggregate", (), TOPIC),
-    "windowed_count": ("aggregate", ("--window", "tumbling:1s"), TOPIC),
-    "stream_table_join": ("join", ("--kind", "stream-table", "--how", "left"), TOPIC),
-    "table_aggregate": ("table-aggregate", (), TABLE),
-    "foreign_key_join": ("join", ("--kind", "table-table", "--foreign-key", "field:c"), ORDERS),
+    "count_per_key": ("aggregate", (), TOPIC, 10_000_000),
+    "windowed_count": ("aggregate", ("--window", "tumbling:1s"), TOPIC, 10_000_000),
+    "stream_table_join": ("join", ("--kind", "stream-table", "--how", "left"), JOIN, 5_000_000),
+    "table_aggregate": ("table-aggregate", (), TABLE, 1_000_000),
+    "foreign_key_join": ("join", ("--kind", "table-table", "--foreign-key", "field:c"), ORDERS, 1_000_000),
 }
 
 
-def load_inputs(bootstrap: str, records: int, jobs: tuple[str, ...] = tuple(JOBS)) -> None:
-    """The inputs the jobs read (a join's left topic and its -right)."""
-    inputs = {TOPIC: lambda: keyed_records(records, keys=10_000, seed=7),
-              TOPIC + "-right": lambda: keyed_records(records, keys=10_000, seed=8),
-              TABLE: lambda: table_rows(records, "g{}", 100), ORDERS: lambda: table_rows(records, '{{"c": "c{}"}}', 1_000),
-              ORDERS + "-right": lambda: table_rows(records // 10, "name{}", 1_000, key="c{}", keys=1_000)}
-    read = {JOBS[job][2] for job in jobs} | {JOBS[job][2] + "-right" for job in jobs if JOBS[job][0] == "join"}
-    for topic in (topic for topic in inputs if topic in read):
+def load_inputs(bootstrap: str, records: int | None = None, jobs: tuple[str, ...] = tuple(JOBS)) -> None:
+    """The inputs the jobs read (a join's left topic and its -right), each job's records a topic
+    (or `records`)."""
+    size = {JOBS[job][2]: records or JOBS[job][3] for job in jobs}
+    inputs = {TOPIC: lambda n: keyed_records(n, keys=10_000, seed=7),
+              JOIN: lambda n: keyed_records(n, keys=10_000, seed=7),
+              JOIN + "-right": lambda n: keyed_records(n, keys=10_000, seed=8),
+              TABLE: lambda n: table_rows(n, "g{}", 100), ORDERS: lambda n: table_rows(n, '{{"c": "c{}"}}', 1_000),
+              ORDERS + "-right": lambda n: table_rows(n // 10, "name{}", 1_000, key="c{}", keys=1_000)}
+    size.update({f"{JOBS[job][2]}-right": size[JOBS[job][2]] for job in jobs if JOBS[job][0] == "join"})
+    for topic in (topic for topic in inputs if topic in size):
         create_topic(bootstrap, topic, PARTITIONS)
-        load(bootstrap, topic, inputs[topic](), PARTITIONS, by_key=True)
+        load(bootstrap, topic, inputs[topic](size[topic]), PARTITIONS, by_key=True)
 
 
 def table_rows(n: int, value: str, values: int, key: str = "k{}", keys: int = 10_000, seed: int = 9):
@@ -85,7 +91,7 @@ def scale_out(run_once, env: dict, worker_cores: float = WORKER_CORES, jobs: tup
             guarantees = ("at_least_once", "exactly_once_v2") if workers == 2 and exactly_once else ("at_least_once",)
             for guarantee in guarantees:
                 for job in jobs:
-                    topology, options, topic = JOBS[job]
+                    topology, options, topic, _ = JOBS[job]
                     name = f"{job}_{workers}w" + ("_eos" if guarantee == "exactly_once_v2" else "")
                     print(f"  {name} ...", file=sys.stderr)
                     before = [group.usage() for group in groups], cpu_quota.machine_cpu_s()
@@ -130,7 +136,7 @@ def main() -> None:
     from bench.runs import cold_start, machine, run_once, write_results
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000, help="keyed records per topic")
+    parser.add_argument("--records", type=int, help="records a topic for every job (default: each job's own)")
     parser.add_argument("--worker-cores", type=float, default=WORKER_CORES, help="each worker's CPU quota, in cores")
     parser.add_argument("--jobs", default=",".join(JOBS), help=f"a comma-separated choice of {', '.join(JOBS)}")
     parser.add_argument("--no-exactly-once", dest="exactly_once", action="store_false",

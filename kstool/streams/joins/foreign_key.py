@@ -309,7 +309,7 @@ class ForeignKeySubscriptions(_Tables, TableStores):
 
 
 @dataclass
-class LatestResults(TableStores):
+class LatestResults:
     """Stage 3: of each left key's results in a batch, the one a single task would give last
     (the record cache: per batch each key's last result, in the order of their last update)."""
 
