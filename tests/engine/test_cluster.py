@@ -269,13 +269,14 @@ def test_a_worker_killed_while_its_tasks_run_a_stream_table_join_batch_loses_not
 
 def test_a_worker_killed_while_its_tasks_run_a_table_aggregate_batch_loses_nothing(kafka, spark_cluster, topic_name,
                                                                                    tmp_path):
-    """24k updates of 200 rows, each moving among 7 groups, counted by group in the two stages'
-    tasks on both workers while one is killed (at least once): the output's and the aggregate
-    changelog's latest count of each group are the final table's, the table changelog holds its
-    rows, and the group stands at the input's ends."""
+    """12k updates of 200 rows (batches of 4,000), each moving among 7 groups, counted by group in
+    the two stages' tasks on both workers while one is killed (at least once): the output's and
+    the aggregate changelog's latest count of each group are the final table's, the table
+    changelog holds its rows, and the group stands at the input's ends."""
     source, app, checkpoint = topic_name, topic_name + "-app", tmp_path / "ckpt"
     create_topic(kafka, source, 2)
-    updates = [(KEYS[i % 200].encode(), f"g{(i // 200 + i) % 7}".encode(), i % 2, T0 + i) for i in range(RECORDS)]
+    updates = [(KEYS[i % 200].encode(), f"g{(i // 200 + i) % 7}".encode(), i % 2, T0 + i)
+               for i in range(RECORDS // 2)]
     _produce_with_tail(kafka, source, updates)
     args = _run_args(spark_cluster, "table-aggregate", app, "--input", source, "--output", source + "-out",
                      "--checkpoint-location", str(checkpoint), "--max-records-per-batch", "4000", *BOTH_WORKERS)
@@ -293,17 +294,17 @@ def test_a_worker_killed_while_its_tasks_run_a_table_aggregate_batch_loses_nothi
 
 def test_a_worker_killed_while_its_tasks_run_a_foreign_key_join_batch_loses_nothing(kafka, spark_cluster,
                                                                                      topic_name, tmp_path):
-    """24k updates of 200 orders, each naming one of 20 customers whose rows are renamed as they
-    go, joined in the three stages' tasks on both workers while one is killed (at least once):
-    every order's latest output joins its latest customer row, and the changelogs hold both
-    tables and each order's subscription under its customer."""
+    """12k updates of 200 orders (batches of 4,000), each naming one of 20 customers whose rows
+    are renamed as they go, joined in the three stages' tasks on both workers while one is killed
+    (at least once): every order's latest output joins its latest customer row, and the
+    changelogs hold both tables and each order's subscription under its customer."""
     left, right, app, checkpoint = topic_name + "-l", topic_name + "-r", topic_name + "-app", tmp_path / "ckpt"
     for topic in (left, right):
         create_topic(kafka, topic, 2)
     customers = [f"c{i:02}" for i in range(20)]
     updates = [(KEYS[i % 200].encode(), json.dumps({"c": customers[(i // 200 + i) % 20]}).encode(), i % 2, T0 + i)
-               for i in range(RECORDS)]
-    renames = [(customers[i % 20].encode(), f"n{i}".encode(), i % 2, T0 + 100 * i) for i in range(RECORDS // 100)]
+               for i in range(RECORDS // 2)]
+    renames = [(customers[i % 20].encode(), f"n{i}".encode(), i % 2, T0 + 100 * i) for i in range(RECORDS // 200)]
     _produce_with_tail(kafka, right, renames)
     _produce_with_tail(kafka, left, updates)
     args = _run_args(spark_cluster, "join", app, "--left", left, "--right", right, "--output", left + "-out",
