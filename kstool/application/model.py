@@ -28,7 +28,7 @@ DEFAULT_HISTORY_BATCHES = 1000
 # how per-task stores sit in Spark's state: an entry per store key (checkpoints begun before the shards), shards
 # of a few thousand entries (kstool.tasks.shards), or shards where a stream-stream join's window stores keep
 # each record key's entries together, or those with a topology's stages in stateful operators of their own (a
-# table aggregation's rows and groups); a checkpoint keeps the layout it began with
+# table aggregation's rows and groups, a foreign-key join's three); a checkpoint keeps the layout it began with
 STATE_LAYOUT_ENTRIES, STATE_LAYOUT_SHARDS, STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_STAGES = 1, 2, 3, 4
 
 

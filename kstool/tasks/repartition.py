@@ -1,8 +1,8 @@
-"""Two stages of tasks in one query, as Kafka Streams' two sub-topologies joined by a
-repartition topic: a stage's task sends the records it emits as REPARTITION to the next stage's
-task of their key (Kafka's partitioner over the key, as the repartition topic's producer
-would), and the rest of what it emitted (its changelogs) through that stage's task of its own
-number, which passes them on to the sink unopened (side PASS_THROUGH). The rows are the next
+"""Stages of tasks in one query, as Kafka Streams' sub-topologies joined by repartition topics:
+a stage's task sends the records it emits as REPARTITION to the next stage's task of their key
+(Kafka's partitioner over the key, as the repartition topic's producer would), and the rest of
+what it emitted (its changelogs) through the next stage's task of its own number, which passes
+them on, unopened, to the sink or the stage after it (side PASS_THROUGH). The rows are the next
 stage's input (kstool.tasks.processor.INPUT_COLUMNS), packed (kstool.tasks.combiners.packs);
 a pack's records keep the sending task as their partition and their place in its batch as their
 offset, so the receiving task merges its senders as a repartition topic's partition would."""

@@ -148,8 +148,9 @@ def _foreign_key_nodes(join: Join, kind: JoinKind, stores: list[str]) -> list[di
         {"name": "KTABLE-SOURCE-RIGHT", "type": "source", "topics": [join.right_topic], "stores": [stores[1]],
          "successors": [foreign]},
         {"name": foreign, "type": "processor", "stores": [SUBSCRIPTIONS], "successors": [resolver]},
-        {"name": resolver, "type": "processor", "stores": [], "successors": [output],
-         "spark": "stage 3, a task per left key's partition: each left key's last result of the batch"},
+        {"name": resolver, "type": "processor", "stores": [stores[0]], "successors": [output],
+         "spark": "stage 3, a task per left key's partition: each left key's last result of the batch (the "
+                  "left row came with the subscription)"},
         {"name": output, "type": "processor", "stores": [], "successors": ["KSTREAM-SINK"],
          "spark": f"transformWithState: foreign-key {join.how} join{kind.spark(join)}"},
         {"name": "KSTREAM-SINK", "type": "sink", "topic": join.output_topic},

@@ -94,7 +94,7 @@ def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
 
 def _layout_needed(topology: TaskTopology) -> int:
     """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those,
-    a topology of two stages (a table aggregation) its stages' own operators."""
+    a topology of stages (table aggregation, the foreign-key join) its stages' own operators."""
     if stage_count(topology) > 1:
         return STATE_LAYOUT_STAGES
     return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(topology.processor()) else STATE_LAYOUT_SHARDS
