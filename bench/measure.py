@@ -14,8 +14,12 @@ from tests.faults import descendants
 
 
 def tree_rss_bytes(pid: int) -> int:
+    return rss_bytes((pid, *descendants(pid)))
+
+
+def rss_bytes(pids) -> int:
     total, page = 0, os.sysconf("SC_PAGE_SIZE")
-    for current in (pid, *descendants(pid)):
+    for current in pids:
         try:
             with open(f"/proc/{current}/statm") as f:
                 total += int(f.read().split()[1]) * page
@@ -37,8 +41,9 @@ class ProcessTree:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss_bytes(self.pid))
-            for current in (self.pid, *descendants(self.pid)):
+            pids = (self.pid, *descendants(self.pid))
+            self.peak = max(self.peak, rss_bytes(pids))
+            for current in pids:
                 try:
                     with open(f"/proc/{current}/stat") as f:
                         fields = f.read().rsplit(")", 1)[1].split()  # after the command's name

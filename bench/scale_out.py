@@ -10,9 +10,9 @@ count per key and windowed count (`tumbling:1s`) over 10M, a stream-table join (
 the right topic as the table) over 2 × 5M, table-aggregate (1M updates of 10,000 rows moving
 among 100 groups, counted by group: its two stages of tasks) and a foreign-key join (1M updates
 of 10,000 orders moving among 1,000 customers, whose rows change a tenth as often: its three
-stages). The workers see the kstool home, so each checkpoint
-stays in its app's folder. Per job: processing records/s on each cluster, the efficiency
-rate(2) / (2 × rate(1)), each worker group's CPU seconds and share of throttled periods, the
+stages). The workers see the kstool home, so each checkpoint stays in its app's folder. Per
+job: processing records/s on each cluster, the efficiency rate(2) / (2 × rate(1)), each worker
+group's CPU seconds and share of throttled periods, the
 driver's CPU seconds (`cpu_s`: the command's process tree) and those outside the groups (driver,
 broker, the rest of the machine). On two workers each job runs again exactly once
 (`*_2w_eos`): its processing time against at least once, and the driver's share of the CPU the

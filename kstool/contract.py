@@ -151,9 +151,10 @@ def runs_per_task(topology: Topology) -> TypeGuard[TaskTopology]:
 
 
 def stage_count(topology: Topology) -> int:
-    """How many stages of tasks the topology runs (its optional `stages`; Kafka Streams'
-    sub-topologies joined by a repartition topic, kstool.tasks.repartition)."""
-    return getattr(topology, "stages", 1)
+    """How many stages of tasks the topology runs: its processor's stages, if it has them (Kafka
+    Streams' sub-topologies joined by repartition topics, kstool.tasks.repartition)."""
+    stages = getattr(topology.processor(), "stages", None) if runs_per_task(topology) else None
+    return len(stages()) if stages is not None else 1
 
 
 def store_operators(processor: object) -> dict[str, int]:

@@ -7,16 +7,16 @@ A row update (key, value) replaces the row in the table store; its old value's g
 subtracted from and its new value's group added to (one update when both are the same group;
 else the old group first), so a row that moves leaves its old group; a tombstone only
 subtracts. An aggregate's timestamp is the later of the update's and the aggregate's. Updates
-are collapsed per batch (the record cache, flushed at each commit).
+are collapsed per batch (the record cache, flushed at each commit). Suppressed, each group's
+latest update waits in a buffer from when the group entered it, and leaves (is written) when
+stream time - D reaches that time, or, beyond N waiting groups, oldest first.
 
 As in Kafka Streams, the work is two stages: RowChanges (sub-topology 0, a task per input
 partition: the table and KTableRepartitionMap) sends each group's change to the task of the group
 (the repartition topic's partition: Kafka's partitioner over the group), where GroupAggregate
 (sub-topology 1: KTableAggregate, KTableSuppressProcessor) keeps the groups, so stream time (what
 suppression waits on) is that task's. TableAggregate runs both in one task, as
-TopologyTestDriver runs the two sub-topologies: the oracle of the spread run. Suppressed, each group's
-latest update waits in a buffer from when the group entered it, and leaves (is written) when
-stream time - D reaches that time, or, beyond N waiting groups, oldest first.
+TopologyTestDriver runs the two sub-topologies: the oracle of the spread run.
 
 Over a versioned table (`history`: Materialized.as(Stores.persistentVersionedKeyValueStore)),
 the table keeps every row's versions (kstool.streams.versioned_table), and an update older than its

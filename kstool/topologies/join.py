@@ -100,11 +100,6 @@ class Join:
     def processor(self):
         return self.kind_entry().processor(self, make_joiner(self.joiner, self.separator))
 
-    @property
-    def stages(self) -> int:
-        """Stages of tasks (kstool.contract.stage_count): the foreign-key join's three."""
-        return len(self.processor().stages()) if self.kind_entry().spread == STAGES else 1
-
     def stores(self, app_id: str) -> list[StoreSpec]:
         processor = self.processor()
         retention = getattr(processor, "retention", None)  # of window stores

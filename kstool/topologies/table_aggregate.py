@@ -43,7 +43,6 @@ class TableAggregation(OneInputPerTask):
     invalid_reason: str = "not JSON where a field is read, or no number to sum"
     per_task: bool = True
     tasks_are_partitions: bool = False
-    stages: int = 2  # the rows' tasks, then the groups' (kstool.contract.stage_count)
     group_mapper: KeyMapper = field(init=False)
 
     def __post_init__(self) -> None:
@@ -133,6 +132,7 @@ class TableAggregation(OneInputPerTask):
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": rows}, {"id": 1, "nodes": groups}],
                 "stores": [{"name": s.name, "kind": s.kind, "changelog_topic": s.changelog_topic,
                             "key_format": s.key_format, "value_format": s.value_format} for s in stores]}
+
 
 TYPE = TopologyType(
     "table-aggregate",
