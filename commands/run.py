@@ -34,6 +34,7 @@ from kstool.engine.query.options import (
     RunOptions,
     RunSummary,
 )
+from kstool.kafka.topics import BROKER_DEFAULT
 from kstool.output import RunReporter, dumps, format_counts, info
 from kstool.topologies import REGISTRY
 from kstool.topologies.spec import DURATION, TopologyType
@@ -73,6 +74,7 @@ class EngineArgs:
     value_schema: str | None
     no_header: bool
     history_batches: int | None
+    replication_factor: int | None
     # how a continuous or new app runs: not options of `reprocess`, which runs once from its plan
     trigger: str = "1s"
     starting: str = "earliest"
@@ -81,7 +83,7 @@ class EngineArgs:
 # the run options an app keeps in its manifest (the last run's, as given): `reprocess` runs the
 # app with them unless its own command line gives them (Spark --conf may hold secrets: not kept)
 KEPT_SETTINGS = ("max_records_per_batch", "on_error", "processing_guarantee", "late_topic", "on_data_loss",
-                 "broker_timeout", "master", "schema_registry", "value_schema", "no_header")
+                 "broker_timeout", "master", "schema_registry", "value_schema", "no_header", "replication_factor")
 
 
 _RUN_MODE_OPTIONS = (
@@ -128,6 +130,9 @@ _ENGINE_OPTIONS = (
     click.option("--history-batches", type=click.IntRange(min=2), metavar="N",
                  help="Batches of history the checkpoint keeps: how far back `kstool reprocess` and "
                       "`state --batch-id` reach [default: the app's; 1000 for a new app]."),
+    click.option("--replication-factor", type=click.IntRange(min=1), metavar="N",
+                 help="Replicas of each topic the run creates: outputs, changelogs, dead letters, late records "
+                      "(Kafka Streams' replication.factor) [default: the broker's default.replication.factor]."),
 )
 engine_options = gathered("engine", EngineArgs, *_RUN_MODE_OPTIONS, *_ENGINE_OPTIONS)
 once_engine_options = gathered("engine", EngineArgs, *_ENGINE_OPTIONS)  # reprocess
@@ -150,6 +155,7 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs) -
         input_schemas=SchemaFlags(engine.schema_registry, value_schema=engine.value_schema,
                                   no_header=engine.no_header).options(g.client_config().schema_registry),
         history_batches=engine.history_batches,
+        replication_factor=engine.replication_factor or BROKER_DEFAULT,
         combine=os.environ.get("KSTOOL_COMBINE", "on") != "off",
         settings={name: getattr(engine, name) for name in KEPT_SETTINGS})
 

@@ -9,6 +9,7 @@ import ctypes
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 from confluent_kafka.admin import AdminClient
 
@@ -94,6 +96,25 @@ def _cluster_id() -> str:
             return text
 
 
+# what every test broker and cluster node runs with, besides its listeners and replication
+TEST_SETTINGS = {
+    # tests join groups often: no 3 s wait for more members (GroupCoordinatorConfig's defaults)
+    "group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
+    # streams groups' topologies kept by the broker (KIP-1331, 4.4+): off unless a plugin is set
+    "group.streams.topology.description.plugin.class":
+        "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin",
+    "log.cleaner.enable": "false", "log.cleaner.backoff.ms": "1000",  # see KafkaBroker.log_cleaner
+    # the tests' records carry times of 2026-01-01 and earlier: by the defaults (7 days) each
+    # append would roll a segment and retention would delete the ones before it
+    "log.retention.ms": "-1", "log.roll.ms": str(2**63 - 1),
+    # and never checks retention: kstool sets a window store's changelog to the store's
+    # retention + 1 day, as Kafka Streams does, and the check (every 5 minutes, first
+    # after 30 s) and the cleaner deleted windows of 2026-01-01 from under the restore
+    # tests (README)
+    "log.retention.check.interval.ms": str(2**62), "log.initial.task.delay.ms": str(2**62),
+}
+
+
 class KafkaBroker:
     """A KRaft broker of Apache Kafka in `workdir`: formatted and started by start(), stopped
     (SIGTERM, then SIGKILL) by stop(). It deletes no record by itself: no retention, and no log
@@ -167,74 +188,189 @@ class KafkaBroker:
             "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "1",
             "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
-            # tests join groups often: no 3 s wait for more members (GroupCoordinatorConfig's defaults)
-            "group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
-            # streams groups' topologies kept by the broker (KIP-1331, 4.4+): off unless a plugin is set
-            "group.streams.topology.description.plugin.class":
-                "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin",
+            **TEST_SETTINGS,
             # the cleaner also applies retention to compact,delete topics (window stores'
-            # changelogs): off unless a test asks for it, as retention below
-            "log.cleaner.enable": str(self.log_cleaner).lower(), "log.cleaner.backoff.ms": "1000",
-            # the tests' records carry times of 2026-01-01 and earlier: by the defaults (7 days) each
-            # append would roll a segment and retention would delete the ones before it
-            "log.retention.ms": "-1", "log.roll.ms": str(2**63 - 1),
-            # and never checks retention: kstool sets a window store's changelog to the store's
-            # retention + 1 day, as Kafka Streams does, and the check (every 5 minutes, first
-            # after 30 s) and the cleaner deleted windows of 2026-01-01 from under the restore
-            # tests (README)
-            "log.retention.check.interval.ms": str(2**62), "log.initial.task.delay.ms": str(2**62),
+            # changelogs): off unless a test asks for it, as retention (TEST_SETTINGS)
+            "log.cleaner.enable": str(self.log_cleaner).lower(),
         }
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
         return path
 
-    @staticmethod
-    def _command(main: str, *args: str) -> list[str]:
-        return [_java(), "-Xmx512m", "-cp", f"{kafka_jars()}/*", main, *args]
-
     def start(self) -> "KafkaBroker":
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._make_certificate()
         properties = self._properties()
-        cluster_id = _cluster_id()
-        formatted = subprocess.run(self._command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
-                                              str(properties)), capture_output=True, text=True, timeout=READY_TIMEOUT_S)
-        if formatted.returncode != 0:
-            raise ReferenceMissing(f"formatting Apache Kafka's log folder failed: {formatted.stderr.strip()[-300:]}")
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self._command("kafka.Kafka", str(properties)), stdout=log, stderr=log,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
-        self._wait_until_serving()
+        _format(properties, _cluster_id())
+        self.proc = _spawn(properties, self.log)
+        _wait_until_serving(self.bootstrap, lambda brokers: brokers >= 1, [self.proc], self.log, self.stop)
         return self
 
-    def _wait_until_serving(self) -> None:
-        """The client listener opens once the broker is unfenced: the first Metadata answer means ready."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})  # refused until it listens
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise ReferenceMissing(f"Apache Kafka exited ({self.proc.returncode}) during start; see {self.log}")
-            try:
-                if admin.list_topics(timeout=1).brokers:
-                    return
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise ReferenceMissing(f"Apache Kafka did not answer within {READY_TIMEOUT_S}s; see {self.log}")
-            time.sleep(0.2)
+    def stop(self) -> None:
+        _stop(self.proc)
+
+
+def _command(main: str, *args: str) -> list[str]:
+    return [_java(), "-Xmx512m", "-cp", f"{kafka_jars()}/*", main, *args]
+
+
+def _format(properties: Path, cluster_id: str) -> None:
+    formatted = subprocess.run(_command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)),
+                               capture_output=True, text=True, timeout=READY_TIMEOUT_S)
+    if formatted.returncode != 0:
+        raise ReferenceMissing(f"formatting Apache Kafka's log folder failed: {formatted.stderr.strip()[-300:]}")
+
+
+def _spawn(properties: Path, log_path: Path) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(_command("kafka.Kafka", str(properties)), stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def _wait_until_serving(bootstrap: str, ready: Callable[[int], bool], procs: list[subprocess.Popen], log: Path,
+                        give_up: Callable[[], None]) -> None:
+    """A client listener opens once its broker is unfenced: a Metadata answer whose broker count
+    is `ready` means ready."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})  # refused until it listens
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        for proc in procs:
+            if proc.poll() is not None:
+                give_up()
+                raise ReferenceMissing(f"Apache Kafka exited ({proc.returncode}) during start; see {log}")
+        try:
+            if ready(len(admin.list_topics(timeout=1).brokers)):
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            give_up()
+            raise ReferenceMissing(f"Apache Kafka did not answer within {READY_TIMEOUT_S}s; see {log}")
+        time.sleep(0.2)
+
+
+def _stop(proc: subprocess.Popen | None, clean: bool = True) -> None:
+    """SIGTERM (a clean stop, then SIGKILL if it hangs), or SIGKILL at once: a node lost."""
+    if proc is None or proc.poll() is not None:
+        return
+    if clean:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    proc.kill()
+    proc.wait(30)
+
+
+class KafkaCluster:
+    """Three Apache Kafka nodes on this machine, each broker and controller (KRaft combined mode,
+    static voters), replicated as production clusters are: every topic and internal topic with 3
+    replicas, `min.insync.replicas=2`, no unclean leader election. A node can be stopped cleanly,
+    killed (SIGKILL) and started again on its ports with its data."""
+
+    NODES = (1, 2, 3)
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        ports = free_ports(2 * len(self.NODES))
+        self.ports = dict(zip(self.NODES, ports[::2]))
+        self.controller_ports = dict(zip(self.NODES, ports[1::2]))
+        self.procs: dict[int, subprocess.Popen | None] = dict.fromkeys(self.NODES)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.address(node) for node in self.NODES)
+
+    def address(self, node: int) -> str:
+        return f"127.0.0.1:{self.ports[node]}"
+
+    def _properties(self, node: int) -> Path:
+        voters = ",".join(f"{n}@127.0.0.1:{self.controller_ports[n]}" for n in self.NODES)
+        settings = {
+            "process.roles": "broker,controller", "node.id": str(node), "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{self.address(node)},CONTROLLER://127.0.0.1:{self.controller_ports[node]}",
+            "advertised.listeners": f"PLAINTEXT://{self.address(node)}",
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.workdir / f"node{node}"),
+            "default.replication.factor": "3", "min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+            "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "2", "share.coordinator.state.topic.replication.factor": "3",
+            "share.coordinator.state.topic.min.isr": "2",
+            # one partition each: every group's coordinator is __consumer_offsets-0's leader, every
+            # transactional id's __transaction_state-0's (the fault tests find them by that)
+            "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.num.partitions": "1",
+            **TEST_SETTINGS,
+        }
+        path = self.workdir / f"server{node}.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+        return path
+
+    def log(self, node: int) -> Path:
+        return self.workdir / f"node{node}.log"
+
+    def start(self) -> "KafkaCluster":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cluster_id = _cluster_id()
+        for node in self.NODES:
+            _format(self._properties(node), cluster_id)
+        for node in self.NODES:
+            self.procs[node] = _spawn(self.workdir / f"server{node}.properties", self.log(node))
+        running = [p for p in self.procs.values() if p is not None]
+        _wait_until_serving(self.bootstrap, lambda listed: listed == len(self.NODES), running, self.workdir, self.stop)
+        return self
+
+    def stop_node(self, node: int) -> None:
+        """A clean shutdown: the node hands its leaderships over before it exits."""
+        _stop(self.procs[node])
+
+    def kill_node(self, node: int) -> None:
+        """A hard shutdown, as a host lost: SIGKILL."""
+        _stop(self.procs[node], clean=False)
+
+    def start_node(self, node: int) -> None:
+        """Start a stopped node again on its ports and data, and wait until it serves."""
+        assert self.procs[node] is None or self.procs[node].poll() is not None, f"node {node} is running"
+        proc = self.procs[node] = _spawn(self.workdir / f"server{node}.properties", self.log(node))
+        # its own listener: a killed node stays in the others' metadata until its session times out
+        _wait_until_serving(self.address(node), lambda listed: listed >= 1, [proc], self.log(node), lambda: None)
+
+    def running(self) -> list[int]:
+        return [n for n, p in self.procs.items() if p is not None and p.poll() is None]
+
+    def start_stopped(self) -> None:
+        for node in self.NODES:
+            if node not in self.running():
+                self.start_node(node)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node the live nodes' metadata names as the partition's leader (-1: none)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return admin.list_topics(timeout=10).topics[topic].partitions[partition].leader
+
+    def group_coordinator(self) -> int:
+        """Every group's coordinator: the leader of __consumer_offsets' only partition."""
+        return self.leader("__consumer_offsets", 0)
+
+    def transaction_coordinator(self) -> int:
+        """Every transactional id's coordinator: the leader of __transaction_state's only partition
+        (the topic exists once a first transactional producer started)."""
+        return self.leader("__transaction_state", 0)
+
+    def active_controller(self) -> int:
+        """The KRaft quorum's leader, as kafka-metadata-quorum.sh describe --status says."""
+        status = kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", self.bootstrap,
+                            "describe", "--status")
+        found = re.search(r"LeaderId:\s+(\d+)", status.stdout)
+        assert found, status.stdout + status.stderr[-1000:]
+        return int(found.group(1))
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)  # a clean stop
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
+        for proc in self.procs.values():
+            _stop(proc, clean=False)  # the whole cluster goes: no leadership to hand over
 
 
 def main() -> None:

@@ -84,7 +84,8 @@ def cli_subprocess(*args: str, input: bytes | None = None, timeout: float = 120,
 
 
 INTEGRATION_FIXTURES = {"kafka", "suite_kafka", "embedded_kafka", "spark", "fresh_home", "spark_cluster", "own_broker",
-                        "jvm_archive", "apache_kafka", "on_apache_kafka", "secured_cluster", "topologies_kafka"}
+                        "jvm_archive", "apache_kafka", "on_apache_kafka", "secured_cluster", "topologies_kafka",
+                        "kafka_cluster", "cluster"}
 
 
 # the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
@@ -235,6 +236,31 @@ def topologies_kafka(apache_kafka, tmp_path_factory) -> Kafka:
         yield apache_kafka
         return
     yield from _broker_of_this_worker(tmp_path_factory.mktemp("topologies-kafka"))
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(suite_kafka, tmp_path_factory):
+    """Three Apache Kafka nodes replicated as production clusters are (tests/apache_kafka.KafkaCluster),
+    for the tests of replication and of nodes lost: started by this worker's first test that
+    needs them (whatever broker the suite runs on: the tests stop and kill its nodes)."""
+    from tests.apache_kafka import KafkaCluster
+
+    started = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster")).start()
+    started.kafka = Kafka(started.bootstrap, embedded=False)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def cluster(kafka_cluster, monkeypatch):
+    """The three-node cluster, every node up, the test's commands' broker (given no -b); a node
+    the test stopped or killed is started again after it."""
+    kafka_cluster.start_stopped()
+    monkeypatch.setenv("KSTOOL_BOOTSTRAP_SERVERS", kafka_cluster.bootstrap)
+    yield kafka_cluster
+    kafka_cluster.start_stopped()
 
 
 @pytest.fixture

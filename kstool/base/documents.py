@@ -16,19 +16,30 @@ class TopicRow(TypedDict):  # topics list
 
 class TopicPartitionRow(TypedDict):
     partition: int
-    leader: int
+    leader: int  # -1: none
     replicas: list[int]
     isr: list[int]
-    low_offset: int
-    high_offset: int
-    records: int
+    health: str  # ok | under-replicated | under-min-isr | offline (kstool.kafka.topics)
+    low_offset: int | None  # None: offline, no leader answers
+    high_offset: int | None
+    records: int | None
 
 
 class TopicDescription(TypedDict):  # topics describe
     topic: str
     partitions: list[TopicPartitionRow]
     total_records: int
+    min_insync_replicas: int | None  # None: the broker does not say
     configs: dict[str, str]
+
+
+class PartitionHealthRow(TypedDict):  # topics list --under-replicated-partitions | --unavailable-partitions
+    topic: str
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    health: str
 
 
 class GroupRow(TypedDict):  # groups list

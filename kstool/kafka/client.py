@@ -160,6 +160,10 @@ class KafkaClients:
     def producer(self, **extra: Any) -> Producer:
         # murmur2 is the Java client's partitioner: keys land where Kafka Streams apps expect them
         conf = {"partitioner": "murmur2_random", **self.config.producer_conf(**extra)}
+        if str(conf.get("acks", "all")).lower() in ("all", "-1"):
+            # as Java's producer is by default (KIP-679): a batch sent again after a leader was
+            # lost is written once, not twice
+            conf.setdefault("enable.idempotence", "true")
         return cast(Producer, self._build(Producer, conf))
 
     def consumer(self, group_id: str | None = None, **extra: Any) -> Consumer:
@@ -250,6 +254,12 @@ class KafkaClients:
             try:
                 allowed = futures[topic].result().authorized_operations
             except KafkaException as exc:
+                err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if err is not None and err.code() in _UNREACHABLE and self.metadata().brokers:
+                    # librdkafka asks the broker the metadata names as controller, which may
+                    # be a node just lost: the operation itself is refused if not allowed
+                    _log.debug("not checked whether %s on %s is allowed: %s", operation, topic, err.str())
+                    return
                 raise self.translate(exc, topic=(operation, topic)) from None
             self.require_operation(allowed, "topic", topic, operation)
 

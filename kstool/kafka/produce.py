@@ -13,11 +13,14 @@ from kstool.base.errors import NotFoundError, UsageError
 from kstool.base.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, plain_encoder
 from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, require_partitions
-from kstool.kafka.exceptions import BadInputLine, EnvelopeError, TopicNotFoundError
+from kstool.kafka.exceptions import BadInputLine, EnvelopeError, KafkaOperationError, TopicNotFoundError
 from kstool.kafka.records import Record, from_envelope
-from kstool.kafka.topics import CreateTopicOptions, ensure_topic
+from kstool.kafka.topics import CreateTopicOptions, ensure_topic, write_blockers
 
 INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
+# seconds a record may wait to be written (at least): a lost leader's successor is elected
+# after the broker session timeout (9 s by default)
+WRITE_PATIENCE_S = 30
 ON_ERROR = ("fail", "skip")  # a bad line: stop there | report it and go on
 
 @dataclass
@@ -144,11 +147,18 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
     parse = _text_parser(options, encoders) if options.input_format == "text" else _jsonl_parser(encoders)
     fixed_key = _fixed_key(options, encoders)
     headers = [(k, v.encode("utf-8")) for k, v in options.headers]
-    writer = BulkWriter(clients, {options.topic: len(partitions)})
+    # a write refused while replicas are down (NOT_ENOUGH_REPLICAS) is retried until its
+    # timeout: long enough to ride out a leader's election, not librdkafka's 5 minutes
+    patience: dict[str, Any] = {} if "message.timeout.ms" in clients.config.producer else {
+        "message.timeout.ms": int(1000 * max(clients.timeout, WRITE_PATIENCE_S))}
+    writer = BulkWriter(clients, {options.topic: len(partitions)}, **patience)
 
     def finish() -> None:
         try:
             writer.flush()
+        except KafkaOperationError as failed:
+            blockers = write_blockers(clients, options.topic)
+            raise KafkaOperationError(f"{failed}; {blockers}" if blockers else str(failed)) from None
         finally:
             result.per_partition = {p: n for (_, p), n in sorted(writer.per_partition.items())}
             result.written = sum(result.per_partition.values())

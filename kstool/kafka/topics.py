@@ -1,4 +1,5 @@
-"""Topic operations: list, describe (partitions, watermarks, configs), create, delete."""
+"""Topic operations: list, describe (partitions, replicas and their health, watermarks,
+configs), create, delete."""
 
 from __future__ import annotations
 
@@ -6,22 +7,52 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from kstool.base.documents import TopicDescription, TopicPartitionRow, TopicRow
-from kstool.base.errors import UsageError
+from kstool.base.documents import PartitionHealthRow, TopicDescription, TopicPartitionRow, TopicRow
+from kstool.base.errors import KstoolError, UsageError
 from kstool.base.names import validate_topic
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
+
+# what a topic is created with when no replication factor is given: the broker's
+# default.replication.factor (CreateTopics v4+, KIP-464), as kafka-topics.sh does without -r and
+# Kafka Streams' replication.factor=-1 does for its internal topics (KIP-733)
+BROKER_DEFAULT = -1
 
 
 @dataclass
 class CreateTopicOptions:
     name: str
     partitions: int = 1
-    replication_factor: int = 1
+    replication_factor: int = BROKER_DEFAULT
     configs: dict[str, str] = field(default_factory=dict)
+
+
+# a partition's health, as kafka-topics.sh --describe judges it (TopicCommand.PartitionDescription:
+# hasUnavailablePartitions, isUnderMinIsr, isUnderReplicated), worst first
+OFFLINE, UNDER_MIN_ISR, UNDER_REPLICATED, HEALTHY = "offline", "under-min-isr", "under-replicated", "ok"
+
+
+def is_unavailable(leader: int, live: set[int]) -> bool:
+    """No leader, or a leader that is not a live broker: nothing can be read or written."""
+    return leader < 0 or leader not in live
+
+
+def is_under_replicated(replicas: list[int], isr: list[int]) -> bool:
+    return len(isr) < len(replicas)
+
+
+def partition_health(leader: int, replicas: list[int], isr: list[int], live: set[int],
+                     min_isr: int | None) -> str:
+    """OFFLINE, UNDER_MIN_ISR (acks=all writes fail with NOT_ENOUGH_REPLICAS), UNDER_REPLICATED
+    or HEALTHY. `min_isr`: the topic's min.insync.replicas, None where the broker does not say."""
+    if is_unavailable(leader, live):
+        return OFFLINE
+    if min_isr is not None and len(isr) < min_isr:
+        return UNDER_MIN_ISR
+    return UNDER_REPLICATED if is_under_replicated(replicas, isr) else HEALTHY
 
 
 def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[TopicRow]:
@@ -38,24 +69,80 @@ def list_topics(clients: KafkaClients, include_internal: bool = False) -> list[T
 
 
 def describe_topic(clients: KafkaClients, topic: str) -> TopicDescription:
+    """Every partition with its replicas' health; an offline partition's offsets are unknown
+    (null): no leader answers for them."""
     validate_topic(topic)
-    tmeta = clients.metadata().topics.get(topic)
-    if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+    meta = clients.metadata()
+    tmeta = meta.topics.get(topic)
+    if tmeta is None or not tmeta.partitions or (
+            tmeta.error is not None and tmeta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
         raise TopicNotFoundError(topic)
+    configs = topic_configs(clients, topic)
+    min_isr = _min_isr(configs)
+    live = set(meta.brokers)
     partitions = sorted(tmeta.partitions.values(), key=lambda p: p.id)
-    marks = clients.watermarks([(topic, p.id) for p in partitions])
+    health = {p.id: partition_health(p.leader, list(p.replicas), list(p.isrs), live, min_isr) for p in partitions}
+    marks = clients.watermarks([(topic, p.id) for p in partitions if health[p.id] != OFFLINE])
     rows: list[TopicPartitionRow] = []
     for p in partitions:
-        low, high = marks[(topic, p.id)]
+        # a leader that is gone but not yet fenced answers nothing: its offsets are unknown (-1001)
+        low, high = (None if mark is None or mark < 0 else mark for mark in marks.get((topic, p.id), (None, None)))
         rows.append({"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
-                     "isr": list(p.isrs), "low_offset": low, "high_offset": high,
-                     "records": max(high - low, 0)})
+                     "isr": list(p.isrs), "health": health[p.id], "low_offset": low, "high_offset": high,
+                     "records": None if low is None or high is None else max(high - low, 0)})
     return {
         "topic": topic,
         "partitions": rows,
-        "total_records": sum(r["records"] for r in rows),
-        "configs": topic_configs(clients, topic),
+        "total_records": sum(r["records"] or 0 for r in rows),
+        "min_insync_replicas": min_isr,
+        "configs": configs,
     }
+
+
+def unhealthy_partitions(clients: KafkaClients, under_replicated: bool = False, unavailable: bool = False,
+                         under_min_isr: bool = False, include_internal: bool = False) -> list[PartitionHealthRow]:
+    """Every partition of every topic that is under-replicated, unavailable or under its
+    min.insync.replicas (any of those asked), as kafka-topics.sh --describe
+    --under-replicated-partitions / --unavailable-partitions / --under-min-isr-partitions list them."""
+    meta = clients.metadata()
+    live = set(meta.brokers)
+    names = sorted(n for n in meta.topics if include_internal or not n.startswith("__"))
+    min_isrs = {name: _min_isr(configs) for name, configs in topics_configs(clients, names).items()} \
+        if under_min_isr else {}
+    rows: list[PartitionHealthRow] = []
+    for name in names:
+        for p in sorted(meta.topics[name].partitions.values(), key=lambda p: p.id):
+            replicas, isr, min_isr = list(p.replicas), list(p.isrs), min_isrs.get(name)
+            health = partition_health(p.leader, replicas, isr, live, min_isr)
+            if ((under_replicated and is_under_replicated(replicas, isr))
+                    or (unavailable and health == OFFLINE)
+                    or (under_min_isr and (p.leader < 0 or (min_isr is not None and len(isr) < min_isr)))):
+                rows.append({"topic": name, "partition": p.id, "leader": p.leader, "replicas": replicas,
+                             "isr": isr, "health": health})
+    return rows
+
+
+def write_blockers(clients: KafkaClients, topic: str) -> str | None:
+    """Why acks=all writes to `topic` fail now, as one phrase (None: nothing the metadata shows):
+    partitions offline, or with fewer replicas in sync than min.insync.replicas."""
+    try:
+        meta, configs = clients.metadata(), topic_configs(clients, topic)
+    except KstoolError:
+        return None
+    found, min_isr, live = meta.topics.get(topic), _min_isr(configs), set(meta.brokers)
+    problems = []
+    for p in sorted(found.partitions.values(), key=lambda p: p.id) if found is not None else []:
+        if is_unavailable(p.leader, live):
+            problems.append(f"partition {p.id} is offline (no live leader)")
+        elif min_isr is not None and len(p.isrs) < min_isr:
+            problems.append(f"partition {p.id}: NOT_ENOUGH_REPLICAS: {len(p.isrs)} in sync, "
+                            f"min.insync.replicas={min_isr}")
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return "; ".join(problems[:3]) + more if problems else None
+
+
+def _min_isr(configs: dict[str, str]) -> int | None:
+    return int(configs["min.insync.replicas"]) if "min.insync.replicas" in configs else None
 
 
 def topic_configs(clients: KafkaClients, topic: str) -> dict[str, str]:
@@ -84,6 +171,8 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
     validate_topic(options.name)
     if options.partitions < 1:
         raise UsageError("--partitions must be at least 1")
+    if options.replication_factor != BROKER_DEFAULT and options.replication_factor < 1:
+        raise UsageError("--replication-factor must be at least 1")
     new = NewTopic(options.name, num_partitions=options.partitions,
                    replication_factor=options.replication_factor, config=dict(options.configs))
     future = clients.admin().create_topics([new], request_timeout=clients.timeout)[options.name]
@@ -92,22 +181,27 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
     except KafkaException as exc:
         raise clients.refusal(exc, topic=("CREATE", options.name)) or KafkaOperationError(
             f"cannot create topic {options.name!r}: {_reason(exc)}") from None
-    _wait_until_served(clients, options.name, options.partitions)
+    replication_factor = _wait_until_served(clients, options.name, options.partitions)
     return {"topic": options.name, "partitions": options.partitions,
-            "replication_factor": options.replication_factor, "configs": dict(options.configs)}
+            "replication_factor": replication_factor, "configs": dict(options.configs)}
 
 
-def _wait_until_served(clients: KafkaClients, name: str, partitions: int) -> None:
+def _wait_until_served(clients: KafkaClients, name: str, partitions: int) -> int:
     """Apache Kafka's brokers learn of a created topic a moment after CreateTopics answers: the
     next command (`topics create T && kstool produce T`, a run's first write) would find no such
-    topic. Wait, up to the timeout, until the metadata names a leader for every partition."""
+    topic. Wait, up to the timeout, until the metadata names a leader for every partition.
+    Returns the topic's replication factor as the metadata shows it (the broker's default when
+    none was asked for)."""
     deadline = time.monotonic() + clients.timeout
+    replicas = 0
     while time.monotonic() < deadline:
         found = clients.metadata().topics.get(name)
-        if (found is not None and found.error is None and len(found.partitions) == partitions
-                and all(p.leader >= 0 for p in found.partitions.values())):
-            return
+        if found is not None and found.error is None and found.partitions:
+            replicas = len(found.partitions[min(found.partitions)].replicas)
+            if len(found.partitions) == partitions and all(p.leader >= 0 for p in found.partitions.values()):
+                break
         time.sleep(0.05)
+    return replicas
 
 
 def ensure_topic(clients: KafkaClients, options: CreateTopicOptions) -> bool:

@@ -6,10 +6,12 @@ PLAINTEXT, SSL and SASL listeners (PLAIN and SCRAM: kstool.kafka.wire_sasl)."""
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 import struct
-from typing import Callable
+import time
+from typing import Callable, Iterator
 
 from confluent_kafka import KafkaError
 
@@ -20,6 +22,16 @@ from kstool.kafka.wire_sasl import MECHANISMS, authenticate
 
 PRODUCE, FIND_COORDINATOR, LEAVE_GROUP = 0, 10, 13
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
+# the coordinator moved, is loading or not elected yet, or a transaction is still ending: ask again
+COORDINATOR_LOADING, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 15, 16, 51
+COORDINATOR_RETRIABLE = {COORDINATOR_LOADING, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS}
+# the partition's leader moved or is being elected: the write was not taken, send it to the new one
+LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6
+LEADER_RETRIABLE = {LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER}
+
+
+class ConnectionLost(KafkaOperationError):
+    """The broker closed the connection mid-request (a node stopping or lost)."""
 
 
 def error_name(code: int) -> str:
@@ -85,10 +97,15 @@ class Connection:
         while remaining:
             chunk = self.sock.recv(remaining)
             if not chunk:
-                raise KafkaOperationError("the broker closed the connection")
+                raise ConnectionLost("the broker closed the connection")
             chunks.append(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
+
+    def closed_by_peer(self) -> bool:
+        """The broker ended this idle connection (it stopped): Kafka sends nothing unasked, so
+        anything readable between requests is its end, and a request sent now would be lost."""
+        return bool(select.select([self.sock], [], [], 0)[0])
 
     def close(self) -> None:
         self.sock.close()
@@ -105,13 +122,21 @@ def _tls_context(config: ClientConfig) -> ssl.SSLContext:
     return context
 
 
-def bootstrap_address(config: ClientConfig) -> tuple[str, int]:
-    return config.bootstrap_addresses()[0]
+def any_bootstrap(config: ClientConfig) -> Connection:
+    """A connection to the first bootstrap address that takes one: on a cluster, a node that is
+    down must not stop a request that any other node can answer."""
+    addresses = config.bootstrap_addresses()
+    for address in addresses[:-1]:
+        try:
+            return Connection(*address, config)
+        except OSError:
+            continue
+    return Connection(*addresses[-1], config)
 
 
 def find_coordinator(config: ClientConfig, key: str, key_type: int) -> tuple[int, str, int]:
     """(error code, host, port) of the group's or transactional id's coordinator."""
-    conn = Connection(*bootstrap_address(config), config)
+    conn = any_bootstrap(config)
     try:
         found = conn.call(FIND_COORDINATOR, 1, encode_string(key) + struct.pack(">b", key_type))
         found.take(">i")  # throttle
@@ -123,6 +148,61 @@ def find_coordinator(config: ClientConfig, key: str, key_type: int) -> tuple[int
         conn.close()
 
 
+def retry_delays(timeout_s: float) -> Iterator[None]:
+    """Sleeps between attempts (50 ms doubling to 1 s) until `timeout_s` has passed; the caller
+    tries once more after each."""
+    deadline, delay = time.monotonic() + timeout_s, 0.05
+    while time.monotonic() < deadline:
+        time.sleep(delay)
+        yield
+        delay = min(delay * 2, 1.0)
+
+
+class Coordinated:
+    """Requests to the coordinator of one group or transactional id, asked again while the
+    coordinator moves, loads or is unreachable (a node lost: found again through any bootstrap
+    address), for the client's timeout (30 s at least: a lost node's coordinators move after
+    its session times out, 9 s by default)."""
+
+    def __init__(self, config: ClientConfig, key: str, key_type: int):
+        self.config, self.key, self.key_type = config, key, key_type
+        self.conn: Connection | None = None
+
+    def call(self, api_key: int, version: int, body: bytes, errors: Callable[[Reader], list[int]],
+             flexible: bool = False) -> Reader:
+        """The reply, once `errors` (reading it) finds none; raises with the first lasting one."""
+        retries = retry_delays(max(self.config.timeout_s, 30))
+        while True:
+            try:
+                reply, codes = self._ask(api_key, version, body, errors, flexible)
+            except (OSError, ConnectionLost) as lost:  # the coordinator's node went away
+                self.close()
+                if next(retries, StopIteration) is StopIteration:
+                    raise KafkaOperationError(f"the coordinator of {self.key!r} is unreachable: {lost}") from None
+                continue
+            if not codes:
+                return reply
+            if not set(codes) <= COORDINATOR_RETRIABLE or next(retries, StopIteration) is StopIteration:
+                raise KafkaOperationError(error_name(codes[0]))
+            if codes[0] != CONCURRENT_TRANSACTIONS:
+                self.close()
+
+    def _ask(self, api_key: int, version: int, body: bytes, errors: Callable[[Reader], list[int]],
+             flexible: bool) -> tuple[Reader, list[int]]:
+        if self.conn is None:
+            error, host, port = find_coordinator(self.config, self.key, self.key_type)
+            if error:
+                return Reader(b""), [error]
+            self.conn = Connection(host, port, self.config)
+        reply = self.conn.call(api_key, version, body, flexible)
+        return reply, [c for c in errors(reply) if c]
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
 def leave_group(config: ClientConfig, group: str, member_ids: list[str]) -> None:
     """Remove the given members from the group; raises with the broker's reason on failure."""
     unspoken = _unspoken(config)
@@ -130,31 +210,31 @@ def leave_group(config: ClientConfig, group: str, member_ids: list[str]) -> None
         raise KafkaOperationError(
             f"removing group members (--force) is kstool's own client's, and {unspoken}; "
             "stop the application instances or wait for their session timeout")
+    failed: list[str] = []
+
+    def errors(reply: Reader) -> list[int]:
+        reply.take(">i")  # throttle
+        error = reply.take(">h")
+        failed.clear()
+        for _ in range(reply.take(">i")):
+            member = reply.string()
+            reply.string()  # group instance id
+            member_error = reply.take(">h")
+            if member_error:
+                failed.append(f"{member}: {error_name(member_error)}")
+        return [error]
+
+    coordinator = Coordinated(config, group, GROUP_KEY)
+    body = encode_string(group) + struct.pack(">i", len(member_ids))
+    body += b"".join(encode_string(m) + encode_string(None) for m in member_ids)
     try:
-        error, host, port = find_coordinator(config, group, GROUP_KEY)
-        if error:
-            raise KafkaOperationError(f"cannot find the coordinator of {group!r}: {error_name(error)}")
-        conn = Connection(host, port, config)
-        try:
-            body = encode_string(group) + struct.pack(">i", len(member_ids))
-            body += b"".join(encode_string(m) + encode_string(None) for m in member_ids)
-            reply = conn.call(LEAVE_GROUP, 3, body)
-            reply.take(">i")
-            error = reply.take(">h")
-            failed = []
-            for _ in range(reply.take(">i")):
-                member = reply.string()
-                reply.string()  # group instance id
-                member_error = reply.take(">h")
-                if member_error:
-                    failed.append(f"{member}: {error_name(member_error)}")
-        finally:
-            conn.close()
-    except (OSError, struct.error) as exc:
+        coordinator.call(LEAVE_GROUP, 3, body, errors)
+    except (KafkaOperationError, OSError, struct.error) as exc:
         raise KafkaOperationError(f"removing members of {group!r} failed: {exc}") from None
-    if error or failed:
-        reason = error_name(error) if error else "; ".join(failed)
-        raise KafkaOperationError(f"removing members of {group!r} failed: {reason}")
+    finally:
+        coordinator.close()
+    if failed:
+        raise KafkaOperationError(f"removing members of {group!r} failed: {'; '.join(failed)}")
 
 
 # -- Produce: record batches that keep the timestamps librdkafka would restamp -------------
@@ -222,36 +302,68 @@ def produce(conn: Connection, transactional_id: str | None, timeout_ms: int, top
     return int(reply.take(">h"))
 
 
-class RecordWriter:
-    """Writes single records to partition leaders over the wire protocol (acks=all), reusing
-    one connection per broker."""
+class LeaderWrites:
+    """Record batches written to partition leaders (acks=all), one connection per broker. While
+    a leader moves (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, its node unreachable) the batch
+    goes to the leader the metadata names next, for the client's timeout (30 s at least: a lost
+    node's leaderships move after its session times out). A connection lost after the batch was
+    sent leaves it unknown whether it was written: sent again only when `resend_if_unknown`
+    (an idempotent or transactional batch, which the broker deduplicates by its sequence)."""
 
-    def __init__(self, config: ClientConfig, leaders: Callable[[str, int], tuple[str, int]]):
-        self.config = config
-        self.leaders = leaders
+    def __init__(self, config: ClientConfig, leaders: Callable[[str, int], tuple[str, int]],
+                 transactional_id: str | None = None, resend_if_unknown: bool = False):
+        self.config, self.leaders = config, leaders
+        self.transactional_id, self.resend_if_unknown = transactional_id, resend_if_unknown
         self.connections: dict[tuple[str, int], Connection] = {}
         self.addresses: dict[tuple[str, int], tuple[str, int]] = {}  # partition -> its leader
 
-    def write(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int,
-              headers: list[tuple[str, bytes | None]]) -> None:
-        if (topic, partition) not in self.addresses:
-            self.addresses[(topic, partition)] = self.leaders(topic, partition)
-        address = self.addresses[(topic, partition)]
-        try:
-            if address not in self.connections:
-                self.connections[address] = Connection(*address, self.config)
-            batch = record_batch([(key, value, timestamp, headers)])
-            error = produce(self.connections[address], None, int(self.config.timeout_s * 1000),
-                            topic, partition, batch)
-        except (OSError, struct.error) as exc:
-            self.connections.pop(address, None)
+    def write(self, topic: str, partition: int, batch: bytes) -> None:
+        retries = retry_delays(max(self.config.timeout_s, 30))
+        while True:
+            address = self.addresses.get((topic, partition))
+            if address is None:
+                address = self.addresses[(topic, partition)] = self.leaders(topic, partition)
+            sent, reason = False, ""
+            if address in self.connections and self.connections[address].closed_by_peer():
+                self._drop(address)
+            try:
+                if address not in self.connections:
+                    self.connections[address] = Connection(*address, self.config)
+                sent = True
+                error = produce(self.connections[address], self.transactional_id, int(self.config.timeout_s * 1000),
+                                topic, partition, batch)
+                if not error:
+                    return
+                reason = error_name(error)
+                retriable = error in LEADER_RETRIABLE
+            except (OSError, ConnectionLost, struct.error) as lost:
+                reason, retriable = str(lost), not sent or self.resend_if_unknown
+                self._drop(address)
             self.addresses.pop((topic, partition), None)
-            raise KafkaOperationError(f"writing to {topic}:{partition} failed: {exc}") from None
-        if error:
-            self.addresses.pop((topic, partition), None)  # e.g. not the leader any more
-            raise KafkaOperationError(f"writing to {topic}:{partition} failed: broker error {error}")
+            if not retriable or next(retries, StopIteration) is StopIteration:
+                raise KafkaOperationError(f"writing to {topic}:{partition} failed: {reason}")
+
+    def _drop(self, address: tuple[str, int]) -> None:
+        conn = self.connections.pop(address, None)
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
         for connection in self.connections.values():
             connection.close()
         self.connections.clear()
+
+
+class RecordWriter:
+    """Writes single records to partition leaders over the wire protocol (acks=all): not
+    idempotent, so a record whose write is unknown (the connection lost after sending) fails."""
+
+    def __init__(self, config: ClientConfig, leaders: Callable[[str, int], tuple[str, int]]):
+        self.writes = LeaderWrites(config, leaders)
+
+    def write(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int,
+              headers: list[tuple[str, bytes | None]]) -> None:
+        self.writes.write(topic, partition, record_batch([(key, value, timestamp, headers)]))
+
+    def close(self) -> None:
+        self.writes.close()

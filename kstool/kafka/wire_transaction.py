@@ -7,7 +7,6 @@ caller's transactional id is used, so its InitProducerId fences the caller's lib
 from __future__ import annotations
 
 import struct
-import time
 from typing import Callable
 
 from kstool.config import ClientConfig
@@ -16,17 +15,13 @@ from kstool.kafka.wire_codec import Reader, encode_string
 from kstool.kafka.wire_protocol import (
     GROUP_KEY,
     TRANSACTION_KEY,
-    Connection,
+    Coordinated,
+    LeaderWrites,
     Record,
-    error_name,
-    find_coordinator,
-    produce,
     record_batch,
 )
 
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
-_RETRIABLE = {14, 15, 51}  # coordinator loading / not available, concurrent transactions
-_NOT_COORDINATOR = 16
 BATCH_RECORDS, BATCH_BYTES = 1000, 512 * 1024  # well under every broker's default size limit
 # A transaction holds a whole micro-batch (up to --max-records-per-batch), so not Kafka Streams'
 # 10 s (its transactions last one 100 ms commit interval): librdkafka also gives each record of
@@ -34,41 +29,6 @@ BATCH_RECORDS, BATCH_BYTES = 1000, 512 * 1024  # well under every broker's defau
 TRANSACTION_TIMEOUT_MS = 60_000
 
 TopicPartition = tuple[str, int]
-
-
-class _Coordinated:
-    """Requests to the coordinator of one key, retried while the coordinator moves or loads."""
-
-    def __init__(self, config: ClientConfig, key: str, key_type: int):
-        self.config, self.key, self.key_type = config, key, key_type
-        self.conn: Connection | None = None
-
-    def call(self, api_key: int, version: int, body: bytes, errors: Callable[[Reader], list[int]],
-             flexible: bool = False) -> None:
-        deadline = time.monotonic() + max(self.config.timeout_s, 30)
-        delay = 0.05
-        while True:
-            if self.conn is None:
-                error, host, port = find_coordinator(self.config, self.key, self.key_type)
-                if error:
-                    codes = [error]
-                else:
-                    self.conn = Connection(host, port, self.config)
-            if self.conn is not None:
-                codes = [c for c in errors(self.conn.call(api_key, version, body, flexible)) if c]
-            if not codes:
-                return
-            if not set(codes) <= _RETRIABLE | {_NOT_COORDINATOR} or time.monotonic() > deadline:
-                raise KafkaOperationError(f"transaction request {api_key} failed: {error_name(codes[0])}")
-            if _NOT_COORDINATOR in codes and self.conn is not None:
-                self.conn.close()
-                self.conn = None
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
 
 
 def _uvarint(value: int) -> bytes:
@@ -126,7 +86,7 @@ def commit_transaction(config: ClientConfig, transactional_id: str,
                        offsets: dict[TopicPartition, int], single_record_tail: bool = False) -> None:
     """Write `records` and commit `offsets` for `group` in one transaction, or abort it and
     raise KafkaOperationError."""
-    txn = _Coordinated(config, transactional_id, TRANSACTION_KEY)
+    txn = Coordinated(config, transactional_id, TRANSACTION_KEY)
     producer_id = epoch = -1
     started = False
     try:
@@ -154,7 +114,7 @@ def commit_transaction(config: ClientConfig, transactional_id: str,
                     + struct.pack(">qh", producer_id, epoch)
                     + _by_topic(list(offsets), lambda tp: struct.pack(">iq", tp[1], offsets[tp])
                                 + encode_string(None)))
-            _Coordinated(config, group, GROUP_KEY).call(TXN_OFFSET_COMMIT, 1, body, _partition_errors)
+            Coordinated(config, group, GROUP_KEY).call(TXN_OFFSET_COMMIT, 1, body, _partition_errors)
         txn.call(END_TXN, 1, head + struct.pack(">b", 1), _single_error)
     except (KafkaOperationError, OSError, struct.error) as exc:
         if started:
@@ -171,20 +131,13 @@ def _produce_all(config: ClientConfig, transactional_id: str,
                  leaders: Callable[[str, int], tuple[str, int]],
                  records: dict[TopicPartition, list[Record]], producer: tuple[int, int],
                  single_record_tail: bool) -> None:
-    connections: dict[tuple[str, int], Connection] = {}
+    # a batch sent again after a lost connection is written once: the broker knows its sequence
+    writes = LeaderWrites(config, leaders, transactional_id, resend_if_unknown=True)
     try:
         for (topic, partition), partition_records in sorted(records.items()):
-            address = leaders(topic, partition)
-            if address not in connections:
-                connections[address] = Connection(*address, config)
             sequence = 0  # a new epoch starts every partition's sequence at 0
             for chunk in _chunks(partition_records, single_record_tail):
-                batch = record_batch(chunk, (*producer, sequence), transactional=True)
-                error = produce(connections[address], transactional_id, int(config.timeout_s * 1000),
-                                topic, partition, batch)
-                if error:
-                    raise KafkaOperationError(f"writing to {topic}:{partition} failed: {error_name(error)}")
+                writes.write(topic, partition, record_batch(chunk, (*producer, sequence), transactional=True))
                 sequence += len(chunk)
     finally:
-        for conn in connections.values():
-            conn.close()
+        writes.close()

@@ -8,6 +8,7 @@ from typing import Any
 
 from kstool.engine.io.errors_policy import ErrorPolicy
 from kstool.engine.spark.session import SparkOptions
+from kstool.kafka.topics import BROKER_DEFAULT
 from kstool.schemas.formats import SchemaOptions
 
 STARTING = ("earliest", "latest")  # where a new app starts
@@ -43,6 +44,9 @@ class RunOptions:
     # (False: every record crosses into Spark on its own, the path the combined one is checked against)
     combine: bool = True
     history_batches: int | None = None  # batches the checkpoint keeps; None: as the app has it
+    # of the topics the run creates (outputs, changelogs, dead letters, late records): Kafka
+    # Streams' replication.factor, -1 (its default) being the broker's default.replication.factor
+    replication_factor: int = BROKER_DEFAULT
     # the command line's run options, kept in the manifest for `reprocess` (run_settings)
     settings: dict[str, Any] = field(default_factory=dict)
 

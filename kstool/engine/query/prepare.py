@@ -3,7 +3,7 @@ the inputs, create missing output, changelog, dead-letter and late topics, save 
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Callable, cast
 
 from kstool.application.model import (
     STATE_LAYOUT_STAGES,
@@ -17,14 +17,15 @@ from kstool.base.errors import UsageError
 from kstool.contract import Topology
 from kstool.engine.query.options import RunOptions
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.topics import CreateTopicOptions, ensure_topic
+from kstool.kafka.topics import HEALTHY, CreateTopicOptions, ensure_topic, partition_health
 
 DAY_MS = 86_400_000
 
 
 def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
-            checkpoint_location: str | None) -> tuple[int, Manifest]:
-    """Returns the input partition count (the number of tasks) and the app's manifest."""
+            checkpoint_location: str | None, say: Callable[[str], None]) -> tuple[int, Manifest]:
+    """Returns the input partition count (the number of tasks) and the app's manifest. Says
+    once which of the app's topics have partitions that are not fully replicated."""
     app_id, on_error, late_topic = options.app_id, options.on_error, options.late_topic
     if late_topic and not topology.per_task:
         raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
@@ -46,18 +47,45 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
     inputs = clients.require_topics(topology.input_topics())
     topology.check_run({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())
+
+    def create(topic: str, configs: dict[str, str] | None = None) -> None:
+        ensure_topic(clients, CreateTopicOptions(topic, partitions, options.replication_factor, configs or {}))
+
     for topic in topology.output_topics():
-        ensure_topic(clients, CreateTopicOptions(topic, partitions))
+        create(topic)
     for store in topology.stores(app_id):
         configs = {"cleanup.policy": "compact" if store.kind == "key-value" else "compact,delete"}
         if store.retention_ms is not None:  # Kafka Streams: the store's retention + 1 day
             configs["retention.ms"] = str(store.retention_ms + DAY_MS)
         if store.history_ms is not None:  # Kafka Streams' VersionedChangelogTopicConfig
             configs["min.compaction.lag.ms"] = str(store.history_ms + DAY_MS)
-        ensure_topic(clients, CreateTopicOptions(store.changelog_topic, partitions, configs=configs))
+        create(store.changelog_topic, configs)
+    written = [*topology.output_topics(), *(s.changelog_topic for s in topology.stores(app_id))]
     if on_error.kind == "dlq":
-        ensure_topic(clients, CreateTopicOptions(cast(str, on_error.dlq_topic), partitions))
+        written.append(cast(str, on_error.dlq_topic))
+        create(written[-1])
     if late_topic:
-        ensure_topic(clients, CreateTopicOptions(late_topic, partitions))
+        written.append(late_topic)
+        create(late_topic)
+    for line in replication_problems(clients, [*inputs, *written]):
+        say(line)
     save_manifest(paths, wanted)
     return partitions, wanted
+
+
+def replication_problems(clients: KafkaClients, topics: list[str]) -> list[str]:
+    """A line per topic with partitions that are offline or not fully replicated (from one
+    metadata read): a run goes on, as Kafka Streams does, but the operator should know that a
+    changelog or output with one replica left dies with its broker."""
+    meta = clients.metadata()
+    live, lines = set(meta.brokers), []
+    for topic in dict.fromkeys(topics):
+        found = meta.topics.get(topic)
+        partitions = sorted(found.partitions.values(), key=lambda p: p.id) if found is not None else []
+        unhealthy = {p.id: partition_health(p.leader, list(p.replicas), list(p.isrs), live, None) for p in partitions}
+        unhealthy = {p: h for p, h in unhealthy.items() if h != HEALTHY}
+        if unhealthy:
+            which = ", ".join(f"{p} {h}" for p, h in unhealthy.items())
+            lines.append(f"topic {topic}: {len(unhealthy)} of {len(partitions)} partition(s) need attention ({which}); "
+                         f"see `kstool topics describe {topic}`")
+    return lines

@@ -60,7 +60,7 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     if location is not None or options.spark.master.startswith("local"):  # what executors see
         _check_state(checkpoint, options.app_id)
     _check_checkpoint_kept(clients, paths, checkpoint)
-    partitions, manifest = prepare(clients, topology, options, paths, location)
+    partitions, manifest = prepare(clients, topology, options, paths, location, progress.message)
     options = dataclasses.replace(options, history_batches=manifest.history_batches)
     seed = None
     if manifest.restore_pending and last_committed_batch(checkpoint) is None:
