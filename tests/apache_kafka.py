@@ -303,6 +303,9 @@ class KafkaCluster:
             # transactional id's __transaction_state-0's (the fault tests find them by that)
             "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
             "share.coordinator.state.topic.num.partitions": "1",
+            # a lost node is fenced, and its leaderships move, after 3 s instead of 9 s
+            # (BrokerHeartbeatManager): the fault tests wait for that many times
+            "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "1000",
             **TEST_SETTINGS,
         }
         path = self.workdir / f"server{node}.properties"
@@ -350,6 +353,11 @@ class KafkaCluster:
         """The node the live nodes' metadata names as the partition's leader (-1: none)."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         return admin.list_topics(timeout=10).topics[topic].partitions[partition].leader
+
+    def out_of_sync(self, topic: str, node: int) -> bool:
+        """The controller took `node` out of every ISR of the topic (after its session timed out)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return all(node not in p.isrs for p in admin.list_topics(timeout=10).topics[topic].partitions.values())
 
     def group_coordinator(self) -> int:
         """Every group's coordinator: the leader of __consumer_offsets' only partition."""

@@ -88,9 +88,10 @@ INTEGRATION_FIXTURES = {"kafka", "suite_kafka", "embedded_kafka", "spark", "fres
                         "kafka_cluster", "cluster"}
 
 
-# the longest modules (~10 and ~8 minutes on a busy 2-core machine): each starts at once on a
+# the longest modules (~10, ~8 and ~7 minutes on a busy 2-core machine): each starts at once on a
 # worker of its own, and the short ones fill in around them
-LONGEST_MODULES = ("tests/engine/test_cluster.py", "tests/engine/test_killed_runs.py")
+LONGEST_MODULES = ("tests/engine/test_cluster.py", "tests/engine/test_killed_runs.py",
+                   "tests/engine/test_broker_faults.py")
 
 
 def pytest_collection_modifyitems(items) -> None:

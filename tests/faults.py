@@ -8,8 +8,11 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+
+from tests.conftest import KSTOOL
 
 
 def batches(folder: Path) -> set[int]:
@@ -82,3 +85,31 @@ def kill_tree(proc: subprocess.Popen) -> None:
     while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
               for p in victims if os.path.exists(f"/proc/{p}")) and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+class ContinuousRun:
+    """`kstool run TOPOLOGY ... --app-id APP` without --once, against `bootstrap`, its stderr
+    collected as it comes; its checkpoint in the kstool home of the test."""
+
+    def __init__(self, bootstrap: str, app: str, *args: str):
+        env = {**os.environ, "KSTOOL_BOOTSTRAP_SERVERS": bootstrap}
+        self.proc = subprocess.Popen([*KSTOOL, "run", *args, "--app-id", app], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
+        self.checkpoint = Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "checkpoint"
+
+    def said(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    def wait_for(self, condition, what: str, seconds: float = 240) -> None:
+        deadline = time.monotonic() + seconds  # a hang guard, not a timing check
+        while not condition():
+            assert self.proc.poll() is None or condition(), f"the run ended before {what}: {self.lines[-3:]}"
+            assert time.monotonic() < deadline, f"no {what}: {self.lines[-3:]}"
+            time.sleep(0.1)
+
+    def finish(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # stops after the current batch
+        return self.proc.wait(120)

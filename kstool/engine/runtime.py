@@ -72,8 +72,9 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
     outage = Outage(plan.options.broker_timeout_s)
     died_at: list[int | None] = []  # the last committed batch at each death of the source process
     while True:
-        sink = make_sink(clients, topology, plan)
-        try:
+        sink = None
+        try:  # making the sink starts its transactions under exactly_once_v2: a coordinator lost fails it
+            sink = make_sink(clients, topology, plan)
             with heap_named(_jvm_log(plan), _more_heap):
                 run_query(clients, topology, plan, sink, summary, progress)
             return
@@ -88,7 +89,8 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
             reason = outage.caused(clients, failure)
             if reason is None:
                 raise
-            sink.drop_writer()  # its producer may be unknown to the broker that comes back
+            if sink is not None:
+                sink.drop_writer()  # its producer may be unknown to the broker that comes back
             clients.drop_admin()
             outage.wait(clients, reason, last_committed_batch(plan.checkpoint), progress.message)
 

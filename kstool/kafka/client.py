@@ -28,6 +28,14 @@ _UNREACHABLE = {
 }
 
 
+# a partition's leader moving (a node lost or restarted): asked again, its answer comes
+_LEADER_MOVING = {
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader whose high watermark is not caught up yet
+}
+
+
 # an ACL's refusal, by the kind of resource refused
 _AUTHORIZATION_FAILURES = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "topic",
@@ -269,28 +277,37 @@ class KafkaClients:
         if allowed is not None and operation not in {op.name for op in allowed}:
             raise AuthorizationError(kind, name, operation, self.config.common.get("sasl.username"))
 
-    def watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    def watermarks(self, tps: list[tuple[str, int]], answered_only: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
         """(low, high) offsets per (topic, partition). The high watermark is the true end of
-        each partition, confirmed by reading (see kstool.kafka.ends)."""
+        each partition, confirmed by reading (see kstool.kafka.ends). `answered_only`: leave out
+        the partitions whose leader cannot answer now (a node lost, its partitions not yet led
+        elsewhere) instead of failing."""
         if not tps:
             return {}
-        low = self.log_starts(tps)
-        high = read_ends(self, self._list_offsets(tps, OffsetSpec.latest()))  # type: ignore[no-untyped-call]
-        return {tp: (low[tp], high[tp]) for tp in tps}
+        low = self._list_offsets(tps, OffsetSpec.earliest(), answered_only)  # type: ignore[no-untyped-call]
+        latest = self._list_offsets(list(low), OffsetSpec.latest(), answered_only)  # type: ignore[no-untyped-call]
+        high = read_ends(self, latest)
+        return {tp: (low[tp], high[tp]) for tp in tps if tp in high}
 
     def log_starts(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The low watermark (first offset still in the log) per (topic, partition)."""
         return self._list_offsets(tps, OffsetSpec.earliest()) if tps else {}  # type: ignore[no-untyped-call]
 
-    def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec,
+                      answered_only: bool = False) -> dict[tuple[str, int], int]:
         futures = self.admin().list_offsets(
             {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout)
         out = {}
         for tp, future in futures.items():
             try:
-                out[(tp.topic, tp.partition)] = future.result().offset
+                offset = future.result().offset
             except KafkaException as exc:
+                code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if answered_only and code in _UNREACHABLE | _LEADER_MOVING:
+                    continue
                 raise self.translate(exc) from None
+            if offset >= 0 or not answered_only:  # a leader gone but still named answers -1001
+                out[(tp.topic, tp.partition)] = offset
         return out
 
     def refusal(self, exc: KafkaException, **refused: tuple[str, str | None]) -> AuthorizationError | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any, Callable, NamedTuple, TypeVar, cast
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -37,17 +38,19 @@ SETTLE_S = 2.0
 
 def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T], group: str, operation: str) -> T:
     """A request of `operation` (an ACL's name) on a group, asked again while the coordinator is
-    busy, until the command's timeout."""
-    deadline, pause = time.monotonic() + clients.timeout, 0.05
-    while True:
-        try:
-            return request()
-        except KafkaException as exc:
-            busy = isinstance(exc.args[0], KafkaError) and exc.args[0].code() in _COORDINATOR_BUSY
-            if not busy or time.monotonic() + pause > deadline:
-                raise clients.translate(exc, group=(operation, group)) from None
-        time.sleep(pause)
-        pause = min(pause * 2, 1.0)
+    busy or moves, until the command's timeout. A new admin client asks after a coordinator
+    answered that it is not the group's, and once more after a timeout: a client that lived
+    through a node's loss (a long run's) keeps asking the coordinator that node was."""
+    try:
+        return while_coordinator_moves(request, time.monotonic() + clients.timeout, moved=clients.drop_admin)
+    except KafkaException as exc:
+        if not (isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError._TIMED_OUT):
+            raise clients.translate(exc, group=(operation, group)) from None
+    clients.drop_admin()
+    try:
+        return while_coordinator_moves(request, time.monotonic() + clients.timeout, moved=clients.drop_admin)
+    except KafkaException as exc:
+        raise clients.translate(exc, group=(operation, group)) from None
 
 
 def list_groups(clients: KafkaClients) -> list[GroupRow]:
@@ -153,23 +156,42 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
     partitions = [TopicPartition(t, p) for t in names for p in sorted(meta.topics[t].partitions)]
     if not partitions:
         return {}
-    isolation, pause = "read_committed", 0.05
+    isolation = "read_committed"
     deadline = time.monotonic() + (clients.timeout if settle_s is None else settle_s)
+    def ask(isolation: str, deadline: float) -> list[TopicPartition]:
+        return _committed(clients, group, partitions, isolation, max(deadline - time.monotonic(), 0.1))
+
     while True:
         try:
-            answer = _committed(clients, group, partitions, isolation, max(deadline - time.monotonic(), 0.1))
+            answer = while_coordinator_moves(partial(ask, isolation, deadline), deadline)
             break
         except KafkaException as exc:
             code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
-            if code in _COORDINATOR_BUSY and time.monotonic() + pause < deadline:
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
-            elif code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
+            if code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
                 isolation, deadline = "read_uncommitted", time.monotonic() + clients.timeout
             else:
                 raise clients.translate(exc, group=("DESCRIBE", group)) from None
     return {(tp.topic, tp.partition): tp.offset for tp in answer
             if tp.error is None and tp.offset != _NO_OFFSET and tp.offset >= 0}
+
+
+def while_coordinator_moves(ask: Callable[[], T], deadline: float, moved: Callable[[], None] | None = None) -> T:
+    """ask(), again while the group's coordinator is loading, not available or moved (a node
+    lost; librdkafka does not ask again for these when reading committed offsets), until the
+    monotonic `deadline`; then its KafkaException. `moved`: called when the coordinator answered
+    that it is not the group's any more (a client that keeps asking it drops it)."""
+    pause = 0.05
+    while True:
+        try:
+            return ask()
+        except KafkaException as exc:
+            code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
+            if code not in _COORDINATOR_BUSY or time.monotonic() + pause >= deadline:
+                raise
+            if code == KafkaError.NOT_COORDINATOR and moved is not None:
+                moved()
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 def _committed(clients: KafkaClients, group: str, partitions: list[TopicPartition], isolation: str,
@@ -265,9 +287,17 @@ def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, i
     """Commit offsets for a group that has no active members (as Kafka's tools require)."""
     request = [ConsumerGroupTopicPartitions(
         group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])]
-    result = _asked_of_the_coordinator(clients, lambda: clients.admin().alter_consumer_group_offsets(
-        request, request_timeout=clients.timeout)[group].result(), group, "READ")
-    failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions if tp.error]
+
+    def alter() -> ConsumerGroupTopicPartitions:
+        altered = cast(ConsumerGroupTopicPartitions, clients.admin().alter_consumer_group_offsets(
+            request, request_timeout=clients.timeout)[group].result())
+        moved = [tp.error for tp in altered.topic_partitions or [] if tp.error and tp.error.code() in _COORDINATOR_BUSY]
+        if moved:  # answered per partition, not raised: asked again as a busy coordinator is
+            raise KafkaException(moved[0])
+        return altered
+
+    result = _asked_of_the_coordinator(clients, alter, group, "READ")
+    failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions or [] if tp.error]
     if failed:
         raise KafkaOperationError(f"offset commit for group {group!r} failed: {', '.join(failed)}")
 

@@ -149,7 +149,7 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
     headers = [(k, v.encode("utf-8")) for k, v in options.headers]
     # a write refused while replicas are down (NOT_ENOUGH_REPLICAS) is retried until its
     # timeout: long enough to ride out a leader's election, not librdkafka's 5 minutes
-    patience: dict[str, Any] = {} if "message.timeout.ms" in clients.config.producer else {
+    patience: dict[str, Any] = {} if "message.timeout.ms" in clients.config.producer_conf() else {
         "message.timeout.ms": int(1000 * max(clients.timeout, WRITE_PATIENCE_S))}
     writer = BulkWriter(clients, {options.topic: len(partitions)}, **patience)
 

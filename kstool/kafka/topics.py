@@ -82,11 +82,11 @@ def describe_topic(clients: KafkaClients, topic: str) -> TopicDescription:
     live = set(meta.brokers)
     partitions = sorted(tmeta.partitions.values(), key=lambda p: p.id)
     health = {p.id: partition_health(p.leader, list(p.replicas), list(p.isrs), live, min_isr) for p in partitions}
-    marks = clients.watermarks([(topic, p.id) for p in partitions if health[p.id] != OFFLINE])
+    # a leader that is gone but not yet fenced answers nothing: its partition's offsets are unknown
+    marks = clients.watermarks([(topic, p.id) for p in partitions if health[p.id] != OFFLINE], answered_only=True)
     rows: list[TopicPartitionRow] = []
     for p in partitions:
-        # a leader that is gone but not yet fenced answers nothing: its offsets are unknown (-1001)
-        low, high = (None if mark is None or mark < 0 else mark for mark in marks.get((topic, p.id), (None, None)))
+        low, high = marks.get((topic, p.id), (None, None))
         rows.append({"partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
                      "isr": list(p.isrs), "health": health[p.id], "low_offset": low, "high_offset": high,
                      "records": None if low is None or high is None else max(high - low, 0)})
@@ -107,8 +107,7 @@ def unhealthy_partitions(clients: KafkaClients, under_replicated: bool = False, 
     meta = clients.metadata()
     live = set(meta.brokers)
     names = sorted(n for n in meta.topics if include_internal or not n.startswith("__"))
-    min_isrs = {name: _min_isr(configs) for name, configs in topics_configs(clients, names).items()} \
-        if under_min_isr else {}
+    min_isrs = {name: _min_isr(configs) for name, configs in topics_configs(clients, names).items()}
     rows: list[PartitionHealthRow] = []
     for name in names:
         for p in sorted(meta.topics[name].partitions.values(), key=lambda p: p.id):

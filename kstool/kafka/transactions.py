@@ -17,6 +17,7 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from kstool.kafka.bulk import BULK_SETTINGS
 from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.groups import while_coordinator_moves
 from kstool.kafka.partitioner import partition_for
 from kstool.kafka.wire_protocol import Record, speaks_to
 from kstool.kafka.wire_transaction import TRANSACTION_TIMEOUT_MS, commit_transaction
@@ -63,8 +64,10 @@ class TransactionalWriter:
         commit, but its own transaction then fails."""
         if not offsets:
             return False
+        partitions = [TopicPartition(t, p) for t, p in offsets]
         try:
-            committed = self.group_member.committed([TopicPartition(t, p) for t, p in offsets], self.timeout)
+            committed = while_coordinator_moves(lambda: self.group_member.committed(partitions, self.timeout),
+                                                time.monotonic() + self.timeout)
         except KafkaException as exc:
             raise self.clients.translate(exc) from None
         return all(offsets[(tp.topic, tp.partition)] == tp.offset for tp in committed)

@@ -27,12 +27,6 @@ def _replicas(cluster, topic: str) -> dict[int, list[int]]:
     return {p.id: list(p.replicas) for p in meta.topics[topic].partitions.values()}
 
 
-def _isr_shrunk(cluster, topic: str, lost: int) -> bool:
-    """The controller took the lost node out of every ISR of the topic (after its session timeout)."""
-    meta = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0}).list_topics(timeout=10)
-    return all(lost not in p.isrs for p in meta.topics[topic].partitions.values())
-
-
 def test_topics_get_the_brokers_replication_factor_as_kafka_topics_gives_them(cluster, topic_name):
     created = cli("topics", "create", topic_name, "-p", "3")
     assert created.exit_code == 0, created.stderr
@@ -70,7 +64,7 @@ def test_partitions_that_need_attention_are_those_kafka_topics_lists(cluster, to
     assert _ours("--under-replicated-partitions") == set() == _ours("--unavailable-partitions")
     lost = _replicas(cluster, single)[0][0]
     cluster.kill_node(lost)
-    wait_until(lambda: _isr_shrunk(cluster, replicated, lost), f"node {lost} out of the ISRs")
+    wait_until(lambda: cluster.out_of_sync(replicated, lost), f"node {lost} out of the ISRs")
     for flag in ("--under-replicated-partitions", "--unavailable-partitions", "--under-min-isr-partitions"):
         assert _ours(flag) == _kafka_topics_partitions(cluster, flag), flag
     offline = {(single, p) for p, replicas in _replicas(cluster, single).items() if replicas == [lost]}
@@ -185,12 +179,12 @@ def test_produce_below_min_insync_replicas_fails_in_one_line_naming_why_and_writ
     assert cli("topics", "create", topic_name, "--config", "min.insync.replicas=3").exit_code == 0
     lost = next(n for n in cluster.NODES if n != cluster.leader(topic_name, 0))
     cluster.kill_node(lost)
-    wait_until(lambda: _isr_shrunk(cluster, topic_name, lost), f"node {lost} out of the ISR")
-    produced = cli("produce", topic_name, input="a\nb\n")
+    wait_until(lambda: cluster.out_of_sync(topic_name, lost), f"node {lost} out of the ISR")
+    produced = cli("produce", topic_name, "-X", "message.timeout.ms=5000", input="a\nb\n")
     assert produced.exit_code == 1
     assert produced.stderr.strip().splitlines() == [
         "kstool: error: 0 record(s) written, 2 not delivered (first: line 1: Local: Message timed out); "
         "partition 0: NOT_ENOUGH_REPLICAS: 2 in sync, min.insync.replicas=3"]
     cluster.start_stopped()
-    wait_until(lambda: not _isr_shrunk(cluster, topic_name, lost), "the replica back in sync")
+    wait_until(lambda: not cluster.out_of_sync(topic_name, lost), "the replica back in sync")
     assert read_all(cluster.kafka, topic_name) == []

@@ -120,7 +120,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return start  # parked: no run asks for anything, and Kafka is not asked either
             self._target = gate
         current = flatten_offsets(start)
-        marks = self._clients().watermarks(self._partitions())
+        # a partition whose leader is being elected again (a node lost) is read on next batch
+        marks = self._clients().watermarks(self._partitions(), answered_only=True)
         latest = dict(self._target) if self._target is not None else {tp: h for tp, (_, h) in marks.items()}
         latest = {tp: min(o, self._stop.get(tp, o)) for tp, o in latest.items()}
         self._latest = latest

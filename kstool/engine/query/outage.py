@@ -13,10 +13,14 @@ from kstool.base.errors import BrokerUnreachableError
 from kstool.kafka.client import KafkaClients
 
 BACKOFF_S = (1, 2, 4, 8, 15)
-# what librdkafka and kstool's own sink and source say when a broker went away mid-batch
+# what librdkafka and kstool's own sink and source say when a broker went away mid-batch, or a
+# node of a cluster did and its partitions' leaders or coordinators were not elected again yet
 LOST_BROKER_SIGNS = ("Broker transport failure", "All broker connections are down", "Connection refused",
                      "Message timed out", "Local: Timed out", "no records from",
-                     "Disconnected", "flush timed out", "message(s) timed out")
+                     "Disconnected", "flush timed out", "message(s) timed out",
+                     "Leader not available", "Not leader", "Not coordinator", "Coordinator load in progress",
+                     "Coordinator not available", "Timed out waiting for operation to finish", "Leader epoch",
+                     "Leader high watermark is not caught up")
 # kstool's BrokerUnreachableError, as the query's failure quotes it
 _UNREACHABLE = re.compile(r"cannot reach Kafka at [^\n]*")
 

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import KSTOOL, Kafka, cli_subprocess, home_sharing_jvm_archive
-from tests.faults import batches, in_flight
+from tests.conftest import Kafka, cli_subprocess, home_sharing_jvm_archive
+from tests.faults import ContinuousRun, batches, in_flight
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts
@@ -58,32 +55,12 @@ def _produce(kafka, topic: str, lines: list[str]) -> None:
         produce_values(kafka, topic, [line.encode() for line in lines[partition::2]], partition=partition)
 
 
-class _App:
-    """kstool run wordcount, continuous, its stderr collected as it comes."""
+class _App(ContinuousRun):
+    """kstool run wordcount, continuous."""
 
     def __init__(self, kafka, source: str, app: str, *options: str):
-        env = {**os.environ, "KSTOOL_BOOTSTRAP_SERVERS": kafka.bootstrap}
-        self.proc = subprocess.Popen(
-            [*KSTOOL, "run", "wordcount", "--input", source, "--output", source + "-out", "--app-id", app,
-             "--trigger", "500ms", *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: list[str] = []
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True).start()
-        self.checkpoint = Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "checkpoint"
-
-    def said(self, text: str) -> bool:
-        return any(text in line for line in self.lines)
-
-    def wait_for(self, condition, what: str, seconds: float = 240) -> None:
-        deadline = time.monotonic() + seconds  # a hang guard, not a timing check
-        while not condition():
-            assert self.proc.poll() is None or condition(), f"the run ended before {what}: {self.lines[-3:]}"
-            assert time.monotonic() < deadline, f"no {what}: {self.lines[-3:]}"
-            time.sleep(0.1)
-
-    def finish(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # stops after the current batch
-        return self.proc.wait(120)
+        super().__init__(kafka.bootstrap, app, "wordcount", "--input", source, "--output", source + "-out",
+                         "--trigger", "500ms", *options)
 
 
 def _counts(kafka, topic: str) -> dict[str, int]:
