@@ -17,7 +17,8 @@ TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy"
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1, config=TOPIC_CONFIGS)])[topic].result(timeout=30)
+    # the broker's default replication factor: 1 on one node, 3 on a cluster (bench.replication)
+    admin.create_topics([NewTopic(topic, partitions, -1, config=TOPIC_CONFIGS)])[topic].result(timeout=30)
 
 
 def load(bootstrap: str, topic: str, records, partitions: int, by_key: bool = False) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import sys
 import time
 from collections import deque
@@ -89,7 +91,7 @@ def describe(g: Globals, app_id: str, state_dir: Path, offline: bool, output: st
 @click.option("--group", "groups", multiple=True, metavar="GROUP", shell_complete=complete_groups,
               help="Also watch this consumer group, e.g. a Kafka Streams app's application.id (repeatable).")
 @click.option("--interval", default="2s", show_default=True, metavar="DURATION",
-              help="Time between snapshots; rates are measured over it.")
+              help="Time between snapshots (a bare number: seconds, as top -d takes it); rates are measured over it.")
 @click.option("--once", is_flag=True, help="Print one snapshot (rates over one --interval) and exit: for scripts.")
 @click.option("--fail-on-lag", metavar="DURATION",
               help="With --once: exit 1 when an app's or group's time lag is over DURATION (cron health check).")
@@ -101,7 +103,9 @@ def top(g: Globals, state_dir: Path, groups: tuple[str, ...], interval: str, onc
 
     Piped or with -o json|jsonl|csv it prints a snapshot per interval; --once prints one."""
     limit_ms = parse_duration(fail_on_lag) if fail_on_lag else None
-    watcher = Top(g.clients(), TopOptions(state_dir, tuple(groups), parse_duration(interval)))
+    seconds = re.fullmatch(r"\d+(\.\d+)?", interval.strip())
+    watcher = Top(g.clients(), TopOptions(state_dir, tuple(groups),
+                                          round(float(interval) * 1000) if seconds else parse_duration(interval)))
     if once:
         snapshots = watcher.watch(_sleep)
         next(snapshots)  # rates need a snapshot before
@@ -111,7 +115,7 @@ def top(g: Globals, state_dir: Path, groups: tuple[str, ...], interval: str, onc
             check_lag(rows, limit_ms)
     elif output == "table" and stdout_is_tty():
         trends: dict[str, deque[int | None]] = {}
-        with Dashboard() as dashboard:
+        with Dashboard() as dashboard, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C quits, as q does
             for rows in watcher.watch(dashboard.wait):
                 for row in rows:
                     trends.setdefault(row["name"], deque(maxlen=SPARK_POINTS)).append(row["lag"])

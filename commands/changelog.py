@@ -98,6 +98,14 @@ def _position(text: str | None) -> tuple[int | None, int | None]:
     return None, parse_time(text)
 
 
+def _start(text: str | None) -> tuple[StartSpec, int | None]:
+    """--from: where to start, and a time to start at (None: none)."""
+    if text is not None and re.fullmatch(r"-\d+", text.strip()):
+        return StartSpec.parse(text), None  # the last N of each partition
+    offset, time = _position(text)
+    return (StartSpec("beginning") if offset is None else StartSpec("offset", offset)), time
+
+
 @changelog.command()
 @click.argument("topic", shell_complete=complete_topics)
 @_format_options
@@ -105,7 +113,9 @@ def _position(text: str | None) -> tuple[int | None, int | None]:
 @click.option("--show-tombstones", is_flag=True, help="With --compact, keep deleted keys (marked).")
 @click.option("--key", "key", help="Only this key (decoded, as text).")
 @click.option("--key-prefix", help="Only keys starting with this text.")
-@click.option("--from", "from_", metavar="OFFSET|TIME", help="Start at an offset or a time (@epoch-ms, ISO, -1h).")
+@click.option("--from", "from_", metavar="OFFSET|-N|TIME",
+              help="Start at an offset, the last N records of each partition (-N, as consume), or a time "
+                   "(@epoch-ms, ISO, -1h).")
 @click.option("--to", "to", metavar="OFFSET|TIME", help="Stop after an offset or a time.")
 @click.option("--follow", "-F", is_flag=True, help="Keep printing new records until Ctrl-C.")
 @click.option("--partition", "-p", "partitions", type=click.IntRange(min=0), multiple=True)
@@ -117,12 +127,11 @@ def dump(g: Globals, topic: str, key_format: str | None, value_format: str | Non
     """Decoded records of a changelog topic (or the compacted view)."""
     clients = g.clients()
     formats = _formats(g, clients, topic, state_dir, key_format, value_format, detect, schema_flags)
-    start_offset, start_time = _position(from_)
+    start, start_time = _start(from_)
     to_offset, to_time = _position(to)
     options = ops.DumpOptions(
         topic=topic, formats=formats, compact=compact, show_tombstones=show_tombstones, key=key,
-        key_prefix=key_prefix, start=StartSpec("offset", start_offset) if start_offset is not None
-        else StartSpec("beginning"), from_time=start_time, to_offset=to_offset, to_time=to_time,
+        key_prefix=key_prefix, start=start, from_time=start_time, to_offset=to_offset, to_time=to_time,
         follow=follow, partitions=list(partitions) or None)
     stats = ops.DecodeStats()
     rows = (ops.public(r) for r in ops.dump(clients, options, stats))

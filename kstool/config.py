@@ -234,6 +234,7 @@ def build_client_config(
         _refuse_if_embedded_broker_stopped()
         servers, source = DEFAULT_BOOTSTRAP, "default"
     user_props.pop("bootstrap.servers", None)
+    _check_bootstrap(servers, source)
 
     common, producer, consumer, profile_name, tail = {}, {}, {}, None, False
     if profile is not None and profile.bootstrap_servers == servers:
@@ -253,6 +254,16 @@ def build_client_config(
         schema_registry=registry,
         ignored_properties=ignored,
     )
+
+
+def _check_bootstrap(servers: str, source: str) -> None:
+    """Each server a host and a port of 1-65535, before any client tries it: a usage error, not
+    a connection refused after a wait."""
+    for server in servers.split(","):
+        host, _, port = server.strip().split("://", 1)[-1].rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise UsageError(f"invalid bootstrap server {server.strip()!r} (from {source}): expected HOST:PORT "
+                             "with a port from 1 to 65535")
 
 
 def _java_only_properties(props: dict[str, str]) -> list[str]:

@@ -85,6 +85,10 @@ class SinkTarget:
     # to the partition numbered as the row's `task` column: as Kafka Streams, a task's store
     # is logged to its own changelog partition (what a restore reads back per task)
     by_task: bool = False
+    # windowed keys: the bytes of window times that end each key (8: start; 16: a session's end
+    # and start). Such a record goes to its inner key's partition, as Kafka Streams'
+    # WindowedStreamPartitioner puts it: every window of a key in the key's partition, in order
+    window_bytes: int = 0
 
 
 class Topology(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import fcntl
 import os
+import shutil
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -156,10 +157,14 @@ def existing_app(paths: AppPaths, error: type[KstoolError] = NotFoundError, hint
     manifest = load_manifest(paths)
     if manifest is not None:
         return manifest
-    known = [f.name for f in paths.state_dir.iterdir() if (f / MANIFEST).is_file()] if paths.state_dir.is_dir() else []
-    close = difflib.get_close_matches(paths.app_id, known, n=1)
+    close = difflib.get_close_matches(paths.app_id, app_ids(paths.state_dir), n=1)
     suggestion = f"; did you mean {close[0]!r}?" if close else ""
     raise error(f"no kstool app {paths.app_id!r} in {paths.state_dir}{suggestion}{hint}")
+
+
+def app_ids(state_dir: Path) -> list[str]:
+    """The ids of the apps with a manifest in `state_dir`."""
+    return [f.name for f in state_dir.iterdir() if (f / MANIFEST).is_file()] if state_dir.is_dir() else []
 
 
 def checkpoint_uri(paths: AppPaths, location: str | None) -> str:
@@ -262,8 +267,10 @@ class AppLock:
         (kstool.engine.daemon.app_use.free_parked_queries), which frees its parked query."""
         self.paths, self.use, self.on_taken = paths, use, on_taken
         self._fd: int | None = None
+        self._new_app = False  # its folder made by this lock: removed again if the run never started
 
     def __enter__(self) -> "AppLock":
+        self._new_app = not self.paths.root.exists()
         private_dir(self.paths.root)
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -285,10 +292,20 @@ class AppLock:
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
+            if self._new_app:
+                _remove_if_never_started(self.paths)
             os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _remove_if_never_started(paths: AppPaths) -> None:
+    """A new app whose first run failed before it was set up (a missing input, say) leaves no
+    folder behind: nothing in it but the lock and empty folders, no manifest."""
+    files = [f for f in paths.root.rglob("*") if not f.is_dir()]
+    if files == [paths.lock]:
+        shutil.rmtree(paths.root, ignore_errors=True)
 
 
 def stopped_app(paths: AppPaths, before: str) -> Manifest:

@@ -106,22 +106,32 @@ class ClientErrors:
 
 
 def every_bootstrap_refuses(config: ClientConfig) -> bool:
-    """Nothing listens at any bootstrap address: a refused TCP connect is immediate, so this
-    is known now instead of after a client's timeout. Any other outcome (an answer, a silent
-    host) is left to the clients."""
+    """Nothing can answer at any bootstrap address: a refused TCP connect, or a host name that does
+    not resolve, is known now instead of after a client's timeout. Any other outcome (an answer,
+    a silent host) is left to the clients."""
+    return _unreachable_bootstrap(config) is not None
+
+
+def _unreachable_bootstrap(config: ClientConfig) -> str | None:
+    """Why no bootstrap address can answer, known at once (None: one may)."""
     try:
         addresses = config.bootstrap_addresses()
     except ValueError:
-        return False
-    for address in addresses:
+        return None
+    unknown = []
+    for host, port in addresses:
         try:
-            with socket.create_connection(address, timeout=PROBE_TIMEOUT_S):
-                return False
+            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+                return None
         except ConnectionRefusedError:
             continue
+        except socket.gaierror:
+            unknown.append(host)
         except OSError:
-            return False
-    return True
+            return None
+    if unknown:
+        return f"no such host: {', '.join(unknown)} (the name does not resolve)"
+    return "connection refused (no broker listens there; `kstool broker start` starts the embedded one)"
 
 
 @dataclass
@@ -155,10 +165,9 @@ class KafkaClients:
         return self._admin
 
     def fail_if_every_bootstrap_refuses(self) -> None:
-        if every_bootstrap_refuses(self.config):
-            raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: connection "
-                                         "refused (no broker listens there; `kstool broker start` starts the "
-                                         "embedded one)")
+        why = _unreachable_bootstrap(self.config)
+        if why is not None:
+            raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: {why}")
 
     def drop_admin(self) -> None:
         """After an outage: an admin client that lived through it may keep a group coordinator

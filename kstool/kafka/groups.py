@@ -158,6 +158,7 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
         return {}
     isolation = "read_committed"
     deadline = time.monotonic() + (clients.timeout if settle_s is None else settle_s)
+
     def ask(isolation: str, deadline: float) -> list[TopicPartition]:
         return _committed(clients, group, partitions, isolation, max(deadline - time.monotonic(), 0.1))
 

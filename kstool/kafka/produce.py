@@ -15,7 +15,7 @@ from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients, require_partitions
 from kstool.kafka.exceptions import BadInputLine, EnvelopeError, KafkaOperationError, TopicNotFoundError
 from kstool.kafka.records import Record, from_envelope
-from kstool.kafka.topics import CreateTopicOptions, ensure_topic, write_blockers
+from kstool.kafka.topics import CreateTopicOptions, ensure_topic, timestamp_bounds, write_blockers
 
 INPUT_FORMATS = ("text", "jsonl")  # a record per text line | `consume -o jsonl` envelopes
 # seconds a record may wait to be written (at least): a lost leader's successor is elected
@@ -157,8 +157,10 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
         try:
             writer.flush()
         except KafkaOperationError as failed:
-            blockers = write_blockers(clients, options.topic)
-            raise KafkaOperationError(f"{failed}; {blockers}" if blockers else str(failed)) from None
+            why = write_blockers(clients, options.topic)
+            if "Invalid timestamp" in str(failed):
+                why = timestamp_bounds(clients, options.topic)
+            raise KafkaOperationError(f"{failed}; {why}" if why else str(failed)) from None
         finally:
             result.per_partition = {p: n for (_, p), n in sorted(writer.per_partition.items())}
             result.written = sum(result.per_partition.values())

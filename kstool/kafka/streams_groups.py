@@ -15,7 +15,15 @@ from kstool.base.documents import StoredTopology, StoredTopologyNode, StreamsGro
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import AuthorizationError, KafkaOperationError
 from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
-from kstool.kafka.wire_protocol import GROUP_KEY, Connection, error_name, find_coordinator
+from kstool.kafka.wire_protocol import (
+    COORDINATOR_RETRIABLE,
+    GROUP_KEY,
+    Connection,
+    Coordinated,
+    CoordinatorRefused,
+    any_bootstrap,
+    error_name,
+)
 
 API_VERSIONS, LIST_GROUPS, STREAMS_GROUP_DESCRIBE = 18, 16, 89
 GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND = 30, 69
@@ -93,23 +101,27 @@ def describe_streams_group(config: ClientConfig, group: str,
                            with_topology: bool = False) -> StreamsGroupDescription | None:
     """The group as its coordinator describes it, or None when it is no streams group. With
     `with_topology`, also the topology description the broker keeps (v1: Kafka 4.4+)."""
+    described: list[tuple[int, str | None, StreamsGroupDescription]] = []
+
+    def moved(reply: Reader) -> list[int]:
+        """The coordinator's answer, kept; its error only where the coordinator moved or loads."""
+        reply.take(">i")  # throttle
+        described[:] = reply.compact_array(lambda: _described(reply, version)) or []
+        return [code for code, _, _ in described[:1] if code in COORDINATOR_RETRIABLE]
+
+    version = describe_version(_served(config), config.bootstrap_servers, with_topology)
+    body = compact_array([compact_string(group)]) + b"\0"  # no authorized operations
+    body += (b"\1" if with_topology else b"\0") if version >= 1 else b""
+    coordinator = Coordinated(config, group, GROUP_KEY)
     try:
-        error, host, port = find_coordinator(config, group, GROUP_KEY)
-        _refuse_if_unauthorized(config, group, error)
-        if error:
-            raise KafkaOperationError(f"cannot find the coordinator of {group!r}: {error_name(error)}")
-        conn = Connection(host, port, config)
-        try:
-            version = describe_version(api_versions(conn), f"{host}:{port}", with_topology)
-            body = compact_array([compact_string(group)]) + b"\0"  # no authorized operations
-            body += (b"\1" if with_topology else b"\0") if version >= 1 else b""
-            reply = conn.call(STREAMS_GROUP_DESCRIBE, version, body + NO_TAGS, flexible=True)
-            reply.take(">i")  # throttle
-            described = reply.compact_array(lambda: _described(reply, version)) or []
-        finally:
-            conn.close()
-    except (OSError, struct.error) as exc:
+        coordinator.call(STREAMS_GROUP_DESCRIBE, version, body + NO_TAGS, moved, flexible=True)
+    except CoordinatorRefused as refused:  # FindCoordinator's refusal, or a coordinator still moving
+        _refuse_if_unauthorized(config, group, refused.code)
+        raise KafkaOperationError(f"describing streams group {group!r} failed: {refused}") from None
+    except (OSError, struct.error, KafkaOperationError) as exc:
         raise KafkaOperationError(f"describing streams group {group!r} failed: {exc}") from None
+    finally:
+        coordinator.close()
     error, message, description = described[0]
     if error == GROUP_ID_NOT_FOUND:
         return None
@@ -117,6 +129,20 @@ def describe_streams_group(config: ClientConfig, group: str,
     if error:
         raise KafkaOperationError(f"describing streams group {group!r} failed: {message or error_name(error)}")
     return cast(StreamsGroupDescription, description)
+
+
+def _served(config: ClientConfig) -> dict[int, tuple[int, int]]:
+    """api_versions of a broker of the cluster (any that answers)."""
+    try:
+        conn = any_bootstrap(config)
+    except OSError as exc:
+        raise KafkaOperationError(f"cannot reach Kafka at {config.bootstrap_servers}: {exc}") from None
+    try:
+        return api_versions(conn)
+    except (OSError, struct.error) as exc:
+        raise KafkaOperationError(f"asking {config.bootstrap_servers} for its API versions failed: {exc}") from None
+    finally:
+        conn.close()
 
 
 def describe_version(served: dict[int, tuple[int, int]], address: str, with_topology: bool) -> int:

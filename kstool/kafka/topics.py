@@ -140,6 +140,20 @@ def write_blockers(clients: KafkaClients, topic: str) -> str | None:
     return "; ".join(problems[:3]) + more if problems else None
 
 
+def timestamp_bounds(clients: KafkaClients, topic: str) -> str | None:
+    """The record times the topic takes (KIP-937), as one phrase: what a broker's INVALID_TIMESTAMP
+    refers to (None: the broker does not say)."""
+    try:
+        configs = topic_configs(clients, topic)
+    except KstoolError:
+        return None
+    bounds = [f"{name}={configs[name]}" for name in ("message.timestamp.after.max.ms", "message.timestamp.before.max.ms")
+              if name in configs and int(configs[name]) < 2**63 - 1]
+    if not bounds:
+        return None
+    return f"topic {topic} takes record times within its {' and '.join(bounds)} of the broker's clock"
+
+
 def _min_isr(configs: dict[str, str]) -> int | None:
     return int(configs["min.insync.replicas"]) if "min.insync.replicas" in configs else None
 

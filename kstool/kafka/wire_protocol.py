@@ -34,6 +34,14 @@ class ConnectionLost(KafkaOperationError):
     """The broker closed the connection mid-request (a node stopping or lost)."""
 
 
+class CoordinatorRefused(KafkaOperationError):
+    """A coordinator's lasting error (or FindCoordinator's), by its code."""
+
+    def __init__(self, code: int):
+        super().__init__(error_name(code))
+        self.code = code
+
+
 def error_name(code: int) -> str:
     """A broker's error code in words, as librdkafka names it ("NOT_COORDINATOR: Not coordinator")."""
     err = KafkaError(code)
@@ -183,7 +191,7 @@ class Coordinated:
             if not codes:
                 return reply
             if not set(codes) <= COORDINATOR_RETRIABLE or next(retries, StopIteration) is StopIteration:
-                raise KafkaOperationError(error_name(codes[0]))
+                raise CoordinatorRefused(codes[0])
             if codes[0] != CONCURRENT_TRANSACTIONS:
                 self.close()
 

@@ -13,7 +13,7 @@ from typing import Callable, Iterator, cast
 
 from confluent_kafka import KafkaException
 
-from kstool.base.errors import UsageError
+from kstool.base.errors import Interrupted, UsageError
 from kstool.base.serdes import FieldEncoder, WithSchemaId, as_text
 from kstool.base.timeutil import format_time
 from kstool.kafka.bulk import BulkWriter
@@ -173,8 +173,24 @@ def replay(clients: KafkaClients, options: ReplayOptions,
             writer.close()
     except KafkaException as exc:
         raise clients.translate(exc) from None
+    except KeyboardInterrupt:
+        raise Interrupted(_where_it_stopped(writer, summary, options)) from None
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _where_it_stopped(writer: _Writer | None, summary: ReplaySummary, options: ReplayOptions) -> str:
+    """What a replay cut short by Ctrl-C wrote, and what running it again does."""
+    if writer is None:
+        return f"interrupted: a dry run, {summary.records} record(s) counted, nothing written"
+    if writer.bulk is None:
+        return (f"interrupted: {writer.committed} record(s) committed to {options.to_topic} (the chunk being "
+                "written is not); the same command resumes after them")
+    writer.bulk.flush()  # what was sent is delivered, and counted
+    written = sum(writer.bulk.per_partition.values())
+    return (f"interrupted: {written} record(s) written to {options.to_topic}; running the same replay again "
+            "writes them again (duplicates): start past them (--from-offset, --from-time), or use "
+            "--transactional, which resumes where it stopped")
 
 
 def planned_count(clients: KafkaClients, options: ReplayOptions) -> int | None:
@@ -261,6 +277,7 @@ class _Writer:
         self.options, self.clients = options, clients
         self.chunk: list[OutRecord] = []
         self.offsets: dict[tuple[str, int], int] = {}
+        self.committed = 0  # records of the chunks committed (--transactional)
         if options.transactional:  # its init fences an older run
             self.transactions = TransactionalWriter(clients, transactional_id(options),
                                                     transactional_id(options), {options.to_topic: partitions})
@@ -295,6 +312,7 @@ class _Writer:
         """Records and the source position commit together: a crash leaves no partial chunk
         visible to read_committed consumers, and a rerun resumes after the last chunk."""
         self.transactions.commit(self.chunk, self.offsets)
+        self.committed += len(self.chunk)
         self.chunk = []
 
     def close(self) -> None:

@@ -3,15 +3,17 @@ local state. Nothing is changed here; `apply` carries a plan out."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kstool.application.model import AppPaths, load_manifest, refuse_if_running
+from kstool.application.model import AppPaths, app_ids, load_manifest, refuse_if_running
 from kstool.base.documents import GroupMember
+from kstool.base.errors import NotFoundError
 from kstool.base.names import detect_internal_topics
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import committed_offsets, describe_members, require_group_allowed, topology_topics
+from kstool.kafka.groups import committed_offsets, describe_members, list_groups, require_group_allowed, topology_topics
 from kstool.kafka.offsets import offsets_for_time
 from kstool.reset.exceptions import GroupActiveError, ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
@@ -131,6 +133,8 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
             changes.append(OffsetChange(tp[0], tp[1], "intermediate", current, high,
                                         None if current is None else high - current))
     local = None if options.keep_local_state else _local_state(paths, manifest, options)
+    if manifest is None and not (changes or committed or members or to_delete or local):
+        _refuse_unknown_app(clients, options)
     if local is None and not options.keep_local_state:
         if options.state_dir_given:  # told where the state is, and it is not there: a typo?
             raise ResetRefusedError(
@@ -140,6 +144,17 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
         warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
     return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
                      options.spec.describe(), changes, to_delete, internal_from, local, members, warnings)
+
+
+def _refuse_unknown_app(clients: KafkaClients, options: ResetOptions) -> None:
+    """Nothing of the app exists (no group offsets or members, no internal topic, no local
+    state) and no input offsets are to be set: a typo at 3 a.m. should not read "nothing to do",
+    exit 0. Names the nearest group or kstool app."""
+    known = [g["group"] for g in list_groups(clients)] + app_ids(options.state_dir)
+    close = difflib.get_close_matches(options.app_id, known, n=1)
+    raise NotFoundError(f"no application {options.app_id!r}: no consumer group, internal topic or local state "
+                        f"(in {options.state_dir}) has that id; nothing was changed"
+                        + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
 def _input_changes(clients, spec: ResetSpec, inputs, existing, committed, warnings) -> list[OffsetChange]:

@@ -83,6 +83,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
     if source.changelog_topic:
         formats = flag_formats(source.key_format, source.value_format, source.schemas)
         online = _online(clients)
+        online.require_topics([source.changelog_topic])  # a typo: "topic 'x' does not exist", nothing read
         windowed = formats.key.layout in ("window", "session")
         warnings = []
         try:

@@ -110,6 +110,13 @@ class VersionedTable:
             return False
         clock.time = max(clock.time, timestamp)
         entry = state.get(self.store, key)
+        if value is None and entry is not None and entry.value is not None and entry.timestamp == timestamp \
+                and not older_versions(entry):
+            # a tombstone of the latest value's own time only deletes it (the latest value store's
+            # entry, RocksDBVersionedStore.maybePutToLatestValueStore) and keeps no tombstone where
+            # no older version's validTo holds it: an older put later becomes the latest again
+            state.delete(self.store, key, timestamp, log=False)
+            return True
         versions = [*older_versions(entry), (entry.timestamp, entry.value)] if entry is not None else []
         versions = [v for v in versions if v[0] != timestamp] + [(timestamp, value)]
         versions.sort(key=lambda v: v[0])

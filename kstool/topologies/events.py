@@ -52,9 +52,10 @@ def keyed_rows(source, task, side, value):
                          "partition", "offset", F.col(PARTIAL)["pack"].alias("pack"))
 
 
-def sink_targets(output_topic: str, app_id: str, stores) -> list[SinkTarget]:
-    """The output topic gets the OUTPUT records, each store's changelog its own."""
-    return [SinkTarget(output_topic, "value", OUTPUT)] + [
+def sink_targets(output_topic: str, app_id: str, stores, window_bytes: int = 0) -> list[SinkTarget]:
+    """The output topic gets the OUTPUT records (keys ending in `window_bytes` of window times:
+    SinkTarget.window_bytes), each store's changelog its own."""
+    return [SinkTarget(output_topic, "value", OUTPUT, window_bytes=window_bytes)] + [
         SinkTarget(changelog_topic(app_id, store), "value", changelog_role(store), by_task=True) for store in stores]
 
 

@@ -84,7 +84,9 @@ class WindowedAggregation(OneInputPerTask):
                           spark_state_var=STORE, retention_ms=self.processor().retention, window_size_ms=size)]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
-        return events.sink_targets(self.output_topic, app_id, [STORE])
+        # key ‖ start, or a session's key ‖ end ‖ start (TimeWindowedSerializer, SessionWindowedSerializer)
+        window_bytes = 0 if self.key_format == "json" else 16 if self.spec.kind == "session" else 8
+        return events.sink_targets(self.output_topic, app_id, [STORE], window_bytes)
 
     def valid_record(self):
         return self.numbers.valid() & events.valid_time(self.time, self.numbers.json_text())

@@ -9,6 +9,7 @@ import pytest
 
 from kstool.application.exceptions import AppBusyError
 from kstool.application.model import AppLock, AppPaths, LockHolder, hosted_for, lock_holder
+from tests.conftest import cli
 
 
 def test_a_second_taker_of_an_apps_lock_fails_at_once_naming_the_holder(tmp_path):
@@ -43,3 +44,14 @@ def test_a_failing_hook_lets_go_of_the_lock(tmp_path):
             pass
     with AppLock(paths, on_taken=None):
         pass
+
+
+def test_a_new_app_whose_first_run_fails_before_it_starts_leaves_no_folder(kafka, topic_name, tmp_path):
+    state_dir = tmp_path / "apps"
+    failed = cli("run", "wordcount", "--input", topic_name + "-missing", "--output", topic_name + "-out",
+                 "--app-id", topic_name, "--once", "--state-dir", str(state_dir))
+    assert (failed.exit_code, failed.stderr) == (1, f"kstool: error: topic '{topic_name}-missing' does not exist\n")
+    assert not (state_dir / topic_name).exists()
+    with AppLock(AppPaths(state_dir, "kept"), on_taken=None):
+        (state_dir / "kept" / "app.json").write_text("{}")  # a set-up app keeps its folder
+    assert (state_dir / "kept" / "app.json").exists()

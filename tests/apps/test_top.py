@@ -102,7 +102,8 @@ def test_top_once_shows_rates_and_a_growing_time_lag_then_the_dashboard_in_a_ter
         assert code == 1 and app in rows, "the snapshot is printed, then the check fails"
         assert stderr.startswith(f"kstool: error: time lag over 0.1s: {app} ") and stderr.count("\n") == 1
 
-        _dashboard_in_tmux(state_dir, app)
+        _dashboard_in_tmux(state_dir, app, "1s", "q")
+        _dashboard_in_tmux(state_dir, app, "1", "C-c")  # seconds, as top -d takes them; Ctrl-C quits too
     finally:
         steady.stopped.set()
         run.send_signal(signal.SIGINT)
@@ -117,12 +118,12 @@ def test_top_once_shows_rates_and_a_growing_time_lag_then_the_dashboard_in_a_ter
     assert sum(m["input_records"] for m in batches) == processed, "every processed record in one batch line"
 
 
-def _dashboard_in_tmux(state_dir: Path, app: str) -> None:
+def _dashboard_in_tmux(state_dir: Path, app: str, interval: str, quit_key: str) -> None:
     socket = f"kstool-test-{uuid.uuid4().hex[:8]}"  # a tmux server of its own, with this test's env
     tmux = ["tmux", "-L", socket]
     # the terminal's own size, not one a test runner exported
     command = shlex.join(["env", "-u", "COLUMNS", "-u", "LINES",
-                          *KSTOOL, "apps", "top", "--state-dir", str(state_dir), "--interval", "1s"])
+                          *KSTOOL, "apps", "top", "--state-dir", str(state_dir), "--interval", interval])
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "20",
                     f"{command}; echo EXIT=$?; sleep 60"], check=True)
     try:
@@ -134,8 +135,8 @@ def _dashboard_in_tmux(state_dir: Path, app: str) -> None:
         shown = screen()
         line = next(line for line in shown.splitlines() if line.strip().startswith(app))
         assert "running" in line and "TIME LAG" in shown and "Traceback" not in shown
-        subprocess.run([*tmux, "send-keys", "q"], check=True)
-        wait_until(lambda: "EXIT=0" in screen(), "q to quit the dashboard", 30)
+        subprocess.run([*tmux, "send-keys", quit_key], check=True)
+        wait_until(lambda: "EXIT=0" in screen(), f"{quit_key} to quit the dashboard", 30)
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 

@@ -175,3 +175,14 @@ def _compacted_by_the_cleaner(kafka, topic: str) -> None:
         cleaned[record.key().decode()] = record.value()
     assert {k: struct.unpack(">q", v)[0] for k, v in cleaned.items() if v is not None} == latest
     assert view() == latest
+
+
+def test_dump_from_minus_n_starts_at_the_last_n_records_of_each_partition_as_consume_does(kafka, topic_name):
+    topic = f"{topic_name}-store-changelog"
+    create_topic(kafka, topic, 2)
+    _produce(kafka, topic, [(p, f"k{i}".encode(), _long(i), T0 + i) for i in range(5) for p in (0, 1)])
+    dumped = _dump(topic, "--from", "-2", "--key-format", "string", "--value-format", "long")
+    assert sorted((r["partition"], r["key"]) for r in dumped) == [(0, "k3"), (0, "k4"), (1, "k3"), (1, "k4")]
+    consumed = cli("consume", topic, "--from", "-2", "-e", "-o", "jsonl")
+    assert sorted((r["partition"], r["offset"]) for r in map(json.loads, consumed.stdout.splitlines())) == sorted(
+        (r["partition"], r["offset"]) for r in dumped)

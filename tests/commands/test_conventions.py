@@ -174,3 +174,15 @@ def test_a_refused_connection_fails_at_once(fresh_home):
     result = cli_subprocess("-b", "127.0.0.1:1", "--timeout", "600", "topics", "list", timeout=60)
     assert result.exit_code == 1 and "connection refused" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_host_that_does_not_resolve_fails_at_once_and_a_port_out_of_range_is_a_usage_error(fresh_home):
+    # --timeout 600: were it waited out, cli_subprocess's own 60 s limit would fail the test
+    unknown = cli_subprocess("-b", "nosuchhost.invalid:9092", "--timeout", "600", "topics", "list", timeout=60)
+    assert unknown.exit_code == 1, unknown.stderr
+    assert unknown.stderr == ("kstool: error: cannot reach Kafka at nosuchhost.invalid:9092: no such host: "
+                              "nosuchhost.invalid (the name does not resolve)\n")
+    out_of_range = cli("-b", "127.0.0.1:70000", "topics", "list")
+    assert out_of_range.exit_code == 2
+    assert out_of_range.stderr == ("kstool: error: invalid bootstrap server '127.0.0.1:70000' (from "
+                                   "--bootstrap-servers): expected HOST:PORT with a port from 1 to 65535\n")

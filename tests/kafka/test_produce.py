@@ -101,3 +101,15 @@ def test_produce_creates_a_missing_topic_when_asked_and_says_how_otherwise(kafka
     again = cli("produce", topic_name, "--create", input="c\n")  # exists: written to, not created
     assert again.exit_code == 0 and "created" not in again.stderr
     assert sorted(m.value() for m in read_all(kafka, topic_name)) == [b"a", b"b", b"c"]
+
+
+def test_a_time_the_topic_refuses_names_the_topics_limit(on_apache_kafka, topic_name):
+    """Apache Kafka refuses a record more than message.timestamp.after.max.ms (1 h) ahead of its
+    clock (KIP-937): the line says which limit, and nothing is written."""
+    create_topic(on_apache_kafka, topic_name, 1, {"message.timestamp.after.max.ms": "3600000"})
+    produced = cli("produce", topic_name, "--timestamp", "2030-01-01", input="a\n")
+    assert produced.exit_code == 1
+    assert produced.stderr.strip().splitlines() == [
+        "kstool: error: 0 record(s) written, 1 not delivered (first: line 1: Broker: Invalid timestamp); topic "
+        f"{topic_name} takes record times within its message.timestamp.after.max.ms=3600000 of the broker's clock"]
+    assert read_all(on_apache_kafka, topic_name) == []

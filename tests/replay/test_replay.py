@@ -194,3 +194,24 @@ def test_reprocess_up_to_a_time_and_busy_app(kafka, spark, topic_name):
         busy = subprocess.run([*KSTOOL, "reprocess", "--app-id", app, "--from-time", str(low)],
                               capture_output=True, text=True, timeout=60)
     assert busy.returncode == 75 and "running" in busy.stderr
+
+
+def test_an_interrupted_replay_says_how_many_it_wrote_and_what_running_it_again_does(kafka, topic_name):
+    source, target = topic_name, topic_name + "-copy"
+    create_topic(kafka, source, 1)
+    create_topic(kafka, target, 1)
+    produce_values(kafka, source, [b"v%d" % i for i in range(3000)])
+    proc = subprocess.Popen([*KSTOOL, "replay", "--from-topic", source, "--to-topic", target, "--rate", "300/s"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120  # a hang guard
+    while sum(end_offsets(kafka, target).values()) < 100:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    copied = len(read_all(kafka, target))
+    assert proc.returncode == 130 and 100 <= copied < 3000
+    assert stderr.strip().splitlines() == [
+        f"kstool: interrupted: {copied} record(s) written to {target}; running the same replay again writes them "
+        "again (duplicates): start past them (--from-offset, --from-time), or use --transactional, which resumes "
+        "where it stopped"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -182,3 +183,17 @@ def test_bad_reset_input(kafka, topic_name):
     for bad in ("../x", "a/b", ".", ""):
         result = cli("reset", "--app-id", bad)
         assert result.exit_code == 2, bad
+
+
+def test_an_app_id_nothing_has_is_refused_naming_the_nearest(kafka, topic_name):
+    """A typo (wcc for wc): no group, internal topic or state has the id, and no input topic was
+    named: exit 1 naming the nearest group, nothing changed (not "nothing to do", exit 0)."""
+    source = topic_name + "-in"
+    create_topic(kafka, source, 1)
+    _commit(kafka, topic_name, {(source, 0): 0})
+    typo = cli("reset", "--app-id", topic_name + "x", "--yes")
+    assert typo.exit_code == 1
+    assert typo.stderr.strip().splitlines()[-1] == (
+        f"kstool: error: no application {topic_name + 'x'!r}: no consumer group, internal topic or local state "
+        f"(in {Path(os.environ['KSTOOL_HOME']) / 'apps'}) has that id; nothing was changed; did you mean {topic_name!r}?")
+    assert _group_offsets(topic_name) == {(source, 0): 0}

@@ -88,6 +88,8 @@ def test_state_errors(kafka):
     assert cli("state", "get", "--app-id", "no-such-app", "x").exit_code == 1
     assert cli("state", "get", "x").exit_code == 2  # neither --app-id nor --changelog-topic
     assert cli("state", "stores", "--app-id", "../etc").exit_code == 2
+    missing = cli("state", "get", "--changelog-topic", "no-such-changelog", "x")
+    assert (missing.exit_code, missing.stderr) == (1, "kstool: error: topic 'no-such-changelog' does not exist\n")
 
 
 def test_fetch_on_kafka_streams_window_and_session_changelogs(kafka, topic_name):

@@ -49,7 +49,7 @@ def test_packed_records_reach_each_target_as_rows_of_their_own_would(records, pa
         patch.setattr(packs, "PACK_BYTES", pack_bytes)
         frame = _frame(records, task)
     packed, oracle = unpacked(_as_the_sink_reads(frame)), unpacked(_row_per_record(records, task))
-    assert list(target_rows(packed, TARGETS)) == list(target_rows(oracle, TARGETS))
+    assert list(target_rows(packed, TARGETS, {})) == list(target_rows(oracle, TARGETS, {}))
     assert late_rows(packed) == sum(e.role == LATE for e in records)
     assert set(frame["role"]) <= {PACKED}
     if pack_bytes == 4 << 20:  # small records: one row for them all

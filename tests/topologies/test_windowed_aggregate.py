@@ -8,6 +8,7 @@ import re
 import struct
 
 import pytest
+from kafka.partitioner.default import murmur2 as kafka_murmur2
 
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, produce_keyed, read_all
@@ -315,3 +316,23 @@ def test_concat_in_tumbling_windows_emit_final(kafka, spark, topic_name):
     written = [(m.key()[:-8].decode(), struct.unpack(">q", m.key()[-8:])[0] - T0, m.value().decode())
                for m in read_all(kafka, topic_name + "-out")]
     assert written == [("a", 0, "x|y|w"), ("b", 0, "p")]
+
+
+@pytest.mark.parametrize("window, times_bytes", [("tumbling:1m", 8), ("session:30s", 16)])
+def test_every_window_of_a_key_is_written_to_the_keys_partition(kafka, spark, topic_name, window, times_bytes):
+    """As Kafka Streams' WindowedStreamPartitioner: a windowed record goes to its inner key's
+    partition (murmur2 of the key alone; kafka-python's as the second opinion), so every
+    window of a key is in one partition, in order, a session merge's tombstone before the
+    merged session."""
+    source = topic_name
+    create_topic(kafka, source, 1)
+    create_topic(kafka, source + "-out", 4)
+    produce_keyed(kafka, source, [(f"u{k}", "1", 45 * i + k) for i in range(12) for k in range(6)])
+    ran = cli("run", "aggregate", "--input", source, "--output", source + "-out", "--app-id", source + "-app",
+              "--window", window, "--once")
+    assert ran.exit_code == 0, ran.stderr
+    written = read_all(kafka, source + "-out")
+    assert len({m.key()[:-times_bytes] for m in written}) == 6
+    assert len({m.key() for m in written}) > 6  # several windows per key
+    assert {(m.key(), m.partition()) for m in written} == {
+        (m.key(), (kafka_murmur2(m.key()[:-times_bytes]) & 0x7FFFFFFF) % 4) for m in written}

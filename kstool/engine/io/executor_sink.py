@@ -40,7 +40,7 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     late = 0
     for batch in batches:
         table = unpacked(pa.Table.from_batches([batch]))
-        for target in target_rows(table, targets):
+        for target in target_rows(table, targets, partition_counts):
             writer.send_rows(target.topic, target.keys, target.values, target.timestamps, target.partitions)
             written[target.topic] += len(target.keys)
         late += late_rows(table)

@@ -21,6 +21,7 @@ from kstool.engine.io.packs import unpacked
 from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
+from kstool.kafka.partitioner import partitions_for
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
 
 
@@ -43,7 +44,7 @@ class TargetRows(NamedTuple):
     partitions: list[int] | None  # None: Kafka's partitioner
 
 
-def target_rows(table: pa.Table, targets: list[SinkTarget]) -> Iterator[TargetRows]:
+def target_rows(table: pa.Table, targets: list[SinkTarget], partition_counts: dict[str, int]) -> Iterator[TargetRows]:
     """Each target's rows of the batch (its role's, or all), target by target."""
     for target in targets:
         if target.role is None:
@@ -54,8 +55,12 @@ def target_rows(table: pa.Table, targets: list[SinkTarget]) -> Iterator[TargetRo
             rows = table.slice(0, 0)
         stamps = [None if ts is None else ts // 1000  # us -> ms
                   for ts in rows.column("timestamp").cast(pa.int64()).to_pylist()]
-        yield TargetRows(target.topic, rows.column("key").to_pylist(), rows.column(target.value_column).to_pylist(),
-                         stamps, rows.column("task").to_pylist() if target.by_task else None)
+        keys = rows.column("key").to_pylist()
+        partitions = rows.column("task").to_pylist() if target.by_task else None
+        if target.window_bytes and keys:
+            inner = [key[:-target.window_bytes] for key in keys]
+            partitions = partitions_for(inner, partition_counts[target.topic]).tolist()
+        yield TargetRows(target.topic, keys, rows.column(target.value_column).to_pylist(), stamps, partitions)
 
 
 def late_rows(table: pa.Table) -> int:
@@ -137,7 +142,7 @@ def commit_once(transactions: TransactionalWriter, table: pa.Table, targets: lis
     Returns the records written per topic."""
     if transactions.holds(offsets):
         return {}
-    rows = list(target_rows(table, targets))
+    rows = list(target_rows(table, targets, transactions.partition_counts))
     records = [OutRecord(r.topic, key, value, ts, [], None if r.partitions is None else r.partitions[i])
                for r in rows for i, (key, value, ts) in enumerate(zip(r.keys, r.values, r.timestamps))]
     transactions.commit(records, offsets)

@@ -48,11 +48,12 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
     topology.check_run({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())
 
-    def create(topic: str, configs: dict[str, str] | None = None) -> None:
-        ensure_topic(clients, CreateTopicOptions(topic, partitions, options.replication_factor, configs or {}))
+    def create(topic: str, configs: dict[str, str] | None = None) -> bool:
+        return ensure_topic(clients, CreateTopicOptions(topic, partitions, options.replication_factor, configs or {}))
 
     for topic in topology.output_topics():
-        create(topic)
+        if create(topic):  # a typo'd --output is seen at once
+            say(f"created output topic {topic} ({partitions} partition(s)): it did not exist")
     for store in topology.stores(app_id):
         configs = {"cleanup.policy": "compact" if store.kind == "key-value" else "compact,delete"}
         if store.retention_ms is not None:  # Kafka Streams: the store's retention + 1 day
@@ -60,13 +61,12 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
         if store.history_ms is not None:  # Kafka Streams' VersionedChangelogTopicConfig
             configs["min.compaction.lag.ms"] = str(store.history_ms + DAY_MS)
         create(store.changelog_topic, configs)
-    written = [*topology.output_topics(), *(s.changelog_topic for s in topology.stores(app_id))]
-    if on_error.kind == "dlq":
-        written.append(cast(str, on_error.dlq_topic))
-        create(written[-1])
-    if late_topic:
-        written.append(late_topic)
-        create(late_topic)
+    records_aside = [cast(str, on_error.dlq_topic)] if on_error.kind == "dlq" else []
+    records_aside += [late_topic] if late_topic else []
+    for topic in records_aside:
+        if create(topic):
+            say(f"created topic {topic} ({partitions} partition(s)): it did not exist")
+    written = [*topology.output_topics(), *(s.changelog_topic for s in topology.stores(app_id)), *records_aside]
     for line in replication_problems(clients, [*inputs, *written]):
         say(line)
     save_manifest(paths, wanted)
