@@ -61,7 +61,7 @@ def reset(g: Globals, app_id: str, input_topics: tuple[str, ...], intermediate_t
         input_topics=_topic_list(input_topics) if input_topics else None,
         intermediate_topics=_topic_list(intermediate_topics),
         internal_topics=_topic_list(internal_topics) if internal_topics else None,
-        state_dir_given=state_dir is not None, keep_local_state=keep_local_state, force=force)
+        state_dir_given=state_dir is not None, keep_local_state=keep_local_state, force=force, plan_only=dry_run)
     clients = g.clients()
     plan = build_plan(clients, options)
     for message in plan.warnings:

@@ -70,13 +70,14 @@ def describe(g: Globals, name: str | None, app_id: str | None, from_file: IO[Any
         doc = parse_describe(from_file.read(), origin, app_id)
     else:
         manifest = load_manifest(AppPaths(default_state_dir(), app_id)) if app_id else None
+        run_settings = manifest.run_settings if manifest is not None else None
         if manifest is not None and app_id is not None:
             topo, label = from_manifest(manifest), app_id
         elif name is not None:
             topo, label = REGISTRY[name].for_describe(input_topic, output_topic, settings), app_id or name
         else:
             raise click.UsageError("give a topology NAME, --app-id of an existing app, --from-file or --group")
-        doc = ops.describe_topology(topo, label, spark_plan, g.debug)
+        doc = ops.describe_topology(topo, label, spark_plan, g.debug, run_settings)
     if fmt in DIAGRAMS:
         _draw(doc, fmt)
     elif fmt == "text":

@@ -62,11 +62,30 @@ def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> 
     return doc
 
 
-def describe_topology(topology, app_id: str, spark_plan: bool = False, debug: bool = False) -> dict:
+def describe_topology(topology, app_id: str, spark_plan: bool = False, debug: bool = False,
+                      run_settings: dict | None = None) -> dict:
+    """`run_settings`: an app's (its manifest's), whose records set aside are shown as sinks."""
     doc = topology.describe(app_id)
+    _add_records_aside(doc, run_settings or {})
     if spark_plan:
         doc["spark_plan"] = _spark_plan(topology, app_id, debug)
     return doc
+
+
+def _add_records_aside(doc: dict, settings: dict) -> None:
+    """Sinks for the records a run sets aside: late records (--late-topic) from the processors
+    with stores that drop them, records that cannot be processed (--on-error dlq:TOPIC) from the
+    sources that read them."""
+    aside = [("LATE-RECORDS-SINK", settings.get("late_topic"), lambda node: bool(node.get("stores"))),
+             ("DEAD-LETTER-SINK", str(settings.get("on_error", "")).removeprefix("dlq:")
+              if str(settings.get("on_error", "")).startswith("dlq:") else None, lambda node: node["type"] == "source")]
+    for sub in doc["sub_topologies"]:
+        for name, topic, sends in aside:
+            senders = [node for node in sub["nodes"] if sends(node)]
+            if topic and senders:
+                for node in senders:
+                    node.setdefault("successors", []).append(name)
+                sub["nodes"].append({"name": name, "type": "sink", "topic": topic})
 
 
 def _spark_plan(topology, app_id: str, debug: bool) -> str:

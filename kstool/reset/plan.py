@@ -90,6 +90,11 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
     if not inputs:
         warnings.append("no input topics given: input offsets stay as they are")
     active = bool(members) or state in ACTIVE_GROUP_STATES
+    if active and options.plan_only:  # a dry run shows the plan a stopped app would get
+        active = False
+        warnings.append(f"group {options.app_id!r} is {state} with {len(members)} member(s): the reset itself is "
+                        "refused until every instance has stopped (a classic app's member stays until its "
+                        "session.timeout.ms has passed)" + ("" if streams is not None else ", or with --force"))
     if active and streams is not None:  # LeaveGroup (--force) removes a consumer group's members, not these
         raise GroupActiveError(
             f"streams group {options.app_id!r} is {state} with {len(members)} member(s): stop every instance "
@@ -141,7 +146,12 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
                 f"no state of app {options.app_id!r} in {options.state_dir} (neither a kstool app "
                 "folder with its manifest nor a Kafka Streams state folder named after it); "
                 "nothing was changed. Check --state-dir, or use --keep-local-state")
-        warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
+        if manifest is None:  # a Kafka Streams app: its state is where its state.dir says
+            warnings.append(f"its local state is not deleted: give --state-dir with the app's state.dir "
+                            f"(/tmp/kafka-streams by default) to delete {options.app_id}/ there, or delete it before "
+                            "the app starts again (stores left there give wrong output)")
+        else:
+            warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
     return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
                      options.spec.describe(), changes, to_delete, internal_from, local, members, warnings)
 

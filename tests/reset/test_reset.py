@@ -98,6 +98,11 @@ def test_active_members_refuse_and_force_removes_them(kafka, topic_name):
         refused = cli("reset", "--app-id", app, "--input-topics", source)
         assert refused.exit_code == 75  # the app runs: cron may try again later
         assert "active member" in refused.stderr and "stop all running" in refused.stderr
+        planned = cli("reset", "--app-id", app, "--input-topics", source, "--to-latest", "--dry-run", "-o", "json")
+        assert planned.exit_code == 0, planned.stderr  # a dry run shows the plan, with a warning
+        plan = json.loads(planned.stdout)
+        assert [(o["topic"], o["target"]) for o in plan["offsets"]] == [(source, 3)]
+        assert any("the reset itself is refused until every instance has stopped" in w for w in plan["warnings"])
         forced = cli("reset", "--app-id", app, "--input-topics", source, "--force", "--to-latest", "--yes")
         if kafka.embedded:
             # The embedded broker answers DescribeGroups with the state but no members, so
@@ -197,3 +202,13 @@ def test_an_app_id_nothing_has_is_refused_naming_the_nearest(kafka, topic_name):
         f"kstool: error: no application {topic_name + 'x'!r}: no consumer group, internal topic or local state "
         f"(in {Path(os.environ['KSTOOL_HOME']) / 'apps'}) has that id; nothing was changed; did you mean {topic_name!r}?")
     assert _group_offsets(topic_name) == {(source, 0): 0}
+
+
+def test_a_kafka_streams_apps_reset_without_state_dir_says_to_give_it(kafka, topic_name):
+    source, app = topic_name, topic_name + "-ks"
+    create_topic(kafka, source, 1)
+    _commit(kafka, app, {(source, 0): 0})
+    planned = cli("reset", "--app-id", app, "--input-topics", source, "--dry-run", "-o", "json")
+    assert planned.exit_code == 0, planned.stderr
+    assert any(w.startswith("its local state is not deleted: give --state-dir with the app's state.dir")
+               for w in json.loads(planned.stdout)["warnings"])
