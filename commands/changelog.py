@@ -48,7 +48,9 @@ def list_(g: Globals, app_id: str | None, state_dir: Path, output: str) -> None:
 
 def _format_options(func: F) -> F:
     func = schema_options()(func)
-    func = click.option("--detect", is_flag=True, help="Guess the layout and formats from the bytes.")(func)
+    func = click.option("--detect", is_flag=True,
+                        help="Guess the layout and formats from the bytes for a kstool app's changelog too "
+                             "(its manifest gives them otherwise; other topics are always guessed).")(func)
     func = click.option("--value-format", type=STORE_FORMATS, help="Value serde.")(func)
     func = click.option("--key-format", metavar="FMT|windowed:FMT|session:FMT|time-windowed:FMT",
                         help="Key serde and layout, e.g. string, windowed:long (a window store's), session:avro; "

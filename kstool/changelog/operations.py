@@ -80,12 +80,11 @@ def resolve_formats(clients: KafkaClients, topic: str, state_dir: Path, key_form
     if key_format or value_format:
         return flag_formats(key_format, value_format, schemas)
     known = _manifest_stores(state_dir)
-    if topic in known:
+    if topic in known and not detect:
         app_id, store = known[topic]
         return store_formats(store, f"kstool app {app_id!r}, store {store.name!r}")
-    if detect:
-        return detect_formats(clients, topic)
-    return Formats(KeySpec("key-value", "string"), "string", "default")
+    # a changelog kstool did not write (a Kafka Streams app's): its bytes tell (8-byte counts...)
+    return detect_formats(clients, topic)
 
 
 def flag_formats(key_format: str | None, value_format: str | None, schemas: SchemaOptions | None) -> Formats:

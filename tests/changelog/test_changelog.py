@@ -186,3 +186,13 @@ def test_dump_from_minus_n_starts_at_the_last_n_records_of_each_partition_as_con
     consumed = cli("consume", topic, "--from", "-2", "-e", "-o", "jsonl")
     assert sorted((r["partition"], r["offset"]) for r in map(json.loads, consumed.stdout.splitlines())) == sorted(
         (r["partition"], r["offset"]) for r in dumped)
+
+
+def test_a_changelog_no_kstool_app_wrote_is_decoded_from_its_bytes_without_flags(kafka, topic_name):
+    """A Kafka Streams count store's changelog: string keys, 8-byte longs (Serdes.Long)."""
+    topic = f"{topic_name}-counts-changelog"
+    create_topic(kafka, topic, 1, {"cleanup.policy": "compact"})
+    _produce(kafka, topic, [(0, b"apple", _long(3), T0), (0, b"pear", _long(12), T0 + 1)])
+    assert [(r["key"], r["value"]) for r in _dump(topic)] == [("apple", 3), ("pear", 12)]
+    doc = json.loads(cli("changelog", "describe", topic, "-o", "json").stdout)
+    assert doc["layout"]["formats"]["value"] == "long" and doc["layout"]["formats"]["source"] == "detected"
