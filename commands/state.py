@@ -78,7 +78,7 @@ def source_options(with_batch: bool = True) -> Callable[[F], F]:
 
 def _open(g: Globals, source: ops.StateSource) -> tuple[StateBackend, StoreSpec | None]:
     source = dataclasses.replace(source, spark=SparkOptions(master="local[1]", debug=g.debug))
-    needs_kafka = source.from_changelog or source.changelog_topic
+    needs_kafka = source.from_changelog or source.changelog_topic or not ops.is_kstool_app(source)
     backend, store = ops.open_backend(g.clients() if needs_kafka else None, source)
     if isinstance(backend, ChangelogBackend):
         for warning in backend.warnings:
@@ -128,9 +128,14 @@ def restore(g: Globals, app_id: str, state_dir: Path, dry_run: bool, yes: bool, 
 @click.option("--app-id", required=True, shell_complete=complete_apps)
 @state_dir_option()
 @output_option()
-def stores(app_id: str, state_dir: Path, output: str) -> None:
-    """The app's stores: kind, Spark operator and store, partitions, formats, batches, changelog."""
-    rows = ops.list_stores(state_dir, app_id)
+@pass_globals
+def stores(g: Globals, app_id: str, state_dir: Path, output: str) -> None:
+    """The app's stores: kind, Spark operator and store, partitions, formats, batches, changelog
+    (a Kafka Streams app's: its changelog topics)."""
+    if ops.is_kstool_app(ops.StateSource(app_id, state_dir)):
+        rows = ops.list_stores(state_dir, app_id)
+    else:
+        rows = ops.list_kafka_streams_stores(g.clients(), state_dir, app_id)
     emit(Listing(rows, [Column("store"), Column("kind"), Column("spark_operator", "OPERATOR"),
                         Column("partitions", justify="right"), Column("key_format"), Column("value_format"),
                         Column("first_batch", justify="right"), Column("last_batch", justify="right"),

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, existing_app
+from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, existing_app, load_manifest
 from kstool.base.errors import UsageError
-from kstool.base.names import validate_name
+from kstool.base.names import changelog_topic, detect_internal_topics, validate_name
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.changelog.layouts import KeySpec
-from kstool.changelog.operations import flag_formats, store_formats
+from kstool.changelog.operations import detect_formats, flag_formats, store_formats
 from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import committed_batches
@@ -59,6 +59,19 @@ def list_stores(state_dir: Path, app_id: str) -> list[dict]:
             for s in manifest.stores]
 
 
+def list_kafka_streams_stores(clients: KafkaClients, state_dir: Path, app_id: str) -> list[dict]:
+    """A Kafka Streams app's stores, from its changelogs (`<application.id>-<store>-changelog`);
+    what its checkpoint would say (operators, batches) it has none of."""
+    topics = clients.metadata().topics
+    found = [t for t in detect_internal_topics(app_id, list(topics), set()) if t.endswith("-changelog")]
+    if not found:  # neither: the one error for an unknown app, naming the nearest
+        existing_app(AppPaths(state_dir, validate_name(app_id)), StoreNotFoundError,
+                     f" (nor a topic {app_id}-STORE-changelog of a Kafka Streams app)")
+    return [{"store": t.removeprefix(f"{app_id}-").removesuffix("-changelog"), "kind": None, "spark_operator": None,
+             "spark_store": None, "partitions": len(topics[t].partitions), "key_format": None, "value_format": None,
+             "first_batch": None, "last_batch": None, "changelog_topic": t} for t in sorted(found)]
+
+
 def _state_partitions(checkpoint: CheckpointFiles) -> int | None:
     return len([name for name in checkpoint.names("state/0") if name.isdigit()]) or None
 
@@ -73,6 +86,25 @@ def _store(state_dir: Path, app_id: str, name: str | None) -> tuple[Manifest, St
                              f"(stores: {', '.join(s.name for s in manifest.stores)})")
 
 
+def is_kstool_app(source: StateSource) -> bool:
+    """The --app-id has a kstool manifest (else it may be a Kafka Streams app's application.id)."""
+    return source.app_id is not None and load_manifest(AppPaths(source.state_dir, validate_name(source.app_id))) is not None
+
+
+def kafka_streams_changelog(clients: KafkaClients, app_id: str, store: str | None) -> str | None:
+    """The changelog of a Kafka Streams app's store, by Kafka Streams' naming rule
+    (`<application.id>-<store>-changelog`): the one of --store, or the app's only one (None:
+    the app has none; several and no --store: a usage error naming them)."""
+    topics = clients.metadata().topics
+    if store is not None:
+        return changelog_topic(app_id, store) if changelog_topic(app_id, store) in topics else None
+    found = sorted(t for t in detect_internal_topics(app_id, list(topics), set()) if t.endswith("-changelog"))
+    if len(found) > 1:
+        names = ", ".join(t.removeprefix(f"{app_id}-").removesuffix("-changelog") for t in found)
+        raise UsageError(f"Kafka Streams app {app_id!r} has stores {names}: give --store")
+    return found[0] if found else None
+
+
 def _online(clients: KafkaClients | None) -> KafkaClients:
     if clients is None:
         raise UsageError("reading a changelog needs the broker")
@@ -81,9 +113,10 @@ def _online(clients: KafkaClients | None) -> KafkaClients:
 
 def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[StateBackend, StoreSpec | None]:
     if source.changelog_topic:
-        formats = flag_formats(source.key_format, source.value_format, source.schemas)
         online = _online(clients)
         online.require_topics([source.changelog_topic])  # a typo: "topic 'x' does not exist", nothing read
+        formats = (flag_formats(source.key_format, source.value_format, source.schemas)
+                   if source.key_format or source.value_format else detect_formats(online, source.changelog_topic))
         windowed = formats.key.layout in ("window", "session")
         warnings = []
         try:
@@ -100,6 +133,10 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
         return changelog, None
     if not source.app_id:
         raise UsageError("give --app-id (or --changelog-topic for a Kafka Streams app)")
+    if not is_kstool_app(source) and clients is not None:
+        topic = kafka_streams_changelog(clients, source.app_id, source.store)
+        if topic is not None:  # a Kafka Streams app: its store's changelog by its naming rule
+            return open_backend(clients, dataclasses.replace(source, app_id=None, changelog_topic=topic))
     manifest, store = _store(source.state_dir, source.app_id, source.store)
     if source.from_changelog:
         if source.batch_id is not None:

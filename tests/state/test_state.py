@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.conftest import cli
 from tests.helpers import create_topic, produce_values
@@ -93,10 +95,6 @@ def test_state_errors(kafka):
 
 
 def test_fetch_on_kafka_streams_window_and_session_changelogs(kafka, topic_name):
-    import struct
-
-    from confluent_kafka import Producer
-
     t0 = 1_700_000_000_000
     window, session = f"{topic_name}-w-changelog", f"{topic_name}-s-changelog"
     create_topic(kafka, window, 1)
@@ -116,3 +114,24 @@ def test_fetch_on_kafka_streams_window_and_session_changelogs(kafka, topic_name)
     sessions = _query("fetch", "u1", "--from", str(t0 + 1_000), "--to", str(t0 + 10_000),
                       "--changelog-topic", session, "--key-format", "session:string", "--value-format", "long")
     assert [(s["window_start"], s["window_end"], s["value"]) for s in sessions] == [(t0 + 8_000, t0 + 9_000, 2)]
+
+
+def test_a_kafka_streams_apps_stores_are_found_by_its_application_id(kafka, topic_name):
+    """No kstool manifest: the store's changelog by Kafka Streams' naming rule, its formats from
+    its bytes (string keys, 8-byte longs), for stores, get and all."""
+    app = topic_name
+    changelog = f"{app}-counts-changelog"
+    create_topic(kafka, changelog, 2, {"cleanup.policy": "compact"})
+    producer = Producer(kafka.producer_conf())
+    for key, count in (("apple", 3), ("pear", 5), ("apple", 4)):
+        producer.produce(changelog, key=key.encode(), value=struct.pack(">q", count), partition=0)
+    assert producer.flush(10) == 0
+    stores = json.loads(cli("state", "stores", "--app-id", app, "-o", "json").stdout)
+    assert [(s["store"], s["changelog_topic"], s["partitions"]) for s in stores] == [("counts", changelog, 2)]
+    got = cli("state", "get", "--app-id", app, "apple", "-o", "json")
+    assert got.exit_code == 0, got.stderr
+    assert [(e["key"], e["value"]) for e in json.loads(got.stdout)] == [("apple", 4)]
+    everything = json.loads(cli("state", "all", "--app-id", app, "--store", "counts", "-o", "json").stdout)
+    assert sorted((e["key"], e["value"]) for e in everything) == [("apple", 4), ("pear", 5)]
+    typo = cli("state", "get", "--app-id", app + "x", "apple")
+    assert typo.exit_code == 1 and "no kstool app" in typo.stderr
