@@ -220,8 +220,8 @@ def _restart_batch(checkpoint: CheckpointFiles, batches: list[int], origin: dict
 def _history_gone(plan: ReprocessPlan, batches: list[int], manifest: Manifest,
                   origin: dict[TP, int] | None) -> str:
     if batches and batches[0] > 0:
-        kept = (f"its checkpoint keeps batches {batches[0]}..{batches[-1]} (the last "
-                f"{manifest.history_batches}, --history-batches)")
+        kept = (f"its checkpoint keeps batches {batches[0]}..{batches[-1]} ({len(batches)} batches; "
+                f"--history-batches, {manifest.history_batches} for this app, sets how many)")
     elif origin is None:
         kept = "where its state was empty is not known (an app restored from its changelogs, or created " \
                "by an older kstool)"

@@ -79,9 +79,9 @@ def test_partitions_that_need_attention_are_those_kafka_topics_lists(cluster, to
 
 
 def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
-    """The node leading most partitions and coordinating the groups, killed: produce (acks=all,
-    idempotent), consume, topics, groups describe and a reset of a group's offsets go on
-    through the two left, and agree with what was written."""
+    """The node coordinating the groups, killed: produce (acks=all, idempotent), consume, topics,
+    groups describe, a reset of a group's offsets, changelog dump and state --changelog-topic go
+    on through the two left, and agree with what was written."""
     assert cli("topics", "create", topic_name, "-p", "3").exit_code == 0
     produce_batched(cluster.kafka, topic_name, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(300)])
     group = topic_name + "-group"
@@ -103,6 +103,14 @@ def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
     assert reset.exit_code == 0, reset.stderr
     groups = json.loads(cli("groups", "describe", group, "-o", "json").stdout)
     assert {p["committed"] for p in groups["partitions"]} == {0}
+    keys = {f"k{i}" for i in range(300)}  # the lines produced above have none
+    dumped = cli("changelog", "dump", topic_name, "--compact", "--key-format", "string", "-o", "jsonl")
+    assert dumped.exit_code == 0, dumped.stderr
+    assert {json.loads(line)["key"] for line in dumped.stdout.splitlines()} - {None} == keys
+    table = cli("state", "all", "--changelog-topic", topic_name, "--key-format", "string", "--value-format", "string",
+                "-o", "json")
+    assert table.exit_code == 0, table.stderr
+    assert {e["key"] for e in json.loads(table.stdout)} - {None} == keys
 
 
 def _joined_member(cluster, group: str, topic: str) -> Consumer:

@@ -154,6 +154,8 @@ def test_a_lost_history_is_refused_with_the_ways_on_and_from_beginning_is_exact(
     assert refused.exit_code == 1
     error = refused.stderr.strip().splitlines()[-1]
     assert "is gone" in error and "keeps batches" in error and "--from-beginning" in error and "--accept-partial" in error
+    first, last, count = map(int, re.search(r"keeps batches (\d+)\.\.(\d+) \((\d+) batches", error).groups())
+    assert count == last - first + 1  # what it names, counted right (not "the last 2" of three)
     assert refused.stdout.startswith(f"reprocess of {app} REFUSED, nothing was changed")  # not a plan to carry out
     assert "STEPS" not in refused.stdout
     assert (app_digest(_app_folder(app)), _group(app), _ends(kafka, output)) == before
