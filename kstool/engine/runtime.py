@@ -28,6 +28,7 @@ from kstool.engine.query.outage import Outage
 from kstool.engine.query.parking import parked_queries
 from kstool.engine.query.run_plan import RunPlan, may_park, plan_run
 from kstool.engine.query.streaming_query import make_sink, run_query
+from kstool.engine.spark.java import require_java
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.schemas.formats import SchemaOptions, value_json_decoder
@@ -40,6 +41,7 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
     fmt = value_schema_format(topology)
     if fmt is not None:  # a schema that cannot serve fails now, not after Spark started
         value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
+    require_java()  # before anything changes (topics created): a run that cannot start does nothing
     use = RUN_PARKED if may_park(options) else RUN  # the engine's parked query: kept, or freed
     with AppLock(paths, use, on_taken=free_parked_queries):
         progress = Recorded(progress or Silent(), MetricsLog(paths))

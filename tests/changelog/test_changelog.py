@@ -95,7 +95,7 @@ def test_garbage_is_hex_with_a_warning(kafka, topic_name):
     topic = f"{topic_name}-x-changelog"
     create_topic(kafka, topic, 1)
     _produce(kafka, topic, [(0, b"\xff\xfe", b"\x80abc", T0), (0, b"ok", b"fine", T0)])
-    result = cli("changelog", "dump", topic, "-o", "jsonl")
+    result = cli("changelog", "dump", topic, "--key-format", "string", "--value-format", "string", "-o", "jsonl")
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert rows[0]["key"] == {"hex": "fffe"} and rows[0]["value"] == {"hex": "80616263"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ def java_binary() -> str | None:
     return shutil.which("java")
 
 
+@functools.cache  # one binary, one version: a run checks before it changes anything, Spark's start again
 def java_major_version(binary: str) -> int | None:
     try:
         out = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=30)
