@@ -350,9 +350,11 @@ class KafkaCluster:
                 self.start_node(node)
 
     def leader(self, topic: str, partition: int) -> int:
-        """The node the live nodes' metadata names as the partition's leader (-1: none)."""
+        """The node the live nodes' metadata names as the partition's leader (-1: none, or no such
+        partition yet)."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-        return admin.list_topics(timeout=10).topics[topic].partitions[partition].leader
+        found = admin.list_topics(timeout=10).topics.get(topic)  # a topic just created may not be there yet
+        return found.partitions[partition].leader if found is not None and partition in found.partitions else -1
 
     def out_of_sync(self, topic: str, node: int) -> bool:
         """The controller took `node` out of every ISR of the topic (after its session timed out)."""

@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 
 from tests.conftest import cli, home_sharing_jvm_archive
 from tests.faults import ContinuousRun, batches
-from tests.helpers import end_offsets, wait_until
+from tests.helpers import as_long, end_offsets, wait_until
 from tests.isolation import read_committed
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: event times, 100 ms apart
@@ -155,10 +155,6 @@ def _changelog(kafka, app: str, store: str) -> dict[bytes, bytes]:
     return {r.key: r.value for r in read_committed(kafka, topic)[0]}
 
 
-def _long(data: bytes) -> int:
-    return int.from_bytes(data, "big", signed=True)
-
-
 def test_an_exactly_once_windowed_count_runs_through_coordinators_and_the_controller_lost_and_two_nodes_down(
         cluster_home, topic_name, record_property):
     """The transaction coordinator's node killed, the group coordinator's stopped, the active
@@ -185,12 +181,12 @@ def test_an_exactly_once_windowed_count_runs_through_coordinators_and_the_contro
     expected = Counter((key, (ts - ts % 10_000)) for key, _, ts in writer.delivered)
     updates: dict[tuple[bytes, int], list[int]] = defaultdict(list)
     for record in read_committed(cluster.kafka, source + "-out")[0]:
-        updates[(record.key[:-8], _long(record.key[-8:]))].append(_long(record.value))
+        updates[(record.key[:-8], as_long(record.key[-8:]))].append(as_long(record.value))
     assert {window: counts[-1] for window, counts in updates.items()} == dict(expected)
     repeated_or_falling = {w: c for w, c in updates.items() if any(b <= a for a, b in zip(c, c[1:]))}
     assert not repeated_or_falling
     changelog = _changelog(cluster.kafka, app, "aggregate")  # key ‖ window start ‖ sequence number
-    assert {(k[:-12], _long(k[-12:-4])): _long(v) for k, v in changelog.items()} == dict(expected)
+    assert {(k[:-12], as_long(k[-12:-4])): as_long(v) for k, v in changelog.items()} == dict(expected)
 
 
 def test_an_at_least_once_stream_table_join_loses_nothing_through_a_leader_killed_and_a_rolling_restart(
@@ -239,9 +235,9 @@ def test_an_exactly_once_table_aggregation_goes_on_after_the_group_coordinator_b
         run.finish()
     rows = {key: value for key, value, _ in writer.delivered}
     expected = Counter(rows.values())
-    output = {r.key: _long(r.value) for r in read_committed(cluster.kafka, users + "-out")[0]}
+    output = {r.key: as_long(r.value) for r in read_committed(cluster.kafka, users + "-out")[0]}
     assert {region: count for region, count in output.items() if count} == dict(expected)
-    groups = {k: _long(v) for k, v in _changelog(cluster.kafka, app, "aggregate").items() if v is not None}
+    groups = {k: as_long(v) for k, v in _changelog(cluster.kafka, app, "aggregate").items() if v is not None}
     assert {region: count for region, count in groups.items() if count} == dict(expected)
 
 
