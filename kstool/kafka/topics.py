@@ -131,9 +131,10 @@ def write_blockers(clients: KafkaClients, topic: str) -> str | None:
     found, min_isr, live = meta.topics.get(topic), _min_isr(configs), set(meta.brokers)
     problems = []
     for p in sorted(found.partitions.values(), key=lambda p: p.id) if found is not None else []:
-        if is_unavailable(p.leader, live):
+        health = partition_health(p.leader, list(p.replicas), list(p.isrs), live, min_isr)
+        if health == OFFLINE:
             problems.append(f"partition {p.id} is offline (no live leader)")
-        elif min_isr is not None and len(p.isrs) < min_isr:
+        elif health == UNDER_MIN_ISR:
             problems.append(f"partition {p.id}: NOT_ENOUGH_REPLICAS: {len(p.isrs)} in sync, "
                             f"min.insync.replicas={min_isr}")
     more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
