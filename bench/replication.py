@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tabulate import tabulate
+
 from bench.load import create_topic, keyed_records, load
 from bench.measure import cold_env, scratch_dir
 from bench.runs import consume_jsonl, machine, run_once, write_results
@@ -18,6 +20,7 @@ from tests.apache_kafka import KafkaBroker, KafkaCluster
 
 PARTITIONS = 4
 TOPIC = "bench-keys"
+STEPS = ("load", "count_per_key", "count_per_key_exactly_once", "consume_jsonl")
 
 
 @contextmanager
@@ -54,9 +57,12 @@ def main() -> None:
         figures[f"load_{name}_records_per_s"] = run["load_records_per_s"]
         for step in ("count_per_key", "count_per_key_exactly_once", "consume_jsonl"):
             figures[f"{step}_{name}_records_per_s"] = run[step]["records_per_s"]
-    for step in ("load", "count_per_key", "count_per_key_exactly_once", "consume_jsonl"):
+    for step in STEPS:
         figures[f"{step}_3_over_1_node"] = round(
             figures[f"{step}_3_node_records_per_s"] / figures[f"{step}_1_node_records_per_s"], 2)
+    print(tabulate([(step, figures[f"{step}_1_node_records_per_s"], figures[f"{step}_3_node_records_per_s"],
+                     figures[f"{step}_3_over_1_node"]) for step in STEPS],
+                   headers=("records/s", "1 node", "3 nodes (RF 3)", "3 / 1")))
     write_results({"machine": machine("apache-kafka"), "records": args.records, "runs": runs}, figures,
                   prefix="replication-")
 

@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from kstool.commands.main import run as kstool_run
+from tests.helpers import KSTOOL
 
 pytest_plugins = ["tests.crashes"]  # a dead xdist worker's stacks on the terminal
 
-KSTOOL = [sys.executable, "-m", "kstool.commands.main"]
 # runs and state reads stay in the test process, on the shared Spark session (and the kill tests'
 # subprocesses on Spark of their own): a command would otherwise start a warm engine. The engine's
 # own tests turn it back on (tests/engine/daemon/test_engine.py).

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import KSTOOL
+from tests.helpers import KSTOOL  # not conftest: the bench imports this module
 
 
 def batches(folder: Path) -> set[int]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+KSTOOL = [sys.executable, "-m", "kstool.commands.main"]  # kstool as a subprocess of the tests' Python
 
 REPO = Path(__file__).resolve().parent.parent  # the checkout
 

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 from kstool.config import build_client_config, parse_properties
-from tests.conftest import KSTOOL, cli
-from tests.helpers import create_topic, produce_values
+from tests.conftest import cli
+from tests.helpers import KSTOOL, create_topic, produce_values
 
 SECRET = "hunter2-do-not-print"
 

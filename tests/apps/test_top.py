@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kstool.application import metrics
 from kstool.application.model import AppPaths
-from tests.conftest import KSTOOL, cli_subprocess
-from tests.helpers import create_topic, produce_batched, wait_until
+from tests.conftest import cli_subprocess
+from tests.helpers import KSTOOL, create_topic, produce_batched, wait_until
 
 
 def _snapshot(state_dir: Path, *extra: str) -> tuple[int, dict, str]:

@@ -10,8 +10,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import KSTOOL, cli
-from tests.helpers import create_topic
+from tests.conftest import cli
+from tests.helpers import KSTOOL, create_topic
 
 # the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
 pytestmark = pytest.mark.embedded_tier

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kstool.commands.main import cli as cli_tree
 from kstool.output import FORMATS
-from tests.conftest import KSTOOL, cli, cli_subprocess
-from tests.helpers import T0, create_topic, jsonl_rows, nonempty_lines, produce_batched, produce_keyed, read_all
+from tests.conftest import cli, cli_subprocess
+from tests.helpers import KSTOOL, T0, create_topic, jsonl_rows, nonempty_lines, produce_batched, produce_keyed, read_all
 
 
 def _commands(command: click.Command, path: tuple = ()):

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KSTOOL, cli, cli_subprocess
+from tests.conftest import cli, cli_subprocess
 from tests.faults import batch_ranges, batches, in_batches, in_flight, kill_tree
 from tests.helpers import (
+    KSTOOL,
     T0,
     as_long,
     create_topic,

@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from tests.conftest import KSTOOL, cli
+from tests.conftest import cli
 from tests.faults import batches, in_flight, kill_tree
-from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
+from tests.helpers import KSTOOL, as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts as oracle
 

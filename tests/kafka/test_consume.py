@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.conftest import KSTOOL, cli, cli_subprocess
-from tests.helpers import T0, create_topic, field_bytes, jsonl_rows, produce_batched, produce_records
+from tests.conftest import cli, cli_subprocess
+from tests.helpers import KSTOOL, T0, create_topic, field_bytes, jsonl_rows, produce_batched, produce_records
 
 # the embedded broker's workarounds and a command group's end-to-end runs: on both brokers
 pytestmark = pytest.mark.embedded_tier

@@ -11,8 +11,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import KSTOOL, cli
-from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
+from tests.conftest import cli
+from tests.helpers import KSTOOL, as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts as oracle
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import KSTOOL, cli
-from tests.helpers import T0, app_digest, create_topic, read_all, wait_until
+from tests.conftest import cli
+from tests.helpers import KSTOOL, T0, app_digest, create_topic, read_all, wait_until
 
 KEYS = 6
 FIRST, LATER = 200, 40  # records per input before the first run, and after it

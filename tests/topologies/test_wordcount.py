@@ -12,8 +12,9 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import KSTOOL, cli
+from tests.conftest import cli
 from tests.helpers import (
+    KSTOOL,
     as_long,
     create_topic,
     end_offsets,

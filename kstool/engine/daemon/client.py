@@ -24,6 +24,7 @@ from kstool.engine.daemon.exceptions import (
     EngineLostError,
     EngineNotRunningError,
     EngineRunningError,
+    EngineStoppedRunError,
 )
 from kstool.engine.daemon.protocol import (
     ENGINE_ENV,
@@ -214,6 +215,11 @@ def _call(sock: socket.socket, paths: EnginePaths, fn: Callable, clients: KafkaC
                 getattr(progress, message[1])(*message[2])
             elif kind == "result":
                 return True, message[1]
+            elif kind == "stopped":
+                progress.close()
+                raise EngineStoppedRunError(
+                    f"{name} stopped after its current batch because the warm engine hosting it was stopped "
+                    f"(`kstool engine stop`); the same command goes on from there")
             elif kind == "refused":
                 return False, message[1]
             elif kind == "error":

@@ -1,4 +1,4 @@
-from kstool.base.errors import BusyError, KstoolError
+from kstool.base.errors import EXIT_BUSY, BusyError, KstoolError
 
 
 class EngineError(KstoolError):
@@ -15,6 +15,13 @@ class EngineRunningError(BusyError):
 
 class EngineLostError(EngineError):
     """The engine went away while a client waited for it."""
+
+
+class EngineStoppedRunError(EngineError):
+    """The engine's own stop ended a run it hosted: not done, and to be run again (a supervisor
+    restarts on a non-zero exit; EX_TEMPFAIL says a retry goes on)."""
+
+    exit_code = EXIT_BUSY
 
 
 class RemoteError(KstoolError):

@@ -58,6 +58,7 @@ class HostedCall:
     client_pid: int
     started: float = field(default_factory=time.time)
     stop: threading.Event = field(default_factory=threading.Event)
+    by_engine: bool = False  # the engine's own stop asked it to stop, not its client
 
 
 class RemoteProgress:
@@ -170,7 +171,8 @@ class Engine:
             with hosted(call.stop), hosted_for(call.client_pid):
                 clients = KafkaClients(request["config"]) if request["config"] is not None else None
                 result = fn(clients, *args, RemoteProgress(conn, send_lock))
-            reply: tuple = ("result", result)
+            # a run the engine stopped did not end as its client asked: the client says so and fails
+            reply: tuple = ("stopped" if call.by_engine else "result", result)
         except KstoolError as exc:
             reply = ("error", _portable(exc))
         except BaseException as exc:  # a bug: logged here in full; the client gets kstool's one line
@@ -203,6 +205,7 @@ class Engine:
         self.closing.set()
         with self.calls_lock:
             for call in self.calls.values():
+                call.by_engine = True
                 call.stop.set()
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from kstool.engine.daemon.protocol import checked_heap
-from tests.conftest import KSTOOL, cli, cli_subprocess
+from tests.conftest import cli, cli_subprocess
 from tests.faults import descendants
-from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all, wait_until
+from tests.helpers import KSTOOL, as_long, create_topic, latest_per_key, produce_batched, produce_keyed, read_all, wait_until
 from tests.oracles import word_counts as oracle
 from tests.topologies.join_cases import STREAM_LEFT, STREAM_RIGHT, STREAM_STREAM
 
@@ -383,7 +383,8 @@ def test_a_killed_client_stops_its_query_in_the_engine(kafka, engine, topic_name
 
 def test_engine_stop_lets_each_of_its_runs_finish_its_batch(kafka, engine, topic_name):
     """Two continuous apps at once, with different shuffle partition counts (their inputs'),
-    each in its own session of the engine; `engine stop` ends both after their batch."""
+    each in its own session of the engine; `engine stop` ends both after their batch, and each
+    client exits 75 (EX_TEMPFAIL: a supervisor restarts it) saying why."""
     apps = {}
     for partitions in (2, 3):
         source = f"{topic_name}-{partitions}"
@@ -397,7 +398,10 @@ def test_engine_stop_lets_each_of_its_runs_finish_its_batch(kafka, engine, topic
     assert stopped.exit_code == 0 and f"(pid {engine['pid']}) stopped" in stopped.stderr
     for app, client in apps.items():
         _, stderr = client.communicate(timeout=60)
-        assert client.returncode == 0 and "stopping after the current batch" in stderr, stderr
+        assert client.returncode == 75 and "stopping after the current batch" in stderr, stderr
+        assert stderr.strip().splitlines()[-1] == (
+            f"kstool: error: {app} stopped after its current batch because the warm engine hosting it was "
+            "stopped (`kstool engine stop`); the same command goes on from there")
         counts = {k.decode(): as_long(v) for k, v in latest_per_key(read_all(kafka, app + "-out")).items()}
         assert counts == dict(oracle(WORDS))
     assert _status() == {"running": False}

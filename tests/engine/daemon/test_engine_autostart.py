@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kstool.base.processes import pid_alive
-from tests.conftest import KSTOOL, cli_subprocess, home_sharing_jvm_archive
-from tests.helpers import as_long, create_topic, latest_per_key, produce_batched, read_all, wait_until
+from tests.conftest import cli_subprocess, home_sharing_jvm_archive
+from tests.helpers import KSTOOL, as_long, create_topic, latest_per_key, produce_batched, read_all, wait_until
 from tests.oracles import word_counts as oracle
 
 LINES = [f"w{i % 13} w{i % 5} common" for i in range(120)]
