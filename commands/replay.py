@@ -14,7 +14,7 @@ from kstool.commands.options import TIME, SchemaFlags, output_option, record_for
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
 from kstool.replay.copy import ReplayOptions, planned_count
 from kstool.replay.copy import replay as run_replay
-from kstool.replay.dead_letters import DeadLetterReplay, replay_dead_letters
+from kstool.replay.dead_letters import DeadLetterReplay, DeadLetterSummary, replay_dead_letters
 
 
 def parse_partition_offsets(values: tuple[str, ...], flag: str) -> dict[int, int]:
@@ -44,7 +44,9 @@ def parse_rate(text: str | None) -> float | None:
               help="Target topic [required, except with --dead-letters: each record's source topic].")
 @click.option("--dead-letters", is_flag=True,
               help="--from-topic holds dead letters (Kafka Streams' __streams.errors.* headers): send each "
-                   "back to the topic and partition it came from, without the error headers.")
+                   "back to the topic and partition it came from, without the error headers; letters sent "
+                   "back before are skipped (group kstool-replayed-DLQ remembers them).")
+@click.option("--include-replayed", is_flag=True, help="With --dead-letters: send the letters sent before again too.")
 @click.option("--from-time", type=TIME, metavar="TIME", help="First record timestamp to copy (inclusive).")
 @click.option("--to-time", type=TIME, metavar="TIME", help="Last record timestamp to copy (inclusive).")
 @click.option("--from-offset", multiple=True, metavar="P:O", help="Start partition P at offset O.")
@@ -63,7 +65,8 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--now", is_flag=True, help="Stamp records with the current time instead of keeping theirs.")
 @click.option("--no-provenance", is_flag=True, help="Do not add kstool.replay.* headers.")
 @click.option("--transactional", is_flag=True,
-              help="Commit chunks as Kafka transactions; a rerun with the same arguments resumes.")
+              help="Commit chunks as Kafka transactions; a rerun with the same arguments resumes (its "
+                   "position is kept in group kstool-replay-..., deleted when the replay is done).")
 @click.option("--dry-run", is_flag=True, help="Count what would be copied, per partition; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Allow replaying a topic into itself.")
 @output_option()
@@ -72,7 +75,7 @@ def replay(g: Globals, from_topic: str | None, from_file: Path | None, to_topic:
            from_time: int | None, to_time: int | None, from_offset: tuple[str, ...], to_offset: tuple[str, ...],
            partitions: tuple[int, ...], filter_key: str | None, key_format: str, value_format: str,
            schema_flags: SchemaFlags, rate: str | None, partitioning: str | None, now: bool, no_provenance: bool,
-           transactional: bool, dry_run: bool, yes: bool, output: str) -> None:
+           transactional: bool, include_replayed: bool, dry_run: bool, yes: bool, output: str) -> None:
     """Copy records for reprocessing: keys, values, headers and timestamps kept, plus
     provenance headers (source topic, partition, offset)."""
     if dead_letters:
@@ -85,8 +88,11 @@ def replay(g: Globals, from_topic: str | None, from_file: Path | None, to_topic:
         if from_topic is None:
             raise UsageError("--dead-letters needs --from-topic (the dead-letter topic)")
         _replay_dead_letters(g, DeadLetterReplay(
-            from_topic, to_topic, from_time, to_time, list(partitions) or None, not no_provenance, dry_run), output)
+            from_topic, to_topic, from_time, to_time, list(partitions) or None, not no_provenance, dry_run,
+            include_replayed), output)
         return
+    if include_replayed:
+        raise UsageError("--include-replayed goes with --dead-letters")
     if to_topic is None:
         raise UsageError("replay needs --to-topic (or --dead-letters)")
     options = ReplayOptions(
@@ -136,4 +142,13 @@ def _replay_dead_letters(g: Globals, options: DeadLetterReplay, output: str) -> 
                  [Column("topic"), Column("partition", justify="right"), Column("records", justify="right"),
                   Column("first_time"), Column("last_time"), Column("exceptions")],
                  document=doc, title=f"{verb} {doc['records']} dead letter(s) from {doc['source']} back "
-                                     f"in {doc['seconds']:.1f}s"), output)
+                                     f"in {doc['seconds']:.1f}s", footer=_dead_letter_notes(summary)),
+         output)
+
+
+def _dead_letter_notes(summary: DeadLetterSummary) -> list[str]:
+    notes = [f"note: {summary.replayed_before} dead letter(s) of the slice were sent back before and are "
+             f"skipped (--include-replayed sends them again)"] if summary.replayed_before else []
+    notes += [f"note: {topic} is read by {len(groups)} group(s) ({', '.join(groups)}): each gets these records "
+              "again, not only the app that failed them" for topic, groups in summary.readers.items() if groups]
+    return notes

@@ -29,25 +29,30 @@ if TYPE_CHECKING:
 @click.option("--accept-partial", is_flag=True,
               help="Empty state from --from-time, as Kafka's reset tool leaves it: totals count only the "
                    "records from then on (time windows: from the first window holding it).")
+@click.option("--resume", is_flag=True,
+              help="Finish a reprocess that a signal or a failure cut short, from where the app stands "
+                   "(the same reprocess again would start over).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and change nothing (also while the app runs).")
 @yes_option("rolling the app back (needed when not on a terminal)")
 @output_option()
 @once_engine_options
 @pass_globals
 def reprocess(g: Globals, app_id: str, from_time: str | None, to_time: str | None, from_beginning: bool,
-              accept_partial: bool, dry_run: bool, yes: bool, output: str, engine: EngineArgs) -> None:
+              accept_partial: bool, resume: bool, dry_run: bool, yes: bool, output: str, engine: EngineArgs) -> None:
     """Recompute APP's outputs from a time, as one uninterrupted run would have written them: the
     app goes back to its state just before that time (its checkpoint keeps the history), then
     runs once. Plan first; exit 0 done (or nothing to do), 1 failed or refused, 75 app busy,
     130/143 cut short by a signal."""
     from kstool.application.model import AppPaths, load_manifest
     from kstool.reprocess.apply import reprocess as carry_out
-    from kstool.reprocess.exceptions import HistoryGoneError
+    from kstool.reprocess.exceptions import HistoryGoneError, resume_advice
     from kstool.reprocess.plan import build_plan
 
     if from_beginning and (accept_partial or from_time):
         raise click.UsageError("--from-beginning reads the whole input: give no --from-time or --accept-partial")
-    mode = "beginning" if from_beginning else "partial" if accept_partial else "rollback"
+    if resume and (from_beginning or accept_partial or from_time or to_time):
+        raise click.UsageError("--resume goes on with the interrupted reprocess' own times: give no other")
+    mode = "resume" if resume else "beginning" if from_beginning else "partial" if accept_partial else "rollback"
     paths = AppPaths(engine.state_dir, validate_name(app_id))
     manifest = load_manifest(paths)
     context = click.get_current_context()
@@ -73,13 +78,15 @@ def reprocess(g: Globals, app_id: str, from_time: str | None, to_time: str | Non
                                    progress=progress_for(app_id, engine.quiet), use_engine=not engine.no_engine)
     if as_json:
         click.echo(dumps(result.to_dict()))
-    elif not engine.quiet and not result.run.stopped_by_signal:
+    elif not engine.quiet and result.finished:
         run_summary = result.run
-        info(f"kstool: {app_id}: reprocessed from " + (from_time or "the beginning")
-             + (f" to {to_time}" if to_time else "")
+        info(f"kstool: {app_id}: " + ("resumed the reprocess" if resume else "reprocessed")
+             + f" from {shown_time(plan.from_time) if plan.from_time is not None else 'the beginning'}"
+             + (f" to {shown_time(plan.to_time)}" if plan.to_time is not None else "")
              + f": {run_summary.input_records} records in {run_summary.batches} batch(es), written "
              + format_counts(run_summary.written))
-    fail_if_cut_short(result.run, "run the same reprocess again to finish it")
+    if not result.finished:  # a stop after the last batch cut nothing short
+        fail_if_cut_short(result.run, resume_advice(app_id))
 
 
 def _show_plan(plan: ReprocessPlan, output: str, dry_run: bool) -> None:
@@ -87,6 +94,8 @@ def _show_plan(plan: ReprocessPlan, output: str, dry_run: bool) -> None:
         title = f"reprocess of {plan.app_id} REFUSED, nothing was changed (why: below)"
     elif plan.nothing_to_do:
         title = f"reprocess plan for {plan.app_id}: nothing to do"
+    elif plan.mode == "resume":
+        title = f"reprocess plan for {plan.app_id}: resume the interrupted reprocess; read {plan.records} records"
     elif plan.mode == "rollback" and plan.restart_batch is not None:
         back = ("before its first batch (empty state)" if plan.restart_batch < 0 else
                 f"to batch {plan.restart_batch} (run {shown_time(plan.restart_batch_time)})")

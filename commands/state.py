@@ -13,6 +13,7 @@ import click
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
+from kstool.base.timeutil import format_duration
 from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import (
@@ -218,8 +219,15 @@ def fetch(g: Globals, key: str, time_from: int | None, time_to: int | None, outp
     elsewhere = len(list(ops.fetch(every, wanted, None, None, kind)))
     closed = ("" if source.from_changelog or source.changelog_topic else
               f"; closed {window}s leave it (its retention is size + grace): --from-changelog reads them")
-    raise KeyNotFoundError(f"not found: no {window} of {key!r} in that range ({elsewhere} outside it)" if elsewhere
-                           else f"not found: no {window} of {key!r} in the store{closed}")
+    gone = ""
+    if isinstance(backend, ChangelogBackend) and backend.retention_ms is not None:
+        expired = len(ops.fetch(backend.expired, wanted, time_from, time_to, kind))
+        if expired:  # a Kafka Streams store's, past its retention: gone from the store, not from its changelog
+            gone = (f"; its changelog {backend.topic} still holds {expired} older {window}(s) of it, past the "
+                    f"store's retention ({format_duration(backend.retention_ms)}), which Kafka Streams no "
+                    "longer returns: a longer --retention reads them")
+    raise KeyNotFoundError(f"not found: no {window} of {key!r} in that range ({elsewhere} outside it){gone}"
+                           if elsewhere else f"not found: no {window} of {key!r} in the store{gone or closed}")
 
 
 @state.command()

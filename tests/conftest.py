@@ -239,11 +239,12 @@ def topologies_kafka(apache_kafka, tmp_path_factory) -> Kafka:
     yield from _broker_of_this_worker(tmp_path_factory.mktemp("topologies-kafka"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_cluster(suite_kafka, tmp_path_factory):
     """Three Apache Kafka nodes replicated as production clusters are (tests/apache_kafka.KafkaCluster),
-    for the tests of replication and of nodes lost: started by this worker's first test that
-    needs them (whatever broker the suite runs on: the tests stop and kill its nodes)."""
+    for the tests of replication and of nodes lost (whatever broker the suite runs on: the tests
+    stop and kill its nodes). A module's own: three idle nodes take ~5 CPU-s a minute, which
+    the rest of a worker's session would pay (the two modules that use them run a few minutes)."""
     from tests.apache_kafka import KafkaCluster
 
     started = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster")).start()

@@ -42,11 +42,25 @@ class MetricsLog:
         last = kept[-1] if kept else None
         self.late_total = last["late_total"] if last else 0
         self.bad_total = last["bad_total"] if last else 0
+        # the kept batches that the totals count, by id: a batch run again after a rollback
+        # (reprocess) replaces them from its id on, so its late and bad records count once
+        self._counted: dict[int, tuple[int, int]] = {}
+        for line in kept:
+            self._drop_from(line["batch_id"])
+            self._counted[line["batch_id"]] = (line["late"], line["bad"])
+
+    def _drop_from(self, batch_id: int) -> tuple[int, int]:
+        undone = [b for b in self._counted if b >= batch_id]
+        late = sum(self._counted[b][0] for b in undone)
+        bad = sum(self._counted.pop(b)[1] for b in undone)
+        return late, bad
 
     def append(self, time_ms: int, batch_id: int, input_records: int, written: dict[str, int],
                duration_ms: int, records_per_second: float, lag: int | None, late: int, bad: int) -> None:
-        self.late_total += late
-        self.bad_total += bad
+        undone_late, undone_bad = self._drop_from(batch_id)
+        self._counted[batch_id] = (late, bad)
+        self.late_total += late - undone_late
+        self.bad_total += bad - undone_bad
         line: BatchMetrics = {
             "time_ms": time_ms, "batch_id": batch_id, "input_records": input_records, "written": written,
             "duration_ms": duration_ms, "records_per_second": round(records_per_second, 1), "lag": lag,

@@ -219,7 +219,7 @@ class BatchMetrics(TypedDict):  # one line of an app's metrics.jsonl, per micro-
     lag: int | None  # records left in the inputs when the batch was planned
     late: int
     bad: int
-    late_total: int  # since the app's metrics began (a reset starts them again)
+    late_total: int  # since the app's metrics began (a reset starts them again); a batch run again counts once
     bad_total: int
 
 

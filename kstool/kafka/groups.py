@@ -17,6 +17,7 @@ from kstool.base.documents import (
     StreamsGroupMember,
     StreamsSubtopology,
 )
+from kstool.base.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group, list_streams_groups
@@ -301,6 +302,31 @@ def commit_offsets(clients: KafkaClients, group: str, offsets: dict[tuple[str, i
     failed = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result.topic_partitions or [] if tp.error]
     if failed:
         raise KafkaOperationError(f"offset commit for group {group!r} failed: {', '.join(failed)}")
+
+
+def groups_reading(clients: KafkaClients, topics: list[str], but: Callable[[str], bool]) -> dict[str, list[str]]:
+    """The groups with offsets committed on each of `topics` (those `but` names left out): who
+    reads what is written there. A group whose offsets cannot be read (not allowed, or a kind
+    that keeps none: share groups) is left out."""
+    readers: dict[str, list[str]] = {topic: [] for topic in topics}
+    for row in list_groups(clients):
+        if but(row["group"]):
+            continue
+        try:
+            read = committed_offsets(clients, row["group"], topics, settle_s=SETTLE_S)
+        except KstoolError:
+            continue
+        for topic in sorted({t for t, _ in read}):
+            readers[topic].append(row["group"])
+    return readers
+
+
+def delete_group(clients: KafkaClients, group: str) -> None:
+    """Delete a group without members, its committed offsets with it."""
+    def delete() -> None:
+        clients.admin().delete_consumer_groups([group], request_timeout=clients.timeout)[group].result()
+
+    _asked_of_the_coordinator(clients, delete, group, "DELETE")
 
 
 def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> None:

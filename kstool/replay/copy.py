@@ -20,7 +20,7 @@ from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
 from kstool.kafka.exceptions import EnvelopeError
-from kstool.kafka.groups import committed_offsets
+from kstool.kafka.groups import committed_offsets, delete_group
 from kstool.kafka.records import Record, from_envelope
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
 from kstool.schemas.formats import SchemaOptions, Schemas, record_decoder, record_encoder, schemas_for
@@ -321,3 +321,5 @@ class _Writer:
             return
         self._commit_chunk()
         self.transactions.close()
+        # done: nothing left to resume, and no group of kstool's left in `groups list`
+        delete_group(self.clients, transactional_id(self.options))

@@ -4,7 +4,11 @@ from, as the record it was: raw key and value, timestamp, its own headers withou
 
 A first pass reads the slice and plans where each record goes; a record that is not a dead letter,
 or a target that does not exist, fails the replay before anything is written. The second pass
-reads the same offsets and writes."""
+reads the same offsets and writes. What was sent back is remembered, as a consumer group
+remembers what it read: the group `kstool-replayed-DLQ` (`-DLQ--TARGET` with --to-topic) holds
+the offset after the last letter sent, per partition, and a later replay skips the letters
+before it unless told to include them. Every group that reads a target gets the letters again,
+not only the app that failed them: the plan names those groups."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
 from kstool.kafka.dead_letters import PARTITION, TOPIC, DeadLetter, without_error_headers
+from kstool.kafka.groups import commit_offsets, committed_offsets, groups_reading
 from kstool.kafka.records import Record
 from kstool.replay.copy import PROVENANCE
 
@@ -34,6 +39,11 @@ class DeadLetterReplay:
     partitions: list[int] | None = None
     provenance: bool = True
     dry_run: bool = False
+    include_replayed: bool = False  # send the letters a replay sent before again too
+
+    @property
+    def replayed_group(self) -> str:
+        return f"kstool-replayed-{self.from_topic}" + (f"--{self.to_topic}" if self.to_topic else "")
 
 
 @dataclass
@@ -65,6 +75,8 @@ class DeadLetterSummary:
     dry_run: bool
     targets: dict[tuple[str, int], Target] = field(default_factory=dict)
     seconds: float = 0.0
+    replayed_before: int = 0  # letters of the slice a replay sent before: skipped
+    readers: dict[str, list[str]] = field(default_factory=dict)  # target topic -> groups that read it
 
     @property
     def records(self) -> int:
@@ -72,6 +84,7 @@ class DeadLetterSummary:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "dry_run": self.dry_run, "records": self.records,
+                "replayed_before": self.replayed_before, "readers": self.readers,
                 "seconds": round(self.seconds, 3),
                 "targets": [t.to_dict() for _, t in sorted(self.targets.items())]}
 
@@ -87,14 +100,28 @@ def replay_dead_letters(clients: KafkaClients, options: DeadLetterReplay,
     bounds = ConsumeOptions(options.from_topic, partitions=sorted(p for _, p in plan.start), exit_at_end=True,
                             start_offsets={p: o for (_, p), o in plan.start.items()},
                             stop_offsets={p: o for (_, p), o in plan.stop.items()})
+    replayed = {p: o for (_, p), o in committed_offsets(clients, options.replayed_group,
+                                                         [options.from_topic]).items()}
     summary = DeadLetterSummary(options.from_topic, options.dry_run)
     started = time.monotonic()
     try:
         for record, letter, target in _routed(clients, bounds, options.to_topic):
+            if not options.include_replayed and (record.offset or 0) < replayed.get(record.partition or 0, 0):
+                summary.replayed_before += 1
+                continue
             summary.targets.setdefault(target, Target(*target)).add(record, letter)
         partition_counts = _check_targets(clients, summary.targets)
+        summary.readers = groups_reading(clients, sorted(partition_counts),
+                                         but=lambda group: group.startswith("kstool-replay"))
+        if not options.include_replayed:  # the write pass starts after what was sent before
+            stops = bounds.stop_offsets or {}
+            bounds.start_offsets = {p: min(max(o, replayed.get(p, 0)), stops.get(p, o))
+                                    for p, o in (bounds.start_offsets or {}).items()}
         if not options.dry_run and summary.targets:
             _write(clients, bounds, options, partition_counts, progress)
+            sent_up_to = {(options.from_topic, p): max(o, replayed.get(p, 0))
+                          for p, o in (bounds.stop_offsets or {}).items()}
+            commit_offsets(clients, options.replayed_group, sent_up_to)
     except KafkaException as exc:
         raise clients.translate(exc) from None
     summary.seconds = time.monotonic() - started

@@ -1,5 +1,6 @@
 """Carry out a reprocess plan: roll the app back (or reset it, for --from-beginning and
---accept-partial), then run it once. Every step leaves an app that the next command can go on
+--accept-partial), then run it once; `--resume` runs an interrupted one on from where its app
+stands (kstool.reprocess.unfinished). Every step leaves an app that the next command can go on
 from: the group's offsets are moved first, then the checkpoint's later batches are deleted
 newest first (kstool.checkpoint.logs.rollback_files), and a run that stops midway
 leaves a checkpoint whose state and offsets agree."""
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, existing_app, load_manifest
 from kstool.base.errors import KstoolError
 from kstool.checkpoint.files import app_checkpoint
-from kstool.checkpoint.logs import last_committed_batch, rollback_files
+from kstool.checkpoint.logs import batch_end_offsets, last_committed_batch, rollback_files
 from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.progress import Progress
 from kstool.engine.query.options import RunOptions, RunSummary
@@ -22,6 +23,7 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.reprocess.exceptions import HistoryGoneError, PlanOutdatedError, ReprocessStoppedError
 from kstool.reprocess.plan import ORIGIN, ReprocessPlan
+from kstool.reprocess.unfinished import Unfinished, forget, remember
 from kstool.reset.apply import apply_plan
 from kstool.topologies import from_manifest
 
@@ -30,9 +32,10 @@ from kstool.topologies import from_manifest
 class ReprocessResult:
     plan: ReprocessPlan
     run: RunSummary
+    finished: bool  # its run read up to where the plan stops: a signal after its last batch cut nothing short
 
     def to_dict(self) -> dict:
-        return {**self.plan.to_dict(), "dry_run": False, "run": self.run.to_dict()}
+        return {**self.plan.to_dict(), "dry_run": False, "run": self.run.to_dict(), "finished": self.finished}
 
 
 def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
@@ -49,14 +52,31 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
         checkpoint_location=options.checkpoint_location or manifest.checkpoint_location)
     if plan.mode == "rollback":
         _roll_back(clients, plan, paths, manifest)
-    else:
+    elif plan.mode != "resume":
         assert plan.reset is not None
         apply_plan(clients, plan.reset, options.state_dir)
+    if plan.mode != "resume":
+        remember(paths, Unfinished(plan.mode, plan.from_time, plan.to_time, plan.stop_offsets()))
     try:
         run = run_app(clients, from_manifest(manifest), options, progress)
     except KstoolError as exc:
         raise ReprocessStoppedError.after(exc, plan, _where(paths)) from None
-    return ReprocessResult(plan, run)
+    finished = not run.stopped_by_signal or _read_to_the_end(paths, plan)
+    if finished:
+        forget(paths)
+    return ReprocessResult(plan, run, finished)
+
+
+def _read_to_the_end(paths: AppPaths, plan: ReprocessPlan) -> bool:
+    """The app's last committed batch ends at or past where the plan stops, in every partition."""
+    manifest = load_manifest(paths)
+    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark) if manifest else None
+    batch = last_committed_batch(checkpoint) if checkpoint else None
+    if batch is None:
+        return False
+    assert checkpoint is not None
+    ends = batch_end_offsets(checkpoint, batch)
+    return all(ends.get((p.topic, p.partition), 0) >= p.end for p in plan.partitions)
 
 
 def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:

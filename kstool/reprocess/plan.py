@@ -32,14 +32,17 @@ from kstool.checkpoint.logs import (
 )
 from kstool.engine.spark.session import start_local_spark
 from kstool.kafka.client import KafkaClients
+from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
 from kstool.kafka.timelag import first_timestamps
+from kstool.reprocess.exceptions import NothingToResumeError
+from kstool.reprocess.unfinished import recall
 from kstool.reset.offset_spec import ResetSpec
 from kstool.reset.plan import ResetOptions, ResetPlan
 from kstool.reset.plan import build_plan as build_reset_plan
 from kstool.streams.windows import WindowSpec
 
-MODES = ("rollback", "beginning", "partial")
+MODES = ("rollback", "beginning", "partial", "resume")
 ORIGIN = -1  # the restart batch that stands for the empty state at the checkpoint's origin
 TP = tuple[str, int]
 
@@ -88,7 +91,8 @@ class ReprocessPlan:
         """Every change carrying the plan out makes, in order: the destructive ones named."""
         if self.nothing_to_do or self.refusal:
             return []
-        steps = [{"step": "move the group's offsets", "target": f"{self.app_id}: to each partition's restart"}]
+        steps = [] if self.mode == "resume" else [
+            {"step": "move the group's offsets", "target": f"{self.app_id}: to each partition's restart"}]
         if self.mode == "rollback" and self.restart_batch == ORIGIN:
             steps.append({"step": "delete the checkpoint", "target": "all of it: the state starts empty"})
         elif self.mode == "rollback" and self.batches_undone:
@@ -118,6 +122,8 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     """plan_only: a plan to look at (a dry run), shown even while the app runs."""
     if mode not in MODES:
         raise UsageError(f"reprocess mode must be one of {', '.join(MODES)}")
+    if mode == "resume":
+        return _plan_resume(clients, paths, plan_only)
     if from_time is None and mode != "beginning":
         raise UsageError("give --from-time, or --from-beginning")
     check_time_range(from_time or 0, to_time)
@@ -153,6 +159,41 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     for p in plan.partitions:
         p.restart_time = starts.get((p.topic, p.partition))
     plan.records = sum(p.records for p in plan.partitions)
+    return plan
+
+
+def _plan_resume(clients: KafkaClients, paths: AppPaths, plan_only: bool) -> ReprocessPlan:
+    """The interrupted reprocess' run goes on from where the app stands to where it was to stop:
+    nothing rolled back or reset again."""
+    manifest = existing_app(paths) if plan_only else stopped_app(paths, "reprocessing")
+    unfinished = recall(paths)
+    if unfinished is None:
+        raise NothingToResumeError(f"app {paths.app_id!r} has no unfinished reprocess to resume (a reprocess "
+                                   "that finished, or none since its last reset)")
+    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
+    ends = clients.watermarks(tps)
+    stops = {tp: unfinished.stop_offsets.get(tp, ends[tp][1]) for tp in tps}
+    batches = committed_batches(checkpoint)
+    last = batches[-1] if batches else None
+    # no batch yet: the run starts where the rollback or reset moved the group
+    processed = (batch_end_offsets(checkpoint, last) if last is not None
+                 else committed_offsets(clients, paths.app_id, manifest.input_topics))
+    plan = ReprocessPlan(
+        paths.app_id, manifest.topology, "resume", unfinished.from_time, unfinished.to_time, last, None, None, 0,
+        {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
+         "last_batch": last}, [], _rewritten(manifest), 0)
+    plan.partitions = [PartitionPlan(t, p, None, processed.get((t, p)), processed.get((t, p), 0), stops[(t, p)],
+                                     max(stops[(t, p)] - processed.get((t, p), 0), 0), None) for t, p in tps]
+    plan.records = sum(p.records for p in plan.partitions)
+    started = "the beginning" if unfinished.from_time is None else format_time(unfinished.from_time)
+    if plan.records == 0:
+        plan.nothing_to_do = True
+        plan.notes.append(f"the app has read past where the reprocess from {started} was to stop: it is finished")
+    else:
+        where = "its first batch" if last is None else f"batch {last}"
+        plan.notes.append(f"the reprocess from {started} ({unfinished.mode}) goes on after {where}: "
+                          "nothing is rolled back, what it wrote stays")
     return plan
 
 

@@ -42,6 +42,7 @@ class ChangelogBackend:
         self.warnings: list[str] = []  # what the reads could not know, for the command to say
         self.description = f"changelog topic {topic}"
         self._entries: list[Entry] | None = None
+        self.expired: list[Entry] = []  # windows the changelog holds past the retention: the store's are gone
 
     def entries(self) -> list[Entry]:
         if self._entries is None:
@@ -53,24 +54,32 @@ class ChangelogBackend:
                                                                      show_tombstones=True), DecodeStats()))
             else:
                 rows = list(dump(self.clients, DumpOptions(self.topic, self.formats, compact=True), DecodeStats()))
-            self._entries = sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r),
-                                          r["partition"]) for r in rows),
-                                   key=lambda e: (*key_order(e.key), e.window_start or 0))
+            self._entries = self._as_entries(rows)
         return self._entries
+
+    def _as_entries(self, rows) -> list[Entry]:
+        return sorted((Entry(r["key"], r["value"], r["window_start"], self._end(r), r["partition"]) for r in rows),
+                      key=lambda e: (*key_order(e.key), e.window_start or 0))
 
     def _retained(self, rows) -> list[dict]:
         """The windows a Kafka Streams store still returns: its segmented store answers only for
         windows (sessions: by their end) newer than the newest it was given less the retention
-        (AbstractRocksDBSegmentedBytesStore.getActualFrom), per partition."""
-        every = list(rows)
+        (AbstractRocksDBSegmentedBytesStore.getActualFrom), per partition. The older ones are
+        kept as `expired`."""
+        every = [row for row in rows if not row["tombstone"]]
         by_session_end = self.formats.key.layout == "session"
         newest: dict[int, int] = {}
         for row in every:
             at = row["window_end"] if by_session_end else row["window_start"]
             newest[row["partition"]] = max(newest.get(row["partition"], at), at)
         retention = cast(int, self.retention_ms)
-        return [row for row in every if not row["tombstone"]
-                and (row["window_end"] if by_session_end else row["window_start"]) > newest[row["partition"]] - retention]
+        kept: list[dict] = []
+        expired: list[dict] = []
+        for row in every:
+            retained = (row["window_end"] if by_session_end else row["window_start"]) > newest[row["partition"]] - retention
+            (kept if retained else expired).append(row)
+        self.expired = self._as_entries(expired)
+        return kept
 
     def _end(self, row: dict) -> int | None:
         if row["window_end"] is None and row["window_start"] is not None and self.window_size_ms:

@@ -159,6 +159,24 @@ def test_metrics_file_is_bounded_and_keeps_the_totals(tmp_path, monkeypatch):
     assert (kept[-1]["late_total"], kept[-1]["bad_total"]) == (11, 6)
 
 
+def test_a_batch_run_again_after_a_rollback_counts_its_late_records_once(tmp_path):
+    """A reprocess rolls the app back and runs its batches again under the same ids: apps top's
+    LATE and BAD counted them a second time (#84)."""
+    paths = AppPaths(tmp_path, "app")
+    log = metrics.MetricsLog(paths)
+    for batch in range(5):
+        log.append(1_000 + batch, batch, 5, {"out": 5}, 100, 50.0, 0, late=1, bad=2)
+    rerun = metrics.MetricsLog(paths)  # the run after a rollback to batch 2
+    for batch in (3, 4, 5):
+        rerun.append(2_000 + batch, batch, 5, {"out": 5}, 100, 50.0, 0, late=1, bad=0)
+    last = metrics.read_metrics(paths)[-1]
+    assert (last["late_total"], last["bad_total"]) == (6, 6)  # batches 0-2 as first run, 3-5 as run again
+    from_origin = metrics.MetricsLog(paths)  # a rollback to before batch 0
+    from_origin.append(3_000, 0, 5, {"out": 5}, 100, 50.0, 0, late=0, bad=1)
+    last = metrics.read_metrics(paths)[-1]
+    assert (last["late_total"], last["bad_total"]) == (0, 1)
+
+
 def test_an_app_whose_input_is_gone_shows_its_error_and_the_others_their_figures(kafka, topic_name, tmp_path):
     """#41: one stale app (its input topic deleted) must not break the view, nor --fail-on-lag."""
     from kstool.application.model import Manifest, save_manifest

@@ -181,14 +181,18 @@ def test_a_record_of_timestamp_zero_is_written_to_the_new_leader(cluster, topic_
 
 
 def test_produce_below_min_insync_replicas_fails_in_one_line_naming_why_and_writes_nothing(cluster, topic_name):
-    """Fewer replicas in sync than the topic's min.insync.replicas (two replicas, three
-    required: as a node lost leaves a topic of three): the brokers refuse acks=all writes
-    (NOT_ENOUGH_REPLICAS) and librdkafka retries them until they time out; kstool says which
-    partition and why, exit 1, and nothing is written."""
-    assert cli("topics", "create", topic_name, "-r", "2", "--config", "min.insync.replicas=3").exit_code == 0
+    """Fewer replicas in sync than the topic's min.insync.replicas: the brokers refuse acks=all
+    writes (NOT_ENOUGH_REPLICAS) and librdkafka retries them until they time out; kstool says
+    which partition and why, exit 1, and nothing is written."""
+    assert cli("topics", "create", topic_name, "--config", "min.insync.replicas=3").exit_code == 0
+    lost = next(n for n in cluster.NODES if n != cluster.leader(topic_name, 0))
+    cluster.kill_node(lost)
+    wait_until(lambda: cluster.out_of_sync(topic_name, lost), f"node {lost} out of the ISR")
     produced = cli("produce", topic_name, "-X", "message.timeout.ms=5000", input="a\nb\n")
     assert produced.exit_code == 1
     assert produced.stderr.strip().splitlines() == [
         "kstool: error: 0 record(s) written, 2 not delivered (first: line 1: Local: Message timed out); "
         "partition 0: NOT_ENOUGH_REPLICAS: 2 in sync, min.insync.replicas=3"]
+    cluster.start_stopped()
+    wait_until(lambda: not cluster.out_of_sync(topic_name, lost), "the replica back in sync")
     assert read_all(cluster.kafka, topic_name) == []

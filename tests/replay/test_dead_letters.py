@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.conftest import cli
 from tests.helpers import Deliveries, create_topic, end_offsets, jsonl_rows, read_all, wait_until
@@ -68,6 +68,9 @@ def test_kafka_streams_dead_letters_are_shown_and_sent_back(apache_kafka, tmp_pa
     assert "\tat " not in table.stdout, "the stack trace stays out of the table"
 
     before = end_offsets(apache_kafka, source)
+    other = Consumer({"bootstrap.servers": apache_kafka.bootstrap, "group.id": app_id + "-audit"})
+    other.commit(offsets=[TopicPartition(source, 0, 1)], asynchronous=False)  # another app reads the source
+    other.close()
     planned = cli("-b", apache_kafka.bootstrap, "replay", "--dead-letters", "--from-topic", dlq, "--dry-run",
                   "-o", "json")
     assert planned.exit_code == 0, planned.stderr
@@ -75,6 +78,11 @@ def test_kafka_streams_dead_letters_are_shown_and_sent_back(apache_kafka, tmp_pa
     assert [(t["topic"], t["partition"], t["records"], t["exceptions"]) for t in plan["targets"]] == [
         (source, 0, 1, {"java.lang.NumberFormatException": 1}),
         (source, 1, 1, {"java.lang.NumberFormatException": 1})]
+    # everyone reading the source gets the letters again, not only the app that failed them (#84)
+    assert plan["readers"] == {source: sorted([app_id, app_id + "-audit"])}
+    shown_plan = cli("-b", apache_kafka.bootstrap, "replay", "--dead-letters", "--from-topic", dlq, "--dry-run")
+    assert (f"note: {source} is read by 2 group(s) ({', '.join(sorted([app_id, app_id + '-audit']))}): each gets "
+            "these records again, not only the app that failed them") in shown_plan.stdout
     assert end_offsets(apache_kafka, source) == before, "a dry run writes nothing"
 
     sent = cli("-b", apache_kafka.bootstrap, "replay", "--dead-letters", "--from-topic", dlq, "-o", "json")
@@ -87,6 +95,14 @@ def test_kafka_streams_dead_letters_are_shown_and_sent_back(apache_kafka, tmp_pa
         own = [(k, v) for k, v in message.headers() or [] if not k.startswith("kstool.replay.")]
         assert own == headers, "the record as it was: its own headers, the error's taken off"
         assert dict(message.headers())["kstool.replay.topic"] == dlq.encode()
+
+    again = cli("-b", apache_kafka.bootstrap, "replay", "--dead-letters", "--from-topic", dlq, "-o", "json")
+    assert again.exit_code == 0, again.stderr
+    assert (json.loads(again.stdout)["records"], json.loads(again.stdout)["replayed_before"]) == (0, 2)
+    assert end_offsets(apache_kafka, source) == {0: before[0] + 1, 1: before[1] + 1}, "sent back once (#84)"
+    forced = cli("-b", apache_kafka.bootstrap, "replay", "--dead-letters", "--from-topic", dlq, "--include-replayed",
+                 "--dry-run", "-o", "json")
+    assert (json.loads(forced.stdout)["records"], json.loads(forced.stdout)["replayed_before"]) == (2, 0)
 
 
 def test_replay_of_records_that_are_not_dead_letters_writes_nothing(apache_kafka, topic_name):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.conftest import cli
 from tests.helpers import KSTOOL, as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
@@ -144,8 +145,14 @@ def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         kills += 1
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    resume_groups = [g for g in admin.list_consumer_groups().result().valid if g.group_id.startswith("kstool-replay-")]
+    assert resume_groups, "the killed runs' position"
     final = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
+    # done: its resume group is deleted (#84: it was left behind)
+    left = {g.group_id for g in admin.list_consumer_groups().result().valid}
+    assert not left & {g.group_id for g in resume_groups}, left
     committed, scans = read_committed(kafka, target)
     assert sorted(r.value for r in committed) == sorted(values)
     assert sum(scan.aborted_records for scan in scans) > 0  # the kills did leave writes behind, aborted

@@ -168,10 +168,10 @@ def test_a_lost_history_is_refused_with_the_ways_on_and_from_beginning_is_exact(
     assert _final(kafka, output) == _final(kafka, output + "-oracle")
 
 
-def test_a_reprocess_that_stops_midway_is_finished_by_running_it_again(kafka, spark, topic_name):
+def test_a_reprocess_that_stops_midway_is_finished_by_resuming_it(kafka, spark, topic_name):
     """The app skips bad records (--on-error skip, kept in its manifest): a reprocess told to
-    fail stops at the bad record after its first batches; the same reprocess without that
-    override runs with the app's own settings and ends as the oracle."""
+    fail stops at the bad record after its first batches; `--resume` runs on with the app's
+    own settings from where it stopped and ends as the oracle."""
     source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
     records = _inputs("wordcount", FIRST)["input"]
@@ -187,9 +187,12 @@ def test_a_reprocess_that_stops_midway_is_finished_by_running_it_again(kafka, sp
     stopped = cli("reprocess", "--app-id", app, "--from-time", cut, "--yes", "--on-error", "fail")
     assert stopped.exit_code == 1
     line = stopped.stderr.strip().splitlines()[-1]
-    assert "stopped" in line and "stands at batch" in line and "run the same reprocess again" in line
-    finished = cli("reprocess", "--app-id", app, "--from-time", cut, "--yes", "-o", "json")
+    assert "stopped" in line and "stands at batch" in line, line
+    assert line.endswith(f"`kstool reprocess --app-id {app} --resume` finishes it (the same reprocess again "
+                         "would start over)"), line
+    finished = cli("reprocess", "--app-id", app, "--resume", "--yes", "-o", "json")
     assert finished.exit_code == 0, finished.stderr
+    assert json.loads(finished.stdout)["steps"][0]["step"] == "run once"  # nothing rolled back again
     assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
                "--once", "--on-error", "skip").exit_code == 0
     assert _final(kafka, output) == _final(kafka, output + "-oracle")
@@ -197,7 +200,8 @@ def test_a_reprocess_that_stops_midway_is_finished_by_running_it_again(kafka, sp
 
 def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(kafka, spark, topic_name):
     """Cron's `kstool reprocess ... || alert` must fire when a signal cut the work short (it
-    exited 0 with most of the input left), and the same command then finishes it."""
+    exited 0 with most of the input left), and `--resume` then reads only what was left (the
+    same reprocess again rolled back and rewrote everything, #84)."""
     source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
     _write(kafka, source, _inputs("wordcount", FIRST)["input"])
@@ -213,16 +217,53 @@ def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(
     proc.send_signal(signal.SIGTERM)
     proc.wait(180)
     reader.join(30)
-    assert proc.returncode == 143, lines[-3:]
+    assert proc.returncode == 143, "".join(lines[-3:])
     last = lines[-1].strip()
     assert last.startswith(f"kstool: interrupted: {app} stopped after batch ") and "left to read" in last, last
-    assert last.endswith("run the same reprocess again to finish it"), last
+    assert last.endswith("--resume` finishes it (the same reprocess again would start over)"), last
     assert not any("reprocessed from" in line for line in lines), "no line says it was done"
-    finished = cli("reprocess", *args, "--from-time", f"@{T0}", "--yes")
+    left = int(re.search(r"with (\d+) record\(s\) left to read", last).group(1))
+    finished = cli("reprocess", *args, "--resume", "--yes", "-o", "json")
     assert finished.exit_code == 0, finished.stderr
+    assert json.loads(finished.stdout)["run"]["input_records"] == left
+    again = cli("reprocess", *args, "--resume", "--yes")
+    assert again.exit_code == 1 and f"app {app!r} has no unfinished reprocess to resume" in again.stderr
     assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
                "--once").exit_code == 0
     assert _final(kafka, output) == _final(kafka, output + "-oracle")
+
+
+def test_a_stop_after_the_reprocess_read_everything_cuts_nothing_short(kafka, spark, topic_name):
+    """A stop asked once the reprocess' last batch had read everything (lag 0) exited 130 with
+    "run the same reprocess again", which rolled back and rewrote it all (#84): it is finished,
+    and nothing is left to resume."""
+    from kstool.application.model import AppPaths, default_state_dir
+    from kstool.config import build_client_config
+    from kstool.engine.progress import Silent
+    from kstool.engine.query.options import RunOptions
+    from kstool.engine.stopping import hosted
+    from kstool.kafka.client import KafkaClients
+    from kstool.reprocess.apply import reprocess
+    from kstool.reprocess.plan import build_plan
+
+    source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 2)
+    _write(kafka, source, _inputs("wordcount", 40)["input"])
+    assert cli("run", "wordcount", "--input", source, "--output", output, "--app-id", app, "--once").exit_code == 0
+    stop = threading.Event()
+
+    class StopOnceCaughtUp(Silent):  # as a Ctrl-C right after the last batch
+        def batch(self, status) -> None:
+            if status.lag == 0:
+                stop.set()
+    clients = KafkaClients(build_client_config(kafka.bootstrap))
+    paths = AppPaths(default_state_dir(), app)
+    with hosted(stop):
+        result = reprocess(clients, build_plan(clients, paths, T0), RunOptions(app, paths.state_dir,
+                           max_records_per_batch=10), StopOnceCaughtUp())
+    assert result.run.stopped_by_signal and result.finished and result.run.input_records == 40
+    resumed = cli("reprocess", "--app-id", app, "--resume", "--yes")
+    assert resumed.exit_code == 1 and "has no unfinished reprocess to resume" in resumed.stderr
 
 
 @pytest.mark.embedded_tier

@@ -84,6 +84,18 @@ def test_window_and_session_stores_are_what_interactive_queries_return(apache_ka
     logged = cli("-b", apache_kafka.bootstrap, "changelog", "dump", f"{app_id}-tumbling-changelog", "--compact",
                  "--key-format", "windowed:string", "--value-format", "long", "-o", "jsonl")
     assert len(jsonl_rows(logged.stdout)) == 6
+    # a fetch of those says where they are, not only "no window" (#84): a's at 0 and 1m
+    gone = cli("-b", apache_kafka.bootstrap, "state", "fetch", "a", "--to", f"@{BASE + 60_000}", "--changelog-topic",
+               f"{app_id}-tumbling-changelog", "--key-format", "windowed:string", "--value-format", "long")
+    assert gone.exit_code == 1
+    assert gone.stderr.strip() == (
+        f"kstool: error: not found: no window of 'a' in that range (1 outside it); its changelog "
+        f"{app_id}-tumbling-changelog still holds 2 older window(s) of it, past the store's retention (1m30s), "
+        "which Kafka Streams no longer returns: a longer --retention reads them")
+    longer = cli("-b", apache_kafka.bootstrap, "state", "fetch", "a", "--to", f"@{BASE + 60_000}", "--retention", "1d",
+                 "--changelog-topic", f"{app_id}-tumbling-changelog", "--key-format", "windowed:string",
+                 "--value-format", "long", "-o", "json")
+    assert [w["window_start"] for w in json.loads(longer.stdout)] == [BASE, BASE + 60_000], longer.stderr
 
     # what suppress(untilWindowCloses) emitted, once each: the closed windows (a's by 200s, b's by
     # 300s, end + 30s grace) with their last count in the store's changelog

@@ -28,6 +28,7 @@ from kstool.engine.daemon.exceptions import (
 )
 from kstool.engine.daemon.protocol import (
     ENGINE_ENV,
+    STARTING,
     EnginePaths,
     EngineSettings,
     connect,
@@ -70,9 +71,11 @@ def start(settings: EngineSettings, timeout_s: float = 300.0) -> EngineStatus:
         return _spawn(paths, settings, timeout_s)
 
 
-def ensure_started(settings: EngineSettings, timeout_s: float = 300.0) -> tuple[EngineStatus, bool]:
+def ensure_started(settings: EngineSettings, timeout_s: float = 300.0,
+                   say: Callable[[str], None] | None = None) -> tuple[EngineStatus, bool]:
     """The running engine, or one started now (True). Two commands that both find none end
-    with one engine: the second waits for the first's start, then uses its engine."""
+    with one engine: the second waits for the first's start, then uses its engine. `say`:
+    what the start is doing."""
     paths = EnginePaths.of_home()
     running = status(paths)
     if running["running"]:
@@ -81,7 +84,7 @@ def ensure_started(settings: EngineSettings, timeout_s: float = 300.0) -> tuple[
         running = status(paths)
         if running["running"]:
             return running, False
-        return _spawn(paths, settings, timeout_s), True
+        return _spawn(paths, settings, timeout_s, say), True
 
 
 @contextmanager
@@ -105,11 +108,13 @@ def _starting(paths: EnginePaths, timeout_s: float) -> Iterator[None]:
         os.close(fd)
 
 
-def _spawn(paths: EnginePaths, settings: EngineSettings, timeout_s: float) -> EngineStatus:
+def _spawn(paths: EnginePaths, settings: EngineSettings, timeout_s: float,
+           say: Callable[[str], None] | None = None) -> EngineStatus:
     # the engine takes Kafka settings from each call, never from its own environment
     env = {k: v for k, v in os.environ.items() if k != "KSTOOL_BOOTSTRAP_SERVERS"}
     with open(paths.log, "ab") as log:
         os.chmod(paths.log, 0o600)
+        said = log.tell()  # its own lines from here on
         proc = subprocess.Popen([sys.executable, "-m", "kstool.engine.daemon.server", *settings.arguments()],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True)  # a terminal's Ctrl-C is not for the engine
@@ -118,12 +123,26 @@ def _spawn(paths: EnginePaths, settings: EngineSettings, timeout_s: float) -> En
         if proc.poll() is not None:
             raise EngineError(f"the engine exited (code {proc.returncode}) while starting: "
                               f"{_last_line(paths)}; its log: {paths.log}")
+        if say is not None:
+            said = _relay_start_lines(paths, said, say)
         running = status(paths)
         if running["running"]:
             return running
         time.sleep(0.1)
     proc.terminate()
     raise EngineError(f"the engine did not start within {timeout_s:.0f}s; its log: {paths.log}")
+
+
+def _relay_start_lines(paths: EnginePaths, offset: int, say: Callable[[str], None]) -> int:
+    """The engine's log lines since `offset` that say what its start is doing, said; the new offset."""
+    with open(paths.log, "rb") as log:
+        log.seek(offset)
+        text = log.read()
+    whole = text[:text.rfind(b"\n") + 1]  # a line still being written waits for the next look
+    for line in whole.decode("utf-8", "replace").splitlines():
+        if STARTING in line:
+            say(line.split(STARTING, 1)[1])
+    return offset + len(whole)
 
 
 def stop(timeout_s: float = 600.0) -> EngineStatus:
@@ -182,7 +201,7 @@ def _in_engine(fn: Callable, clients: KafkaClients | None, args: tuple, name: st
         began = time.monotonic()
         try:
             settings = EngineSettings.from_env(spark.master if spark else SparkOptions.master)
-            _, started = ensure_started(settings)
+            _, started = ensure_started(settings, say=progress.message)
             sock = connect(paths)
         except EngineError as exc:
             return False, str(exc)

@@ -27,6 +27,7 @@ IDLE_ENV = "KSTOOL_ENGINE_IDLE"  # how long an engine with nothing to do stays; 
 DEFAULT_IDLE_MS = 30 * 60_000
 # parked queries an engine keeps (kstool.engine.query.parking); past it the least recently used is stopped
 DEFAULT_MAX_PARKED = 8
+STARTING = "while starting: "  # marks the engine's log lines that say what its start is doing (a client relays them)
 
 
 def default_heap() -> str:

@@ -37,6 +37,7 @@ from kstool.engine.daemon.protocol import (
     DEFAULT_IDLE_MS,
     DEFAULT_MAX_PARKED,
     MAX_SOCKET_PATH,
+    STARTING,
     EnginePaths,
     EngineSettings,
     needs_own_spark,
@@ -276,7 +277,8 @@ def serve(settings: EngineSettings) -> int:
     engine = Engine(paths, settings)
     memory = {"spark.driver.memory": settings.driver_memory} if settings.driver_memory else {}
     engine.spark, _ = build_session(SparkOptions(master=settings.master, conf=memory, long_lived=True),
-                                    app_name="kstool-engine", log_file=paths.spark_log)
+                                    app_name="kstool-engine", log_file=paths.spark_log,
+                                    say=lambda text: _log.info("%s%s", STARTING, text))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.shut_down())
     server = _listen(paths)

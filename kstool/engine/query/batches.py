@@ -94,17 +94,21 @@ def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None
 
 
 def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
-            progress: Progress) -> None:
+            progress: Progress, gated: bool = False) -> None:
     """One batch's progress, once (seen: the batches accounted). A trigger that ran no batch
     reports the id of the batch it would have run: were it taken for that batch once the sink
-    has reported it, the batch's own report would come as seen, its records never counted."""
+    has reported it, the batch's own report would come as seen, its records never counted.
+    gated: a parked query's, whose trigger waited in latestOffset for a run to open its gate:
+    idle time, not the batch's."""
     if not ran_a_batch(batch_progress):
         return
     batch_id = batch_progress["batchId"]
     rows = batch_progress["numInputRows"]
     records = _observed(batch_progress, INPUT_METRICS, "records") if rows else 0
-    rate = (batch_progress.get("processedRowsPerSecond") or 0.0) * (records / rows if records else 1)
     rows = records or rows  # the source's rows, or the records its partial rows stand for
+    durations = batch_progress.get("durationMs") or {}
+    took_ms = durations.get("triggerExecution", 0) - (durations.get("latestOffset", 0) if gated else 0)
+    rate = rows / (took_ms / 1000) if took_ms > 0 else 0.0
     report = reports.get(batch_id)
     if batch_id in seen or (rows == 0 and report is None):
         return
@@ -123,10 +127,8 @@ def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], sum
     written = report.written if report else {}
     for topic, n in written.items():
         summary.written[topic] = summary.written.get(topic, 0) + n
-    progress.batch(BatchStatus(batch_id, rows, rate,
-                               (batch_progress.get("durationMs") or {}).get("triggerExecution", 0),
-                               written, report.seconds if report else 0.0, summary.lag, bad,
-                               report.late if report else 0))
+    progress.batch(BatchStatus(batch_id, rows, rate, took_ms, written, report.seconds if report else 0.0,
+                               summary.lag, bad, report.late if report else 0))
 
 
 def _observed(batch_progress, name: str, field_name: str) -> int:

@@ -179,7 +179,7 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
                         # this run's: no batch runs while the gate is shut, but a trigger begun
                         # just before it opened may still have found it open
                         if parked.last_batch is None or batch_progress["batchId"] > parked.last_batch:
-                            account(batch_progress, parked.reports, seen, summary, progress)
+                            account(batch_progress, parked.reports, seen, summary, progress, gated=True)
                         last_ran = max(last_ran, batch_progress["batchId"])
                     elif _started_ms(batch_progress) >= opened_ms:
                         done = True

@@ -70,7 +70,7 @@ def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progres
                                             else plan.partitions)
     for key, value in checkpoint_conf(local_path(plan.checkpoint.uri) is not None).items():
         options.spark.conf.setdefault(key, value)  # a --conf given for it wins
-    spark = run_session(options.spark, options.app_id, plan.paths.spark_log)
+    spark = run_session(options.spark, options.app_id, plan.paths.spark_log, progress.message)
     if options.history_batches:  # read when the query starts: its offsets, commits and state versions
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(options.history_batches))
     if plan.parked_queries is not None:  # every trigger that finds nothing to do reports it: how a run knows it is done

@@ -74,6 +74,11 @@ class JvmCache:
         self._pending = self.cache / f"{self.key}.{os.getpid()}.jsa.tmp"
         return f"-XX:DumpLoadedClassList={_class_list(self._pending)}"
 
+    @property
+    def has_archive(self) -> bool:
+        """A JVM started now maps a finished archive (after java_option())."""
+        return self.enabled and self.final.exists()
+
     def started(self, jvm_pid: int | None) -> None:
         """Record which process writes the pending archive (the JVM listing its classes, then the
         recorder left when this process exits), so a later run knows when it is done."""

@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 from kstool.engine.spark.java import require_java
 from kstool.engine.spark.jvm_reaper import reap_at_exit
@@ -87,17 +87,19 @@ def _quiet_pyspark_loggers() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def run_session(options: SparkOptions, app_id: str, log_file: Path):
+def run_session(options: SparkOptions, app_id: str, log_file: Path, say: Callable[[str], None] | None = None):
     """A run's Spark session (on the JVM a first call started, when there was one)."""
-    spark, _ = build_session(options, app_name=f"kstool-{app_id}", log_file=log_file)
+    spark, _ = build_session(options, app_name=f"kstool-{app_id}", log_file=log_file, say=say)
     return spark
 
 
-def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None):
+def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None,
+                  say: Callable[[str], None] | None = None):
     """Return (spark, owned). Starts Spark unless a SparkContext is already active in this
     process (tests share one), in which case a new session on it gets this run's SQL settings
     and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
-    (or is dropped): operators read kstool's lines; --debug shows everything."""
+    (or is dropped): operators read kstool's lines; --debug shows everything. `say`: what a
+    start is doing, for the person waiting on it."""
     global _jvm_log
     java_major = require_java()
     # Python workers must run this interpreter, or they will not find confluent-kafka
@@ -117,6 +119,11 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     scratch = ScratchDir() if owned else None
     java_options = f"{jvm_cache.java_option()} {scratch.java_option()}".strip() if jvm_cache and scratch else ""
     settings = spark_conf(options, java_options, scratch.path if scratch else None)
+    if owned and say is not None:
+        say(f"starting Spark ({options.master}): its JVM, then Python workers"
+            + ("" if cast(JvmCache, jvm_cache).has_archive else
+               "; a first start in this kstool home, with no class-data archive yet (it is recorded after "
+               "this run: later starts take seconds less)"))
     if owned:
         conf = SparkConf().setMaster(options.master).setAppName(app_name)
         for key, value in settings.items():

@@ -67,6 +67,8 @@ def test_the_first_run_starts_the_engine_and_later_commands_reuse_it(kafka, home
     first = cli_subprocess(*_wordcount(topic_name, app), timeout=300)
     assert first.exit_code == 0, first.stderr
     assert re.search(r"started the warm engine in \d+\.\ds for later runs", first.stderr), first.stderr
+    # what the wait was for, while it lasted (#84): relayed from the engine's start
+    assert re.search(r"kstool: [^:]+: starting Spark \(local\[\S+\]\): its JVM, then Python workers", first.stderr), first.stderr
     status = _status()
     assert status["running"] and status["idle_timeout_s"] == 1800  # 30 minutes unless told
     table = cli_subprocess("engine", "status").stdout  # sizes and durations for people
