@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from kstool.commands.main import run as kstool_run
 from tests.helpers import KSTOOL
 
-pytest_plugins = ["tests.crashes"]  # a dead xdist worker's stacks on the terminal
+pytest_plugins = ["tests.crashes", "tests.cpu_use"]  # a dead xdist worker's stacks on the terminal; CPU per test
 
 # runs and state reads stay in the test process, on the shared Spark session (and the kill tests'
 # subprocesses on Spark of their own): a command would otherwise start a warm engine. The engine's
