@@ -66,7 +66,7 @@ def parse_rate(text: str | None) -> float | None:
 @click.option("--no-provenance", is_flag=True, help="Do not add kstool.replay.* headers.")
 @click.option("--transactional", is_flag=True,
               help="Commit chunks as Kafka transactions; a rerun with the same arguments resumes (its "
-                   "position is kept in group kstool-replay-..., deleted when the replay is done).")
+                   "position is kept in the consumer group kstool-replay-...).")
 @click.option("--dry-run", is_flag=True, help="Count what would be copied, per partition; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Allow replaying a topic into itself.")
 @output_option()
@@ -125,6 +125,9 @@ def replay(g: Globals, from_topic: str | None, from_file: Path | None, to_topic:
                                      f"({doc['partitioning']}) in {doc['seconds']:.1f}s"), output)
     if summary.skipped_by_filter:
         info(f"{summary.skipped_by_filter} record(s) did not match --filter-key")
+    if summary.resume_group and not dry_run:
+        info(f"its position is kept in consumer group {summary.resume_group}: the same replay again writes only "
+             "what was not copied (nothing, once done); delete that group to copy the slice again")
 
 
 def _replay_dead_letters(g: Globals, options: DeadLetterReplay, output: str) -> None:

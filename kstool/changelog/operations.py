@@ -3,12 +3,13 @@ the Kafka Streams layouts; never fails on undecodable bytes (they are shown as h
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, cast
 
-from kstool.application.model import iter_apps
-from kstool.base.errors import UsageError
+from kstool.application.model import app_ids, iter_apps
+from kstool.base.errors import NotFoundError, UsageError
 from kstool.base.serdes import as_text
 from kstool.changelog import fk_subscription, suppress_buffer
 from kstool.changelog.layouts import (
@@ -50,10 +51,17 @@ def list_changelogs(clients: KafkaClients, state_dir: Path, app_id: str | None =
     known = _manifest_stores(state_dir)
     groups = [g["group"] for g in list_groups(clients)]
     owned = {}
+    owners: set[str | None] = set()
     for topic in sorted(t for t in meta if t.endswith(SUFFIX)):
         app, store = _owner(topic, known, groups)
+        owners.add(app)
         if not app_id or app == app_id or topic.startswith(f"{app_id}-"):
             owned[topic] = (app, store)
+    apps = owners | set(groups) | set(app_ids(state_dir))
+    if app_id and not owned and app_id not in apps:  # a typo, not an app without stores
+        close = difflib.get_close_matches(app_id, sorted(a for a in apps if a is not None), n=1)
+        raise NotFoundError(f"no application {app_id!r}: no changelog topic, consumer group or kstool app has "
+                            "that id" + (f"; did you mean {close[0]!r}?" if close else ""))
     # one ListOffsets and one DescribeConfigs round trip for all of them, not one per topic
     marks = clients.watermarks([(t, p) for t in owned for p in sorted(meta[t].partitions)])
     configs = topics_configs(clients, list(owned))

@@ -215,8 +215,9 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
     note = None
     if not committed and not members:
         # some brokers describe any name as an EMPTY group: a group they do not list is unknown
-        if state in ("DEAD", "UNKNOWN") or group not in {g["group"] for g in list_groups(clients)}:
-            raise GroupNotFoundError(group)
+        listed = [g["group"] for g in list_groups(clients)]
+        if state in ("DEAD", "UNKNOWN") or group not in listed:
+            raise GroupNotFoundError(group, listed)
         note = "no committed offsets"
     marks = clients.watermarks(sorted(committed))
     owners = {tp: m["member_id"] for m in members for tp in m["assignment"]}
@@ -319,14 +320,6 @@ def groups_reading(clients: KafkaClients, topics: list[str], but: Callable[[str]
         for topic in sorted({t for t, _ in read}):
             readers[topic].append(row["group"])
     return readers
-
-
-def delete_group(clients: KafkaClients, group: str) -> None:
-    """Delete a group without members, its committed offsets with it."""
-    def delete() -> None:
-        clients.admin().delete_consumer_groups([group], request_timeout=clients.timeout)[group].result()
-
-    _asked_of_the_coordinator(clients, delete, group, "DELETE")
 
 
 def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> None:

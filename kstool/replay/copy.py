@@ -20,7 +20,7 @@ from kstool.kafka.bulk import BulkWriter
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.consume import ConsumeOptions, consume, plan_positions
 from kstool.kafka.exceptions import EnvelopeError
-from kstool.kafka.groups import committed_offsets, delete_group
+from kstool.kafka.groups import committed_offsets
 from kstool.kafka.records import Record, from_envelope
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
 from kstool.schemas.formats import SchemaOptions, Schemas, record_decoder, record_encoder, schemas_for
@@ -84,6 +84,7 @@ class ReplaySummary:
     resumed_from: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
     from_file: bool = False
+    resume_group: str | None = None  # --transactional: the group that keeps its position
 
     @property
     def records(self) -> int:
@@ -105,7 +106,7 @@ class ReplaySummary:
                 "partitioning": self.partitioning, "records": self.records,
                 "skipped_by_filter": self.skipped_by_filter,
                 "resumed_from": {str(p): o for p, o in sorted(self.resumed_from.items())},
-                "seconds": round(self.seconds, 3), "partitions": rows}
+                "resume_group": self.resume_group, "seconds": round(self.seconds, 3), "partitions": rows}
 
 
 def transactional_id(options: ReplayOptions) -> str:
@@ -154,7 +155,8 @@ def replay(clients: KafkaClients, options: ReplayOptions,
         records = _from_file(source_file, encoders)
     summary = ReplaySummary(options.from_topic or str(options.from_file), options.to_topic,
                             options.dry_run, "by-key" if by_key else "keep-partitions",
-                            resumed_from=resumed, from_file=options.from_file is not None)
+                            resumed_from=resumed, from_file=options.from_file is not None,
+                            resume_group=transactional_id(options) if options.transactional else None)
     started = time.monotonic()
     limiter = _RateLimiter(options.rate)
     try:
@@ -321,5 +323,3 @@ class _Writer:
             return
         self._commit_chunk()
         self.transactions.close()
-        # done: nothing left to resume, and no group of kstool's left in `groups list`
-        delete_group(self.clients, transactional_id(self.options))

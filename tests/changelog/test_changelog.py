@@ -117,6 +117,10 @@ def test_list_names_app_and_store(kafka, topic_name):
     assert rows == [{"topic": f"{app}-KSTREAM-AGGREGATE-STATE-STORE-0000000001-changelog", "app_id": app,
                      "store": "KSTREAM-AGGREGATE-STATE-STORE-0000000001", "partitions": 2, "records": 0,
                      "cleanup_policy": "compact", "kstool_app": False}]
+    typo = cli("changelog", "list", "--app-id", app[:-1] + "x")  # #84: an empty table, exit 0
+    assert typo.exit_code == 1 and typo.stdout == ""
+    assert typo.stderr.strip() == (f"kstool: error: no application {app[:-1] + 'x'!r}: no changelog topic, consumer "
+                                   f"group or kstool app has that id; did you mean {app!r}?")
 
 
 def test_follow_shows_new_records(kafka, topic_name):

@@ -16,10 +16,13 @@ from kstool.kafka.wire_protocol import RecordWriter, leave_group
 from kstool.kafka.wire_transaction import commit_transaction
 from tests.apache_kafka import kafka_tool
 from tests.conftest import cli
-from tests.helpers import produce_batched, read_all, wait_until
+from tests.helpers import counts_in, produce_batched, read_all, wait_until
 from tests.isolation import read_committed
+from tests.oracles import word_counts
+from tests.reference_apps import ReferenceApp
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
+LINES = ["the cat sat", "The dog sat on the cat", "a cat a dog"]
 
 
 def _replicas(cluster, topic: str) -> dict[int, list[int]]:
@@ -111,6 +114,32 @@ def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
                 "-o", "json")
     assert table.exit_code == 0, table.stderr
     assert {e["key"] for e in json.loads(table.stdout)} - {None} == keys
+
+
+def test_a_streams_group_is_described_through_another_node_and_after_its_coordinator_was_killed(
+        cluster, topic_name, tmp_path):
+    """StreamsGroupDescribe (KIP-1071) is kstool's own request (librdkafka has none): Kafka
+    Streams' word count on the streams protocol, its group's coordinator on a node that is not
+    the first bootstrap address; then that node killed: the group described the same from the
+    two left."""
+    source, app_id = topic_name, topic_name + "-wc"
+    assert cli("topics", "create", source, "-p", "2").exit_code == 0
+    produce_batched(cluster.kafka, source, [(None, line.encode()) for line in LINES])
+    with ReferenceApp("wordcount", cluster.bootstrap, app_id, "streams", tmp_path / app_id, source, app_id + "-out"):
+        wait_until(lambda: counts_in(cluster.kafka, app_id + "-out") == word_counts(LINES), "the app's counts")
+    if cluster.address(cluster.group_coordinator()) == cluster.bootstrap.split(",")[0]:
+        cluster.stop_node(cluster.group_coordinator())  # the coordinator moves to another node
+        cluster.start_stopped()
+    coordinator = cluster.group_coordinator()
+    described = cli("groups", "describe", app_id, "-o", "json")
+    assert described.exit_code == 0, described.stderr
+    before = json.loads(described.stdout)
+    assert before["type"] == "streams" and before["total_lag"] == 0
+    cluster.kill_node(coordinator)
+    again = cli("groups", "describe", app_id, "-o", "json")
+    assert again.exit_code == 0, again.stderr
+    after = json.loads(again.stdout)
+    assert (after["type"], after["partitions"]) == ("streams", before["partitions"])
 
 
 def _joined_member(cluster, group: str, topic: str) -> Consumer:

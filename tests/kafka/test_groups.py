@@ -34,6 +34,9 @@ def test_groups_describe_shows_lag_of_committed_offsets(kafka, topic_name):
     assert doc["total_lag"] == 3
     listed = json.loads(cli("groups", "list", "-o", "json").stdout)
     assert group in [g["group"] for g in listed]
+    typo = cli("groups", "describe", group + "x")  # #84: named the nearest group nowhere
+    assert typo.exit_code == 1
+    assert typo.stderr.strip() == f"kstool: error: consumer group {group + 'x'!r} does not exist; did you mean {group!r}?"
 
 
 def test_groups_describe_time_lag_is_the_age_of_the_oldest_unprocessed_record(kafka, topic_name):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -145,14 +146,13 @@ def test_transactional_replay_killed_while_writing_copies_each_record_once(kafka
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         kills += 1
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    resume_groups = [g for g in admin.list_consumer_groups().result().valid if g.group_id.startswith("kstool-replay-")]
-    assert resume_groups, "the killed runs' position"
     final = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
-    # done: its resume group is deleted (#84: it was left behind)
-    left = {g.group_id for g in admin.list_consumer_groups().result().valid}
-    assert not left & {g.group_id for g in resume_groups}, left
+    # the group it leaves is named, and why (#84: an unexplained kstool-replay-... group)
+    named = re.search(r"its position is kept in consumer group (kstool-replay-\w+): ", final.stderr)
+    assert named, final.stderr
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    assert named.group(1) in {g.group_id for g in admin.list_consumer_groups().result().valid}
     committed, scans = read_committed(kafka, target)
     assert sorted(r.value for r in committed) == sorted(values)
     assert sum(scan.aborted_records for scan in scans) > 0  # the kills did leave writes behind, aborted
