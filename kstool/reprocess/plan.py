@@ -132,19 +132,11 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
         raise UsageError(f"app {paths.app_id!r} waits for its state to be restored from the changelogs: run it once "
                          "first (or reprocess --from-beginning)")
     checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
-    tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
-    ends = clients.watermarks(tps)
+    tps, ends, batches = _inputs(clients, manifest, checkpoint)
     stops = offsets_for_time(clients, tps, to_time + 1) if to_time is not None else {tp: ends[tp][1] for tp in tps}
-    batches = committed_batches(checkpoint)
     last = batches[-1] if batches else None
     processed = batch_end_offsets(checkpoint, last) if last is not None else {}
-    plan = ReprocessPlan(
-        paths.app_id, manifest.topology, mode, from_time, to_time, last, None, None, 0,
-        {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
-         "last_batch": last}, [], _rewritten(manifest), 0)
-    holder = lock_holder(paths) if plan_only else None
-    if holder is not None:
-        plan.notes.append(f"the app is running ({holder}): stop it before reprocessing (the plan may differ then)")
+    plan = _new_plan(paths, manifest, mode, from_time, to_time, batches, plan_only)
     from_offsets = offsets_for_time(clients, tps, from_time) if from_time is not None else {}
     if from_time is not None and all(from_offsets[tp] >= ends[tp][1] for tp in tps):
         plan.nothing_to_do = True
@@ -162,6 +154,27 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     return plan
 
 
+def _inputs(clients: KafkaClients, manifest: Manifest,
+            checkpoint: CheckpointFiles) -> tuple[list[TP], dict[TP, tuple[int, int]], list[int]]:
+    """The app's input partitions, their (low, high) watermarks, and its committed batches."""
+    tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
+    return tps, clients.watermarks(tps), committed_batches(checkpoint)
+
+
+def _new_plan(paths: AppPaths, manifest: Manifest, mode: str, from_time: int | None, to_time: int | None,
+              batches: list[int], plan_only: bool) -> ReprocessPlan:
+    """A plan's header, before its partitions: the app, its history, what it rewrites."""
+    last = batches[-1] if batches else None
+    plan = ReprocessPlan(
+        paths.app_id, manifest.topology, mode, from_time, to_time, last, None, None, 0,
+        {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
+         "last_batch": last}, [], _rewritten(manifest), 0)
+    holder = lock_holder(paths) if plan_only else None
+    if holder is not None:
+        plan.notes.append(f"the app is running ({holder}): stop it before reprocessing (the plan may differ then)")
+    return plan
+
+
 def _plan_resume(clients: KafkaClients, paths: AppPaths, plan_only: bool) -> ReprocessPlan:
     """The interrupted reprocess' run goes on from where the app stands to where it was to stop:
     nothing rolled back or reset again."""
@@ -171,18 +184,13 @@ def _plan_resume(clients: KafkaClients, paths: AppPaths, plan_only: bool) -> Rep
         raise NothingToResumeError(f"app {paths.app_id!r} has no unfinished reprocess to resume (a reprocess "
                                    "that finished, or none since its last reset)")
     checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
-    tps = [(t, p) for t in manifest.input_topics for p in clients.topic_partitions(t)]
-    ends = clients.watermarks(tps)
+    tps, ends, batches = _inputs(clients, manifest, checkpoint)
     stops = {tp: unfinished.stop_offsets.get(tp, ends[tp][1]) for tp in tps}
-    batches = committed_batches(checkpoint)
     last = batches[-1] if batches else None
     # no batch yet: the run starts where the rollback or reset moved the group
     processed = (batch_end_offsets(checkpoint, last) if last is not None
                  else committed_offsets(clients, paths.app_id, manifest.input_topics))
-    plan = ReprocessPlan(
-        paths.app_id, manifest.topology, "resume", unfinished.from_time, unfinished.to_time, last, None, None, 0,
-        {"kept_batches": manifest.history_batches, "first_batch": batches[0] if batches else None,
-         "last_batch": last}, [], _rewritten(manifest), 0)
+    plan = _new_plan(paths, manifest, "resume", unfinished.from_time, unfinished.to_time, batches, plan_only)
     plan.partitions = [PartitionPlan(t, p, None, processed.get((t, p)), processed.get((t, p), 0), stops[(t, p)],
                                      max(stops[(t, p)] - processed.get((t, p), 0), 0), None) for t, p in tps]
     plan.records = sum(p.records for p in plan.partitions)
