@@ -120,14 +120,20 @@ def tree_digest(root) -> str:
     return digest.hexdigest()
 
 
-def app_digest(root) -> str:
-    """tree_digest of an app's folder once the runs in this process are over as a process's
-    exit would end them: the test session's JVM keeps a finished run's state stores loaded, and
-    Spark's maintenance may upload a snapshot into the checkpoint later (seen once in a full
-    run: a refused reprocess "changed" the folder; kstool.engine.spark.state_stores)."""
+def end_in_process_runs() -> None:
+    """End the runs made in this process as a process's exit would end them: the test session's
+    JVM keeps a finished run's state stores loaded, and Spark's maintenance may upload a snapshot
+    into the checkpoint later (kstool.engine.spark.state_stores). Seen twice in full runs: a
+    refused reprocess "changed" the folder, and a reprocess in another process found its emptied
+    checkpoint's state folder written again ("should be empty on batch 0")."""
     from kstool.engine.spark.state_stores import close_loaded_state_stores
 
     close_loaded_state_stores()
+
+
+def app_digest(root) -> str:
+    """tree_digest of an app's folder once the runs in this process are over."""
+    end_in_process_runs()
     return tree_digest(root)
 
 

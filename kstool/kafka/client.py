@@ -169,6 +169,11 @@ class KafkaClients:
         if why is not None:
             raise BrokerUnreachableError(f"cannot reach Kafka at {self.config.bootstrap_servers}: {why}")
 
+    def admin_at(self, address: str) -> AdminClient:
+        """An admin client whose requests go to one broker: it connects to no other (librdkafka
+        connects to learned brokers only when a request needs them)."""
+        return cast(AdminClient, self._build(AdminClient, {**self.config.base(), "bootstrap.servers": address}))
+
     def drop_admin(self) -> None:
         """After an outage: an admin client that lived through it may keep a group coordinator
         that is gone (its group calls then time out); the next call makes a new one."""

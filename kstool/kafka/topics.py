@@ -107,7 +107,7 @@ def unhealthy_partitions(clients: KafkaClients, under_replicated: bool = False, 
     meta = clients.metadata()
     live = set(meta.brokers)
     names = sorted(n for n in meta.topics if include_internal or not n.startswith("__"))
-    min_isrs = {name: _min_isr(configs) for name, configs in topics_configs(clients, names).items()}
+    min_isrs = {name: _min_isr(configs) for name, configs in topics_configs(clients, names, missing_ok=True).items()}
     rows: list[PartitionHealthRow] = []
     for name in names:
         for p in sorted(meta.topics[name].partitions.values(), key=lambda p: p.id):
@@ -163,9 +163,10 @@ def topic_configs(clients: KafkaClients, topic: str) -> dict[str, str]:
     return topics_configs(clients, [topic])[topic]
 
 
-def topics_configs(clients: KafkaClients, topics: list[str]) -> dict[str, dict[str, str]]:
+def topics_configs(clients: KafkaClients, topics: list[str], missing_ok: bool = False) -> dict[str, dict[str, str]]:
     """The configs the broker reports, per topic, in one request; some brokers report only
-    non-defaults, so callers must tolerate missing keys."""
+    non-defaults, so callers must tolerate missing keys. missing_ok: leave out a topic the
+    answering broker does not know (created or deleted a moment ago)."""
     if not topics:
         return {}
     resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
@@ -175,6 +176,9 @@ def topics_configs(clients: KafkaClients, topics: list[str]) -> dict[str, dict[s
         try:
             entries = futures[resource].result()
         except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if missing_ok and isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
             raise clients.translate(exc, topic=("DESCRIBE_CONFIGS", topic)) from None
         out[topic] = {name: entry.value for name, entry in sorted(entries.items())
                       if entry.value is not None and not entry.is_sensitive}
@@ -201,21 +205,37 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
 
 
 def _wait_until_served(clients: KafkaClients, name: str, partitions: int) -> int:
-    """Apache Kafka's brokers learn of a created topic a moment after CreateTopics answers: the
-    next command (`topics create T && kstool produce T`, a run's first write) would find no such
-    topic. Wait, up to the timeout, until the metadata names a leader for every partition.
-    Returns the topic's replication factor as the metadata shows it (the broker's default when
-    none was asked for)."""
+    """Apache Kafka's brokers learn of a created topic a moment after CreateTopics answers, each
+    at its own pace: the next command (`topics create T && kstool produce T`, a run's first write)
+    asks any of them and would find no such topic (seen on three nodes). Wait, up to the timeout,
+    until every broker's metadata names a leader for every partition. Returns the topic's
+    replication factor as the metadata shows it (the broker's default when none was asked for)."""
     deadline = time.monotonic() + clients.timeout
+    brokers = sorted(clients.metadata().brokers.values(), key=lambda b: b.id)
+    waiting = {b.id: clients.admin_at(f"{b.host}:{b.port}") for b in brokers} if len(brokers) > 1 else {-1: clients.admin()}
     replicas = 0
-    while time.monotonic() < deadline:
-        found = clients.metadata().topics.get(name)
-        if found is not None and found.error is None and found.partitions:
-            replicas = len(found.partitions[min(found.partitions)].replicas)
-            if len(found.partitions) == partitions and all(p.leader >= 0 for p in found.partitions.values()):
-                break
-        time.sleep(0.05)
+    while waiting and time.monotonic() < deadline:
+        for broker, admin in list(waiting.items()):
+            served = _replicas_served(admin, name, partitions)
+            if served:
+                replicas = served
+                del waiting[broker]
+        if waiting:
+            time.sleep(0.05)
     return replicas
+
+
+def _replicas_served(admin: Any, name: str, partitions: int) -> int:
+    """The topic's replication factor when the broker `admin` asks serves a leader for every one
+    of its partitions; 0 while it does not."""
+    try:
+        found = admin.list_topics(timeout=1).topics.get(name)
+    except KafkaException:
+        return 0
+    if (found is None or found.error is not None or len(found.partitions) != partitions
+            or any(p.leader < 0 for p in found.partitions.values())):
+        return 0
+    return len(found.partitions[min(found.partitions)].replicas)
 
 
 def ensure_topic(clients: KafkaClients, options: CreateTopicOptions) -> bool:

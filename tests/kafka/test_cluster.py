@@ -45,6 +45,20 @@ def test_topics_get_the_brokers_replication_factor_as_kafka_topics_gives_them(cl
     assert (listed[topic_name]["replication_factor"], listed[topic_name + "-two"]["replication_factor"]) == (3, 2)
 
 
+def test_a_created_topic_is_served_by_every_node_when_topics_create_returns(cluster, topic_name):
+    """`kstool topics create T && kstool produce T`: the produce asks any node, and a node that
+    had not yet learned of T answered "does not exist" (seen in a full run). Each node's own
+    metadata, asked by a client that talks to that node only, names a leader per partition."""
+    for n in range(4):
+        topic = f"{topic_name}-{n}"
+        assert cli("topics", "create", topic, "-p", "6").exit_code == 0
+        for node in cluster.NODES:
+            only_there = AdminClient({"bootstrap.servers": cluster.address(node)})
+            found = only_there.list_topics(timeout=10).topics.get(topic)
+            assert found is not None and found.error is None, (topic, node, found and found.error)
+            assert sorted(p.id for p in found.partitions.values() if p.leader >= 0) == list(range(6)), (topic, node)
+
+
 def _kafka_topics_partitions(cluster, flag: str) -> set[tuple[str, int]]:
     ran = kafka_tool(TOPICS, "--bootstrap-server", cluster.bootstrap, "--describe", flag)
     assert ran.returncode == 0, ran.stderr[-500:]
