@@ -176,12 +176,14 @@ T0 = 1_767_225_600_000
 
 
 def produce_keyed(kafka, topic: str, records, partition: int = 0) -> None:
-    """records: (key, value, seconds after T0), produced in this order (value None = tombstone)."""
+    """records: (key, value, seconds after T0[, headers]), produced in this order (value None =
+    tombstone)."""
     producer, delivered = Producer(kafka.producer_conf()), Deliveries()
-    for key, value, seconds in records:
+    for key, value, seconds, *headers in records:
         producer.produce(topic, key=key.encode() if isinstance(key, str) else key,
                          value=value.encode() if isinstance(value, str) else value,
-                         partition=partition, timestamp=T0 + round(seconds * 1000), on_delivery=delivered)
+                         partition=partition, timestamp=T0 + round(seconds * 1000), on_delivery=delivered,
+                         headers=headers[0] if headers else None)
     delivered.check(producer)
 
 

@@ -109,9 +109,11 @@ class BulkWriter:
             self._produce(*previous)
 
     def send_rows(self, topic: str, keys: list[bytes | None], values: list[bytes | None],
-                  timestamps: list[int | None], partitions: list[int] | None = None) -> None:
+                  timestamps: list[int | None], partitions: list[int] | None = None,
+                  headers: list[Headers | None] | None = None) -> None:
         """Many records to one topic, as send() one by one would write them (partitions None:
-        Kafka's partitioner), with no Python call per record but the producer's."""
+        Kafka's partitioner; headers None: none has any), with no Python call per record but the
+        producer's."""
         if not keys:
             return
         last: dict[int, int] = {}  # partition -> its last record here, held back for the tail
@@ -129,8 +131,9 @@ class BulkWriter:
             if i in held:
                 continue
             partition = -1 if partitions is None else partitions[i]  # -1: librdkafka's partitioner
-            if timestamp == 0:  # see _produce
-                self._produce(topic, key, value, 0, None, None if partition < 0 else partition, None)
+            if timestamp == 0 or (headers is not None and headers[i]):  # see _produce
+                self._produce(topic, key, value, timestamp, headers[i] if headers is not None else None,
+                              None if partition < 0 else partition, None)
                 continue
             while True:
                 try:
@@ -145,7 +148,8 @@ class BulkWriter:
                     break
         self._taken(taken)
         for partition, i in last.items():
-            self._held[(topic, partition)] = (topic, keys[i], values[i], timestamps[i], None, partition, None)
+            self._held[(topic, partition)] = (topic, keys[i], values[i], timestamps[i],
+                                              headers[i] if headers is not None else None, partition, None)
 
     @functools.cached_property
     def _report_rows(self) -> Any:
@@ -238,9 +242,10 @@ class BulkWriter:
                                       f"(first: {where}{reason})")
         return delivered
 
-    def take_held(self) -> list[tuple[str, bytes | None, bytes | None, int | None, int]]:
-        """(topic, key, value, timestamp, partition) of the records held back for the tail."""
-        held = [(topic, key, value, ts, partition) for topic, key, value, ts, _, partition, _ in self._held.values()]
+    def take_held(self) -> list[tuple[str, bytes | None, bytes | None, int | None, int, Headers | None]]:
+        """(topic, key, value, timestamp, partition, headers) of the records held back for the tail."""
+        held = [(topic, key, value, ts, partition, headers)
+                for topic, key, value, ts, headers, partition, _ in self._held.values()]
         self._held.clear()
         return held
 

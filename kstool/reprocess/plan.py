@@ -134,9 +134,8 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
     tps, ends, batches = _inputs(clients, manifest, checkpoint)
     stops = offsets_for_time(clients, tps, to_time + 1) if to_time is not None else {tp: ends[tp][1] for tp in tps}
-    last = batches[-1] if batches else None
-    processed = batch_end_offsets(checkpoint, last) if last is not None else {}
     plan = _new_plan(paths, manifest, mode, from_time, to_time, batches, plan_only)
+    processed = batch_end_offsets(checkpoint, plan.last_batch) if plan.last_batch is not None else {}
     from_offsets = offsets_for_time(clients, tps, from_time) if from_time is not None else {}
     if from_time is not None and all(from_offsets[tp] >= ends[tp][1] for tp in tps):
         plan.nothing_to_do = True
@@ -186,11 +185,11 @@ def _plan_resume(clients: KafkaClients, paths: AppPaths, plan_only: bool) -> Rep
     checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
     tps, ends, batches = _inputs(clients, manifest, checkpoint)
     stops = {tp: unfinished.stop_offsets.get(tp, ends[tp][1]) for tp in tps}
-    last = batches[-1] if batches else None
+    plan = _new_plan(paths, manifest, "resume", unfinished.from_time, unfinished.to_time, batches, plan_only)
+    last = plan.last_batch
     # no batch yet: the run starts where the rollback or reset moved the group
     processed = (batch_end_offsets(checkpoint, last) if last is not None
                  else committed_offsets(clients, paths.app_id, manifest.input_topics))
-    plan = _new_plan(paths, manifest, "resume", unfinished.from_time, unfinished.to_time, batches, plan_only)
     plan.partitions = [PartitionPlan(t, p, None, processed.get((t, p)), processed.get((t, p), 0), stops[(t, p)],
                                      max(stops[(t, p)] - processed.get((t, p), 0), 0), None) for t, p in tps]
     plan.records = sum(p.records for p in plan.partitions)

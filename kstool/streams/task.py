@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol, cast
 
 from kstool.contract import OUTPUT, changelog_role
+from kstool.streams.headers import Headers
 
 LEFT, RIGHT = 0, 1
 NO_TIME = -1  # stream time before the task's first record
@@ -27,6 +28,7 @@ class Record:
     # a row the source combined (kstool.tasks.combiners.window_counts.WindowCombiner): (window
     # start, or None for the range's newest time; count; latest; range start); None for a record
     partial: tuple[int | None, int, int, int] | None = None
+    headers: Headers = None
 
 
 @dataclass(slots=True)
@@ -37,6 +39,7 @@ class Emitted:
     timestamp: int
     store: str | None = None  # the store entry it reflects (for the record cache)
     store_key: bytes | None = None
+    headers: Headers = None  # those of the record it came from (output records only)
 
 
 @dataclass
@@ -142,8 +145,8 @@ class TaskState:
             self._record(Emitted(changelog_role(store), key, None, timestamp, store, key))
 
     def emit(self, key: bytes | None, value: bytes | None, timestamp: int, role: str = OUTPUT,
-             store: str | None = None, store_key: bytes | None = None) -> None:
-        self._record(Emitted(role, key, value, timestamp, store, store_key))
+             store: str | None = None, store_key: bytes | None = None, headers: Headers = None) -> None:
+        self._record(Emitted(role, key, value, timestamp, store, store_key, headers))
 
     def _record(self, emitted: Emitted) -> None:
         if emitted.role in self.cached_roles:

@@ -12,6 +12,7 @@ stream time, windows and join buffers survive restarts.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import MutableMapping, Sequence
@@ -23,6 +24,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from kstool.contract import PACK, PACKED, owner_suffixes
 from kstool.engine.io.packs import pack_records
+from kstool.streams.headers import Headers
 from kstool.streams.task import (
     NO_TIME,
     Emitted,
@@ -44,8 +46,9 @@ from kstool.tasks.shards import Directory, ShardedStore
 if TYPE_CHECKING:  # pandas is imported where a frame is made: Spark's driver-side runner that
     import pandas as pd  # reads the processor's state schemas never makes one (~0.3 CPU-s a query start)
 
-# pack: a row that stands for the records packed in it (kstool.tasks.combiners.packs), else null
-INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset", "pack")
+# pack: a row that stands for the records packed in it (kstool.tasks.combiners.packs), else null;
+# headers: a record's as JSON text (kstool.topologies.events.headers_text), null for none
+INPUT_COLUMNS = ("task", "side", "key", "value", "number", "event_time", "partition", "offset", "pack", "headers")
 # a topology whose source combines (kstool.streams.task.Record.partial) adds these
 PARTIAL_COLUMNS = ("window", "count", "latest", "range")
 OUTPUT_SCHEMA = StructType([
@@ -90,9 +93,10 @@ class TaskProcessor(StatefulProcessor):
                 passed += frame["pack"][through].tolist()
                 frame = frame[~through]
             columns = [frame[c].tolist() for c in ("key", "value", "event_time", "side", "number",
-                                                    "partition", "offset")]
-            batch = [Record(k, v, t, s, None if n != n else n, p, o)  # n != n: NaN, no number
-                     for k, v, t, s, n, p, o in zip(*columns)]
+                                                    "partition", "offset", "headers")]
+            batch = [Record(k, v, t, s, None if n != n else n, p, o, None,  # n != n: NaN, no number
+                            _headers(h) if isinstance(h, str) else None)
+                     for k, v, t, s, n, p, o, h in zip(*columns)]
             if "count" in frame.columns:
                 _add_partials(batch, frame)
             packs = frame["pack"].tolist()
@@ -170,11 +174,18 @@ def _frame(emitted: list[Emitted], task: int, passed: Sequence[bytes] = ()) -> p
         return column
 
     packs = pack_records([e.role for e in emitted], [e.key for e in emitted], [e.value for e in emitted],
-                         np.fromiter((e.timestamp for e in emitted), np.int64, len(emitted))) + list(passed)
+                         np.fromiter((e.timestamp for e in emitted), np.int64, len(emitted)),
+                         [e.headers for e in emitted]) + list(passed)
     n = len(packs)
     return pd.DataFrame({"role": objects([PACKED] * n), "key": objects([None] * n), "value": objects([None] * n),
                          "event_time": np.zeros(n, np.int64), "task": np.full(n, task, np.int64), PACK: objects(packs)},
                         columns=OUTPUT_SCHEMA.fieldNames())
+
+
+def _headers(text: str) -> Headers:
+    """A row's headers from their JSON text (kstool.topologies.events.headers_text)."""
+    return [{"key": h["key"], "value": None if h.get("value") is None else base64.b64decode(h["value"])}
+            for h in json.loads(text)]
 
 
 def _add_partials(records: list[Record], frame: pd.DataFrame) -> None:
@@ -196,7 +207,7 @@ def _unpacked(batch: list[Record], packs: list[bytes | None]) -> list[Record]:
             records.append(row)
             continue
         side, partition = row.side, row.partition
-        records += [Record(k, v, t, side, None, partition, o) for k, v, t, o in zip(*unpack(pack))]
+        records += [Record(k, v, t, side, None, partition, o, None, h) for k, v, t, o, h in zip(*unpack(pack))]
     return records
 
 

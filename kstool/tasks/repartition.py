@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import BinaryType, DoubleType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.contract import REPARTITION
 from kstool.engine.io.packs import PACK_BYTES, ipc, pack_records, pieces
@@ -31,7 +31,7 @@ STAGE_INPUT_SCHEMA = StructType([
     StructField("task", IntegerType(), False), StructField("side", IntegerType(), False),
     StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("number", DoubleType()),
     StructField("event_time", LongType(), False), StructField("partition", IntegerType(), False),
-    StructField("offset", LongType(), False), StructField("pack", BinaryType()),
+    StructField("offset", LongType(), False), StructField("pack", BinaryType()), StructField("headers", StringType()),
 ])
 
 
@@ -47,7 +47,9 @@ def next_stage_rows(emitted: list[Emitted], task: int, tasks: int, passed: Seque
         targets = partitions_for(keys, tasks)
         records = pa.record_batch([pa.array(keys, pa.binary()), pa.array([e.value for e in sent], pa.binary()),
                                    pa.array([e.timestamp for e in sent], pa.int64()),
-                                   pa.array(np.arange(len(sent), dtype=np.int64))], schema=PACK_SCHEMA)
+                                   pa.array(np.arange(len(sent), dtype=np.int64)),
+                                   pa.array([e.headers for e in sent], PACK_SCHEMA.field("headers").type)],
+                                  schema=PACK_SCHEMA)
         for target in np.unique(targets).tolist():
             for piece in pieces(records.filter(pa.array(targets == target)), PACK_BYTES):
                 times, offsets = piece.column("timestamp"), piece.column("offset")
@@ -57,9 +59,9 @@ def next_stage_rows(emitted: list[Emitted], task: int, tasks: int, passed: Seque
     if kept:
         times = np.fromiter((e.timestamp for e in kept), np.int64, len(kept))
         rows += [(task, PASS_THROUGH, 0, task, 0, pack) for pack in pack_records(
-            [e.role for e in kept], [e.key for e in kept], [e.value for e in kept], times)]
+            [e.role for e in kept], [e.key for e in kept], [e.value for e in kept], times, [e.headers for e in kept])]
     frame = pd.DataFrame(rows, columns=["task", "side", "event_time", "partition", "offset", "pack"])
-    for column in ("key", "value"):
+    for column in ("key", "value", "headers"):  # the records are in the packs
         frame[column] = None
     frame["number"] = np.nan
     return frame[STAGE_INPUT_SCHEMA.fieldNames()].astype({"task": "int32", "side": "int32", "event_time": "int64",

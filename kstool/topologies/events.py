@@ -42,6 +42,14 @@ def task(key, repartition: bool, tasks: int):
     return F.pmod(F.hash(key), F.lit(tasks)) if repartition else F.col("partition")
 
 
+def headers_text():
+    """A record's headers as JSON text for a task's row, values in base64 (null: none): what
+    crosses into the Python tasks as a plain string (a packed record keeps its headers in the pack)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.size(F.col("headers")) > 0, F.to_json(F.col("headers"))).alias("headers")
+
+
 def keyed_rows(source, task, side, value):
     """A per-task processor's rows (kstool.tasks.processor.INPUT_COLUMNS) of keyed records
     without a number, in record time."""
@@ -49,7 +57,7 @@ def keyed_rows(source, task, side, value):
 
     return source.select(task.alias("task"), side.alias("side"), "key", value.alias("value"),
                          F.lit(None).cast("double").alias("number"), event_time("record").alias("event_time"),
-                         "partition", "offset", F.col(PARTIAL)["pack"].alias("pack"))
+                         "partition", "offset", F.col(PARTIAL)["pack"].alias("pack"), headers_text())
 
 
 def sink_targets(output_topic: str, app_id: str, stores, window_bytes: int = 0) -> list[SinkTarget]:

@@ -119,7 +119,8 @@ class WindowedAggregation(OneInputPerTask):
             events.task(group_key, self.group_by != "key", tasks).alias("task"),
             F.lit(0).alias("side"), group_key.alias("key"), value.alias("value"),
             self.numbers.number().alias("number"), events.event_time(self.time, self.numbers.json_text()).alias("event_time"),
-            "partition", "offset", partial["pack"].alias("pack"), *(partial[c].alias(c) for c in PARTIAL_COLUMNS))
+            "partition", "offset", partial["pack"].alias("pack"), events.headers_text(),
+            *(partial[c].alias(c) for c in PARTIAL_COLUMNS))
         return run_tasks(rows.filter(F.col("key").isNotNull() | F.col("count").isNotNull() | F.col("pack").isNotNull()),
                          self.processor, seed)
 

@@ -51,22 +51,24 @@ def test_bulk_writer_end_offsets_cover_every_record(kafka, topic_name):
 
 def test_writers_that_hand_their_tail_to_a_last_one_still_end_every_partition_right(kafka, topic_name):
     """The executor sink's shape: several writers share partitions, each keeps back its tail,
-    and one writer sends all tails last."""
+    and one writer sends all tails last, headers and all."""
     create_topic(kafka, topic_name, 2)
     clients = KafkaClients(build_client_config())
     held = []
     for task in range(3):
         writer = BulkWriter(clients, {topic_name: 2})
         for i in range(1000):
-            writer.send(topic_name, f"t{task}-k{i % 31}".encode(), str(i).encode(), 1_000 + i)
+            writer.send(topic_name, f"t{task}-k{i % 31}".encode(), str(i).encode(), 1_000 + i,
+                        [("n", f"{task}-{i}".encode())])
         writer.flush(send_held=False)
         held += writer.take_held()
     assert len(held) == (6 if clients.config.single_record_tail else 0)  # one per task and partition
     last = BulkWriter(clients, {topic_name: 2})
-    for topic, key, value, ts, partition in held:
-        last.send(topic, key, value, ts, partition=partition)
+    for topic, key, value, ts, partition, headers in held:
+        last.send(topic, key, value, ts, headers, partition=partition)
     last.flush()
-    assert len(read_all(kafka, topic_name)) == 3000
+    written = read_all(kafka, topic_name)
+    assert sorted(m.headers()[0][1] for m in written) == sorted(f"{t}-{i}".encode() for t in range(3) for i in range(1000))
     assert sum(end_offsets(kafka, topic_name).values()) == 3000
 
 

@@ -37,13 +37,21 @@ def value_of(value: tuple[int, str] | None) -> str | None:
     return None if value is None else f"{value[0]},{value[1]}"
 
 
+def header_of(side: str, key: str | None, value: tuple[int, str] | None, ts: int) -> str:
+    """The header each input record carries (`n`): what it is, so that an output record's
+    header names the input record Kafka Streams forwarded it from (records alike: alike)."""
+    return f"{side}|{key}|{value_of(value)}|{ts}"
+
+
 def kafka_streams(twin, kind, how, before, after, grace, inputs) -> list[tuple]:
+    """Kafka Streams' output records: (key, value, timestamp, the `n` headers they carry)."""
     versioned = {"kind": kind.removeprefix("versioned-"), "history": table_history(before, grace)} \
         if kind.startswith("versioned") else {}
     answer = twin.ask({"kind": kind, "how": how, "before": before, "after": after, "grace": grace,
                        "separator": ",", "index": 1, "cache": True, **versioned,
-                       "records": [[side, key, value_of(value), ts] for side, key, value, ts in inputs]})
-    return [(r["key"], r["value"], r["timestamp"]) for r in answer]
+                       "records": [[side, key, value_of(value), ts, [["n", header_of(side, key, value, ts)]]]
+                                   for side, key, value, ts in inputs]})
+    return [(r["key"], r["value"], r["timestamp"], tuple(value for _, value in r["headers"])) for r in answer]
 
 
 def in_processing_order(inputs: list[tuple], batch: int) -> list[tuple]:
@@ -59,7 +67,7 @@ def in_processing_order(inputs: list[tuple], batch: int) -> list[tuple]:
 
 def latest(rows: list[tuple]) -> dict[str, str]:
     """A table join's result per key after the last update (a tombstone: none)."""
-    latest = {key: value for key, value, _ in rows}
+    latest = {key: value for key, value, *_ in rows}
     return {key: value for key, value in latest.items() if value is not None}
 
 

@@ -2,8 +2,9 @@
 join in TopologyTestDriver), on random inputs of both sides: out-of-order timestamps, table
 tombstones, records without a key, keys a record maps to another table's key (`split:,:1`), a
 versioned table with a grace (without stream records lacking a key: Kafka Streams 4.4 fails on
-them then), a foreign-key join of versioned tables. The comparison contract
-(README "Differences from Kafka Streams"):
+them then), a foreign-key join of versioned tables. Each input record carries
+a header naming it, so an output record's headers say which record it was forwarded from. The
+comparison contract (README "Differences from Kafka Streams"; records with their headers):
 - a micro-batch per record: the same output records in the same order as Kafka Streams with its
   record cache, which the driver commits after each record (kstool emulates the cache: a
   source table's tombstone for a key it does not hold changes nothing, where with caches off
@@ -43,6 +44,7 @@ from tests.streams.differential_joins import (
     SIDES,
     TABLE_OUTPUTS,
     has_null_side,
+    header_of,
     in_processing_order,
     joins,
     kafka_streams,
@@ -73,12 +75,12 @@ def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
     processor = _processor(kind, how, before, after, grace)
     state, out = TaskState.empty(task_stores(processor)), []
     recs = [Record(None if key is None else key.encode(), None if (v := value_of(value)) is None else v.encode(), ts,
-                   SIDES[side], offset=i)
+                   SIDES[side], offset=i, headers=[{"key": "n", "value": header_of(side, key, value, ts).encode()}])
             for i, (side, key, value, ts) in enumerate(inputs)]
     for i in range(0, len(recs), batch):
         out += run_task(processor, state, recs[i:i + batch])
-    return [(e.key.decode() if e.key is not None else None, None if e.value is None else e.value.decode(), e.timestamp)
-            for e in out if e.role == OUTPUT]
+    return [(e.key.decode() if e.key is not None else None, None if e.value is None else e.value.decode(), e.timestamp,
+             tuple(h["value"].decode() for h in e.headers or ())) for e in out if e.role == OUTPUT]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

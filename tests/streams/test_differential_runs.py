@@ -40,11 +40,11 @@ def _run(kafka, *args: str, batch: int) -> str:
 
 
 def _topic(kafka, partitions: list[list[tuple]]) -> str:
-    """A new topic with these records, (key, value, ms after T0) per partition in order."""
+    """A new topic with these records, (key, value, ms after T0[, headers]) per partition in order."""
     topic = f"diff-in-{uuid.uuid4().hex[:8]}"
     create_topic(kafka, topic, len(partitions))
     for number, records in enumerate(partitions):
-        produce_keyed(kafka, topic, [(key, value, ms / 1000) for key, value, ms in records], number)
+        produce_keyed(kafka, topic, [(key, value, ms / 1000, *headers) for key, value, ms, *headers in records], number)
     return topic
 
 
@@ -108,7 +108,8 @@ def test_join_runs_are_kafka_streams_joins(kafka, spark, twin, inputs, join, bef
                   (side, key, value, ts) for side, key, value, ts in inputs]
     if kind == "versioned-stream-table" and grace:  # Kafka Streams 4.4 fails on a stream record without a key
         inputs = [record for record in inputs if record[1] is not None]
-    sides = {side: _topic(kafka, [[(key, joins.value_of(value), ts) for s, key, value, ts in inputs if s == side]])
+    sides = {side: _topic(kafka, [[(key, joins.value_of(value), ts, [("n", joins.header_of(s, key, value, ts))])
+                                   for s, key, value, ts in inputs if s == side]])
              for side in ("left", "right")}
     history = ("--table-history", f"{joins.table_history(before, grace)}ms")
     options = {"stream-stream": ("--before", f"{before}ms", "--after", f"{after}ms", "--grace", f"{grace}ms"),
@@ -120,8 +121,9 @@ def test_join_runs_are_kafka_streams_joins(kafka, spark, twin, inputs, join, bef
                    "versioned-stream-table": "stream-table"}.get(kind, kind)
     out = _run(kafka, "join", "--left", sides["left"], "--right", sides["right"], "--kind", kstool_kind, "--how", how,
                "--joiner", "concat", "--separator", ",", *options, batch=batch)
+    # each with the headers of the input record Kafka Streams forwards it from
     ours = [(None if m.key() is None else m.key().decode(), None if m.value() is None else m.value().decode(),
-             m.timestamp()[1] - T0) for m in read_all(kafka, out)]
+             m.timestamp()[1] - T0, tuple(v.decode() for _, v in m.headers() or ())) for m in read_all(kafka, out)]
     if table_output:  # the tables end alike whatever the batches: so do their joins
         assert joins.latest(ours) == joins.latest(joins.kafka_streams(twin, kind, how, before, after, grace, inputs))
         return

@@ -6,7 +6,7 @@ sink as the same records. No Kafka or Spark: the table-aggregate Spark tests run
 from __future__ import annotations
 
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import REPARTITION, changelog_role
@@ -18,10 +18,15 @@ from kstool.tasks.processor import _frame
 from kstool.tasks.repartition import PASS_THROUGH, next_stage_rows
 
 LOG = changelog_role("table")
+headers = st.one_of(st.none(), st.lists(st.fixed_dictionaries({"key": st.text(max_size=3),
+                                                                "value": st.one_of(st.none(), st.binary(max_size=4))}),
+                                         min_size=1, max_size=2))
 emitted = st.lists(st.builds(Emitted, st.sampled_from([REPARTITION, LOG]), st.binary(max_size=6),
-                             st.one_of(st.none(), st.binary(max_size=20)), st.integers(0, 2**41)), max_size=80)
+                             st.one_of(st.none(), st.binary(max_size=20)), st.integers(0, 2**41),
+                             headers=headers), max_size=80)
 
 
+@settings(deadline=None)  # the first example imports pandas
 @given(emitted, st.integers(0, 5), st.integers(1, 7), st.lists(emitted, max_size=2))
 def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through(records, task, tasks, earlier):
     # `earlier`: what an earlier stage's task of this number passed through this one
@@ -31,11 +36,12 @@ def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through
     received: dict[int, list[tuple]] = {}
     for row in rows[rows["side"] != PASS_THROUGH].itertuples():
         assert row.partition == task  # the sender, as the merge of a repartition partition sees it
-        keys, values, times, offsets = unpack(row.pack)
+        keys, values, times, offsets, carried = unpack(row.pack)
         assert row.event_time == max(times) and row.offset == offsets[-1]
-        received.setdefault(row.task, []).extend(zip(offsets, keys, values, times))
+        received.setdefault(row.task, []).extend(zip(offsets, keys, values, times, carried))
     assert received == {
-        target: [(i, e.key, e.value, e.timestamp) for i, e in enumerate(sent) if partition_for(e.key, tasks) == target]
+        target: [(i, e.key, e.value, e.timestamp, e.headers) for i, e in enumerate(sent)
+                 if partition_for(e.key, tasks) == target]
         for target in {partition_for(e.key, tasks) for e in sent}}
 
     through = rows[rows["side"] == PASS_THROUGH]
@@ -49,8 +55,9 @@ def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through
                                "pack": pa.array(frame["pack"].tolist(), pa.binary())}))
     kept = [e for e in [*(e for batch in earlier for e in batch), *records] if e.role != REPARTITION]
     millis = [micros // 1000 for micros in table.column("timestamp").cast(pa.int64()).to_pylist()]
-    assert [(r["role"], r["key"], r["value"], ms, r["task"]) for r, ms in zip(table.to_pylist(), millis)] == [
-        (LOG, e.key, e.value, e.timestamp, task) for e in kept]
+    assert [(r["role"], r["key"], r["value"], ms, r["task"], r["headers"])
+            for r, ms in zip(table.to_pylist(), millis)] == [(LOG, e.key, e.value, e.timestamp, task, e.headers)
+                                                             for e in kept]
 
 
 def _passed_through(rows) -> list[bytes]:

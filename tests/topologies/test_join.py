@@ -64,6 +64,30 @@ def test_stream_table(kafka, spark, topic_name, how):
     assert joined_output(kafka, topic_name + "-out") == STREAM_TABLE_OUTPUT[how]
 
 
+@pytest.mark.embedded_tier
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_join_results_carry_the_headers_of_the_record_they_come_from(kafka, spark, topic_name, guarantee):
+    """As Kafka Streams forwards a record's context: a stream-table join's result has the stream
+    record's headers (a header without a value too), a table-table join's those of the update
+    that changed it; a record without headers gives a result without them. Both sinks, both
+    brokers (the embedded one's last record per partition is sent by the driver)."""
+    stream = [("a", "S1", 10, [("trace", b"t1"), ("src", b"trial")]), ("b", "S2", 20, [("empty", None)]),
+              ("a", "S3", 30)]
+    table = [("a", "T1", 5, [("row", b"r1")]), ("b", "T2", 6, [("row", b"r2")])]
+    result = _run(kafka, topic_name, stream, table, "--kind", "stream-table", "--joiner", "concat",
+                  "--separator", "+", "--processing-guarantee", guarantee)
+    assert result.exit_code == 0, result.stderr
+    assert [(m.value().decode(), m.headers()) for m in read_all(kafka, topic_name + "-out")] == [
+        ("S1+T1", [("trace", b"t1"), ("src", b"trial")]), ("S2+T2", [("empty", None)]), ("S3+T1", None)]
+
+    tables = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--output",
+                 topic_name + "-tt", "--app-id", topic_name + "-tt-app", "--once", "--kind", "table-table",
+                 "--joiner", "concat", "--separator", "+", "--processing-guarantee", guarantee)
+    assert tables.exit_code == 0, tables.stderr
+    assert [(m.value().decode(), m.headers()) for m in read_all(kafka, topic_name + "-tt")] == [
+        ("S1+T1", [("trace", b"t1"), ("src", b"trial")]), ("S2+T2", [("empty", None)]), ("S3+T1", None)]
+
+
 # a versioned table: key a on partition 0, b and c on partition 1 (both topics, co-partitioned)
 # stream: S1 a@10, S3 a@30, S5 a@40 | S2 b@20, S4 c@35; then S6 a@60 | S7 c@70
 # table: T1 a@5, T2 a@25, delete a@32 | T3 b@22, then T4 b@18 out of order

@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 
 from kstool.contract import PARTIAL
-from kstool.engine.io.range_reader import ARROW_BATCH_ROWS, ARROW_SCHEMA, HEADERS_TYPE, PARTIAL_TYPE, OffsetRange
+from kstool.engine.io.packs import HEADERS_TYPE
+from kstool.engine.io.range_reader import ARROW_BATCH_ROWS, ARROW_SCHEMA, PARTIAL_TYPE, OffsetRange
 
 
 @functools.lru_cache(maxsize=8)

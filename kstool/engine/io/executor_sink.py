@@ -20,7 +20,7 @@ from kstool.config import ClientConfig
 from kstool.contract import SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.failures import SINK, marked
-from kstool.engine.io.packs import unpacked
+from kstool.engine.io.packs import HEADERS_TYPE, unpacked
 from kstool.engine.io.sink import BatchReport, KafkaSink, late_rows, tally, target_rows
 from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
@@ -30,7 +30,7 @@ from kstool.kafka.exceptions import KafkaOperationError
 # late ("late"), and the records it held back for the tail ("held")
 RESULT_SCHEMA = pa.schema([("kind", pa.string()), ("topic", pa.string()), ("count", pa.int64()),
                            ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
-                           ("partition", pa.int32())])
+                           ("partition", pa.int32()), ("headers", HEADERS_TYPE)])
 def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition_counts: dict[str, int],
                       batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs on an executor, once per task."""
@@ -41,7 +41,8 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
     for batch in batches:
         table = unpacked(pa.Table.from_batches([batch]))
         for target in target_rows(table, targets, partition_counts):
-            writer.send_rows(target.topic, target.keys, target.values, target.timestamps, target.partitions)
+            writer.send_rows(target.topic, target.keys, target.values, target.timestamps, target.partitions,
+                             target.headers)
             written[target.topic] += len(target.keys)
         late += late_rows(table)
     try:
@@ -51,8 +52,9 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
         raise marked(SINK, f"output not written: {exc}") from None
     rows = [{"kind": "written", "topic": topic, "count": n} for topic, n in written.items()]
     rows.append({"kind": "late", "count": late})
-    rows += [{"kind": "held", "topic": topic, "key": key, "value": value, "timestamp": ts,
-              "partition": partition} for topic, key, value, ts, partition in writer.take_held()]
+    rows += [{"kind": "held", "topic": topic, "key": key, "value": value, "timestamp": ts, "partition": partition,
+              "headers": [{"key": k, "value": v} for k, v in headers] if headers else None}
+             for topic, key, value, ts, partition, headers in writer.take_held()]
     yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
@@ -70,7 +72,7 @@ class ExecutorSink(KafkaSink):
             for row in result:
                 if row["kind"] == "held":
                     writer.send(row["topic"], row["key"], row["value"], row["timestamp"],
-                                partition=row["partition"])
+                                [(h["key"], h["value"]) for h in row["headers"] or []], partition=row["partition"])
             try:
                 writer.flush()
             except KafkaOperationError as exc:

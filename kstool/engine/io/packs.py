@@ -2,7 +2,7 @@
 moves a few large rows instead of a row per record (each row costs ~3 µs on each side of the
 JVM whatever it holds). The source packs input records for the tasks that need every record
 (kstool.tasks.combiners.packs); every per-task topology's task packs what it emits (role,
-key, value, event time), and the sinks unpack it where they write."""
+key, value, event time, headers), and the sinks unpack it where they write."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from kstool.contract import PACK
 # total passes a multiple of it, so it holds less than this plus its first record
 PACK_BYTES = 4 << 20
 COMPRESSED = pa.ipc.IpcWriteOptions(compression="zstd")
+# a record's headers, as Spark's Kafka sources give them (null: none)
+HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 EMITTED_SCHEMA = pa.schema([pa.field("role", pa.string(), nullable=False), ("key", pa.binary()), ("value", pa.binary()),
-                         pa.field("event_time", pa.int64(), nullable=False)])
+                            pa.field("event_time", pa.int64(), nullable=False), ("headers", HEADERS_TYPE)])
 
 
 def pieces(records: pa.RecordBatch, pack_bytes: int) -> list[pa.RecordBatch]:
@@ -42,20 +44,25 @@ def ipc(records: pa.RecordBatch) -> bytes:
 
 
 def pack_records(roles: list[str], keys: list[bytes | None], values: list[bytes | None],
-                 event_times: np.ndarray) -> list[bytes]:
-    """A task's emitted records, in their order, as packs of about PACK_BYTES each."""
+                 event_times: np.ndarray, headers: list | None = None) -> list[bytes]:
+    """A task's emitted records, in their order, as packs of about PACK_BYTES each (headers:
+    each record's, None for none of them)."""
     records = pa.record_batch([pa.array(roles, pa.string()), pa.array(keys, pa.binary()),
-                               pa.array(values, pa.binary()), pa.array(event_times, pa.int64())], schema=EMITTED_SCHEMA)
+                               pa.array(values, pa.binary()), pa.array(event_times, pa.int64()),
+                               pa.array(headers, HEADERS_TYPE) if headers is not None else pa.nulls(len(roles), HEADERS_TYPE)],
+                              schema=EMITTED_SCHEMA)
     return [ipc(piece) for piece in pieces(records, PACK_BYTES)]
 
 
 def unpacked(table: pa.Table) -> pa.Table:
     """The sink's table (role, key, value, timestamp, task, pack) with each packed row's records
-    in its place, in order; a table without packs as it is (without the pack column)."""
+    in its place, in order, and their headers (a column added: a row not packed has none); a
+    table without packs as it is (without the pack column)."""
     if PACK not in table.column_names:
         return table
     packs = table.column(PACK)
     rows = table.drop_columns([PACK])
+    rows = rows.append_column("headers", pa.nulls(rows.num_rows, HEADERS_TYPE))
     if packs.null_count == len(packs):
         return rows
     parts = []
@@ -67,6 +74,7 @@ def unpacked(table: pa.Table) -> pa.Table:
         times = pc.multiply(records.column("event_time"), 1000).cast(pa.timestamp("us", tz="UTC"))
         parts.append(pa.table({"role": records.column("role"), "key": records.column("key"),
                                "value": records.column("value"), "timestamp": times,
-                               "task": pa.repeat(rows.column("task")[row], records.num_rows)})
+                               "task": pa.repeat(rows.column("task")[row], records.num_rows),
+                               "headers": records.column("headers")})
                      .select(rows.column_names).cast(rows.schema))
     return pa.concat_tables(parts)

@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 
 from kstool.config import ClientConfig
 from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
+from kstool.engine.io.packs import HEADERS_TYPE
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, every_bootstrap_refuses
 from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.read_errors import ends_the_read
@@ -61,7 +62,6 @@ SCHEMA = StructType([
                                      StructField("records", LongType()), StructField("pack", BinaryType())])),
 ])
 # read() must return exactly the Arrow form Spark derives from SCHEMA
-HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 # a combiner's partial (kstool.contract.PARTIAL), and `records`: the input records the range's
 # partial rows stand for, all on its first row (a line's words are in several rows); `pack`: records
 # packed whole (kstool.tasks.combiners.packs)

@@ -18,7 +18,7 @@ from kstool.checkpoint.logs import batch_end_offsets
 from kstool.contract import LATE, SinkTarget
 from kstool.engine.exceptions import QueryFailedError
 from kstool.engine.io.packs import unpacked
-from kstool.kafka.bulk import BulkWriter, drop_shared_writer, shared_writer
+from kstool.kafka.bulk import BulkWriter, Headers, drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partitions_for
@@ -42,6 +42,7 @@ class TargetRows(NamedTuple):
     values: list[bytes | None]
     timestamps: list[int | None]  # ms; None: stamped when sent
     partitions: list[int] | None  # None: Kafka's partitioner
+    headers: list[Headers | None] | None  # each record's (None: none); None: no record has any
 
 
 def target_rows(table: pa.Table, targets: list[SinkTarget], partition_counts: dict[str, int]) -> Iterator[TargetRows]:
@@ -60,7 +61,16 @@ def target_rows(table: pa.Table, targets: list[SinkTarget], partition_counts: di
         if target.window_bytes and keys:
             inner = [key[:-target.window_bytes] for key in keys]
             partitions = partitions_for(inner, partition_counts[target.topic]).tolist()
-        yield TargetRows(target.topic, keys, rows.column(target.value_column).to_pylist(), stamps, partitions)
+        yield TargetRows(target.topic, keys, rows.column(target.value_column).to_pylist(), stamps, partitions,
+                         _headers(rows))
+
+
+def _headers(rows: pa.Table) -> list[Headers | None] | None:
+    """The rows' headers as the producer takes them, the input record's that Kafka Streams
+    forwards (a per-task topology's output records carry them; changelogs none)."""
+    if "headers" not in rows.column_names or rows.column("headers").null_count == rows.num_rows:
+        return None
+    return [None if hs is None else [(h["key"], h["value"]) for h in hs] for hs in rows.column("headers").to_pylist()]
 
 
 def late_rows(table: pa.Table) -> int:
@@ -143,7 +153,8 @@ def commit_once(transactions: TransactionalWriter, table: pa.Table, targets: lis
     if transactions.holds(offsets):
         return {}
     rows = list(target_rows(table, targets, transactions.partition_counts))
-    records = [OutRecord(r.topic, key, value, ts, [], None if r.partitions is None else r.partitions[i])
+    records = [OutRecord(r.topic, key, value, ts, r.headers[i] or [] if r.headers else [],
+                         None if r.partitions is None else r.partitions[i])
                for r in rows for i, (key, value, ts) in enumerate(zip(r.keys, r.values, r.timestamps))]
     transactions.commit(records, offsets)
     return {r.topic: len(r.keys) for r in rows}

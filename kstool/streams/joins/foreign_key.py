@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable, cast
 
 from kstool.contract import OUTPUT, REPARTITION, changelog_role
+from kstool.streams.headers import Headers
 from kstool.streams.indexes import KeyIndex
 from kstool.streams.joins.joiners import Joiner
 from kstool.streams.task import LEFT, Record, StoreValue, TableStores, TaskState
@@ -81,6 +82,7 @@ class Message:
     instruction: int
     value: bytes | None
     timestamp: int
+    headers: Headers  # its record's, which Kafka Streams forwards through every step
 
     def route(self) -> bytes:
         return self.key if self.key is not None else self.left_key
@@ -97,7 +99,7 @@ class Message:
         kind, instruction, has_key, has_value, size = MESSAGE.unpack_from(data, ORDER.size)
         start = ORDER.size + MESSAGE.size
         return cls(ORDER.unpack_from(data), kind, record.key if has_key else None, data[start:start + size],
-                   instruction, data[start + size:] if has_value else None, record.timestamp)
+                   instruction, data[start + size:] if has_value else None, record.timestamp, record.headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,7 @@ class Result:
     key: bytes
     value: bytes | None
     timestamp: int
+    headers: Headers  # its message's
 
     def encode(self) -> bytes:
         return ORDER.pack(*self.order) + RESULT.pack(self.value is not None) + (self.value or b"")
@@ -117,7 +120,7 @@ class Result:
         data = cast(bytes, record.value)
         has_value = RESULT.unpack_from(data, ORDER.size)[0]
         value = data[ORDER.size + RESULT.size:] if has_value else None
-        return cls(ORDER.unpack_from(data), cast(bytes, record.key), value, record.timestamp)
+        return cls(ORDER.unpack_from(data), cast(bytes, record.key), value, record.timestamp, record.headers)
 
 
 def _versioned(table: str, history: int | None) -> dict[str, VersionedTable]:
@@ -181,7 +184,7 @@ class ForeignKeyRows(_Tables, TableStores):
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         for message in self.messages(records, state):
-            state.emit(message.route(), message.encode(), message.timestamp, REPARTITION)
+            state.emit(message.route(), message.encode(), message.timestamp, REPARTITION, headers=message.headers)
 
     def messages(self, records: list[Record], state: TaskState) -> list[Message]:
         """The batch's messages, each with its record's place (records in processing order)."""
@@ -194,12 +197,13 @@ class ForeignKeyRows(_Tables, TableStores):
                 continue  # KTableSource drops it
             order = (newest[queue], -record.side, record.partition, record.offset)
             if record.side != LEFT:
-                messages.append(Message((*order, 0), RIGHT_ROW, record.key, b"", 0, record.value, record.timestamp))
+                messages.append(Message((*order, 0), RIGHT_ROW, record.key, b"", 0, record.value, record.timestamp,
+                                        record.headers))
                 continue
             changes, old = self._update(state, LEFT_TABLE, record.key, record.value, record.timestamp)
             if changes:
                 messages += [Message((*order, i), SUBSCRIBE, foreign_key, record.key, instruction, record.value,
-                                     record.timestamp)
+                                     record.timestamp, record.headers)
                              for i, (foreign_key, instruction) in enumerate(
                                  self._instructions(old.value if old else None, record.value))]
         return messages
@@ -246,7 +250,7 @@ class ForeignKeySubscriptions(_Tables, TableStores):
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         for result in self.results([Message.decode(record) for record in records], state):
-            state.emit(result.key, result.encode(), result.timestamp, REPARTITION)
+            state.emit(result.key, result.encode(), result.timestamp, REPARTITION, headers=result.headers)
 
     def results(self, messages: list[Message], state: TaskState) -> list[Result]:
         results: list[Result] = []
@@ -273,7 +277,7 @@ class ForeignKeySubscriptions(_Tables, TableStores):
         if instruction == DELETE_NO_PROPAGATE or (instruction == PROPAGATE_IF_FOUND and right is None):
             return
         answer = right.value if right is not None and instruction != DELETE_AND_PROPAGATE else None
-        results.append(self._result(message.order, key, message.value, answer,
+        results.append(self._result(message, key, message.value, answer,
                                     max(ts, right.timestamp) if right is not None else ts))
 
     def _right(self, state: TaskState, message: Message, results: list[Result]) -> None:
@@ -287,14 +291,14 @@ class ForeignKeySubscriptions(_Tables, TableStores):
             state.prefetch(SUBSCRIPTIONS, subscriptions)
         for subscription in subscriptions:
             left = cast(StoreValue, state.get(SUBSCRIPTIONS, subscription)).value
-            results.append(self._result(message.order, split_subscription_key(subscription)[1], left, value,
+            results.append(self._result(message, split_subscription_key(subscription)[1], left, value,
                                         message.timestamp))
 
-    def _result(self, order: Order, key: bytes, left: bytes | None, foreign: bytes | None, ts: int) -> Result:
+    def _result(self, message: Message, key: bytes, left: bytes | None, foreign: bytes | None, ts: int) -> Result:
         """ResponseJoinProcessorSupplier: the join of the left row as it is now (`left`)."""
         if foreign is None and (self.how != "left" or left is None):
-            return Result(order, key, None, ts)
-        return Result(order, key, self.joiner(left, foreign), ts)
+            return Result(message.order, key, None, ts, message.headers)
+        return Result(message.order, key, self.joiner(left, foreign), ts, message.headers)
 
     def _index(self, state: TaskState) -> KeyIndex:
         found = state.index.get("fk")
@@ -329,7 +333,7 @@ class LatestResults:
             if result.key not in latest or result.order > latest[result.key].order:
                 latest[result.key] = result
         for result in sorted(latest.values(), key=lambda r: r.order):
-            state.emit(result.key, result.value, result.timestamp)
+            state.emit(result.key, result.value, result.timestamp, headers=result.headers)
 
 
 @dataclass

@@ -59,4 +59,4 @@ class GlobalTableJoin(TableStores):
         right = state.get(GLOBAL, mapped) if mapped is not None else None
         if right is not None or self.how == "left":
             state.emit(record.key, self.joiner(cast(bytes, record.value), right.value if right else None),
-                       record.timestamp)
+                       record.timestamp, headers=record.headers)

@@ -11,6 +11,7 @@ from typing import cast
 
 from kstool.base.store_keys import WINDOW_SUFFIX, split_window_store_key, window_store_key
 from kstool.contract import LATE
+from kstool.streams.headers import Headers
 from kstool.streams.indexes import MIN_BUCKET_MS, OwnedKeys, TimeIndex
 from kstool.streams.joins.joiners import Joiner, joined
 from kstool.streams.joins.stream_stream_batches import join_batch
@@ -87,7 +88,7 @@ class StreamStreamJoin(RecordByRecord):
         indexes = self.join_indexes(state)
         by_key, unmatched = indexes.by_key, indexes.unmatched
         if ts == stream_time:
-            self.emit_unmatched(state, unmatched, stream_time)
+            self.emit_unmatched(state, unmatched, stream_time, record.headers)
         this_key = self._store(record, state, by_key, indexes.expiries)
         matched = False
         earlier, later = self.probe(side)
@@ -105,7 +106,8 @@ class StreamStreamJoin(RecordByRecord):
         """A record with a value but no key to join on: on a left/outer side, its null result."""
         if record.key is not None or record.value is None or not self.outer_side(record.side):
             return False
-        state.emit(None, joined(self.joiner, record.side, record.value, None), record.timestamp)
+        state.emit(None, joined(self.joiner, record.side, record.value, None), record.timestamp,
+                   headers=record.headers)
         return True
 
     def outer_side(self, side: int) -> bool:
@@ -120,7 +122,7 @@ class StreamStreamJoin(RecordByRecord):
             state.delete("join-unmatched", _unmatched_key(1 - record.side, cast(bytes, record.key), other_ts,
                                                           other_store_key[-4:]), other_ts)
         state.emit(record.key, joined(self.joiner, record.side, record.value, other_value),
-                   max(record.timestamp, other_ts))
+                   max(record.timestamp, other_ts), headers=record.headers)
 
     def no_partner(self, state: TaskState, record: Record, store_key: bytes | None, stream_time: int,
                    unmatched: TimeIndex) -> None:
@@ -129,7 +131,7 @@ class StreamStreamJoin(RecordByRecord):
         seqnum (a late record, not stored, takes one)."""
         ts, side = record.timestamp, record.side
         if ts + self.probe(side)[1] < stream_time:  # no partner can come
-            state.emit(record.key, joined(self.joiner, side, record.value, None), ts)
+            state.emit(record.key, joined(self.joiner, side, record.value, None), ts, headers=record.headers)
         else:  # a late record too, when its window closes just at stream time (asymmetric windows)
             waiting = _unmatched_key(side, cast(bytes, record.key), ts, (store_key or self._late_key(record, state))[-4:])
             state.put("join-unmatched", waiting, StoreValue(record.value, ts))
@@ -196,9 +198,11 @@ class StreamStreamJoin(RecordByRecord):
             state.index["join"] = found
         return cast(JoinIndexes, found)
 
-    def emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int) -> None:
+    def emit_unmatched(self, state: TaskState, unmatched: TimeIndex, stream_time: int, headers: Headers) -> None:
         """Null results for waiting records whose window + grace has closed, in the store's
-        order: time, then right before left, then key."""
+        order: time, then right before left, then key; with the headers of the record whose time
+        closed them (Kafka Streams forwards the record being processed: a waiting record's own
+        are not kept)."""
         # the store keys' order is time, side, key
         waited = sorted(unmatched.take(stream_time - min(self.before, self.after) - self.grace), key=lambda e: e[1])
         if waited:
@@ -207,7 +211,7 @@ class StreamStreamJoin(RecordByRecord):
             ts, side, key = _split_unmatched_key(store_key)
             value = state.get("join-unmatched", store_key)
             if value is not None:  # else a partner came
-                state.emit(key, joined(self.joiner, side, value.value, None), ts)
+                state.emit(key, joined(self.joiner, side, value.value, None), ts, headers=headers)
                 state.delete("join-unmatched", store_key, ts)
 
 

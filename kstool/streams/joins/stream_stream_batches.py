@@ -241,7 +241,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
             if join.keyless_result(state, record) or record.key is None or record.value is None:
                 continue
             if record.timestamp == stream_time_at[position]:
-                join.emit_unmatched(state, indexes.unmatched, record.timestamp)
+                join.emit_unmatched(state, indexes.unmatched, record.timestamp, record.headers)
         store_key = store_keys.get(position)
         if store_key is not None:  # put before the walk: log it in its place
             state.log_put(stores[record.side], store_key, record.value, record.timestamp)

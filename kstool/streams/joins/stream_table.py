@@ -35,21 +35,22 @@ class StreamTableJoin(TableStores, RecordByRecord):
             key, value = record.key, record.value
             if key is None:  # a left join keeps a stream record without a key (KIP-962), a table drops it
                 if left and record.side != RIGHT and value is not None:
-                    out.append(Emitted(OUTPUT, None, joiner(value, None), record.timestamp))
+                    out.append(Emitted(OUTPUT, None, joiner(value, None), record.timestamp, headers=record.headers))
                 continue
             if record.side == RIGHT:
                 table.write(key, value, record.timestamp)
             elif value is not None:
                 right = get(key)
                 if right is not None:
-                    out.append(Emitted(OUTPUT, key, joiner(value, right.value), record.timestamp))
+                    out.append(Emitted(OUTPUT, key, joiner(value, right.value), record.timestamp,
+                                           headers=record.headers))
                 elif left:
-                    out.append(Emitted(OUTPUT, key, joiner(value, None), record.timestamp))
+                    out.append(Emitted(OUTPUT, key, joiner(value, None), record.timestamp, headers=record.headers))
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:  # a left join keeps a stream record without a key (KIP-962), a table drops it
             if self.how == "left" and record.side != RIGHT and record.value is not None:
-                state.emit(None, self.joiner(record.value, None), record.timestamp)
+                state.emit(None, self.joiner(record.value, None), record.timestamp, headers=record.headers)
             return
         table = self.stores[0]
         if record.side == RIGHT:
@@ -62,4 +63,5 @@ class StreamTableJoin(TableStores, RecordByRecord):
             return
         right = state.get(table, record.key)
         if right is not None or self.how == "left":
-            state.emit(record.key, self.joiner(record.value, right.value if right else None), record.timestamp)
+            state.emit(record.key, self.joiner(record.value, right.value if right else None), record.timestamp,
+                       headers=record.headers)

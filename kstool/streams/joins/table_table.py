@@ -44,9 +44,10 @@ class TableTableJoin(TableStores, RecordByRecord):
                 other_value = other.value
                 ts = max(ts, other.timestamp)
             if value is None and (how == "inner" or (how == "left" and side == LEFT) or other_value is None):
-                out.append(Emitted(OUTPUT, key, None, ts))  # the join result is gone
+                out.append(Emitted(OUTPUT, key, None, ts, headers=record.headers))  # the join result is gone
             else:
-                out.append(Emitted(OUTPUT, key, joined(joiner, side, value, other_value), ts))
+                out.append(Emitted(OUTPUT, key, joined(joiner, side, value, other_value), ts,
+                                   headers=record.headers))
 
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:
@@ -66,6 +67,7 @@ class TableTableJoin(TableStores, RecordByRecord):
         other_value = other.value if other else None
         left_needed = self.how == "inner" or (self.how == "left" and record.side == LEFT)
         if record.value is None and (left_needed or other_value is None):
-            state.emit(record.key, None, ts)  # the join result is gone
+            state.emit(record.key, None, ts, headers=record.headers)  # the join result is gone
             return
-        state.emit(record.key, joined(self.joiner, record.side, record.value, other_value), ts)
+        state.emit(record.key, joined(self.joiner, record.side, record.value, other_value), ts,
+                   headers=record.headers)

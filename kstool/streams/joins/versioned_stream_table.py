@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import cast
 
+from kstool.streams.headers import Headers, headers_of, stored_headers
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.joins.joiners import Joiner
 from kstool.streams.task import LEFT, Record, RecordByRecord, StoreValue, TableStores, TaskState
@@ -59,7 +60,7 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
     def process(self, record: Record, state: TaskState) -> None:
         if record.key is None:  # a left join keeps a stream record without a key (KIP-962), at once
             if self.how == "left" and record.side == LEFT and record.value is not None:
-                state.emit(None, self.joiner(record.value, None), record.timestamp)
+                state.emit(None, self.joiner(record.value, None), record.timestamp, headers=record.headers)
             return
         if record.side != LEFT:
             self.table.write(state, record.key, record.value, record.timestamp)
@@ -68,11 +69,12 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
             return
         buffer = self._buffered(state)
         if not self.grace or buffer.newest - self.grace > record.timestamp:
-            self._join(state, record.key, record.value, record.timestamp)
+            self._join(state, record.key, record.value, record.timestamp, record.headers)
             return
         state.sequence = (state.sequence + 1) % 2**31
         waiting = buffer_key(record.key, record.timestamp, state.sequence)
-        state.put(BUFFER, waiting, StoreValue(record.value, record.timestamp))
+        # it keeps its headers, which its result carries (Kafka Streams' buffer keeps the record's context)
+        state.put(BUFFER, waiting, StoreValue(record.value, record.timestamp, stored_headers(record.headers)))
         buffer.add(record.timestamp, waiting)
         due = buffer.take(buffer.newest - self.grace + 1)
         if due:
@@ -80,13 +82,14 @@ class VersionedStreamTableJoin(TableStores, RecordByRecord):  # the buffer's com
             state.prefetch(TABLE, (split_buffer_key(store_key)[0] for _, store_key in due))
         for ts, store_key in due:
             entry = cast(StoreValue, state.get(BUFFER, store_key))
-            self._join(state, split_buffer_key(store_key)[0], cast(bytes, entry.value), ts)
+            self._join(state, split_buffer_key(store_key)[0], cast(bytes, entry.value), ts,
+                       headers_of(entry.stored_aux()))
             state.delete(BUFFER, store_key, record.timestamp)
 
-    def _join(self, state: TaskState, key: bytes, value: bytes, timestamp: int) -> None:
+    def _join(self, state: TaskState, key: bytes, value: bytes, timestamp: int, headers: Headers) -> None:
         right = self.table.get(state, key, timestamp)
         if right is not None or self.how == "left":
-            state.emit(key, self.joiner(value, right), timestamp)
+            state.emit(key, self.joiner(value, right), timestamp, headers=headers)
 
     def replay(self, state: TaskState, store: str, key: bytes, value: bytes | None, timestamp: int) -> None:
         """A restore: one changelog record of a history store, in changelog order."""

@@ -1,5 +1,5 @@
 """A per-task topology's records packed where the source reads them: each Arrow batch's records
-cross into Spark as one row (an Arrow IPC stream of key, value, timestamp and offset) that the
+cross into Spark as one row (an Arrow IPC stream of key, value, timestamp, offset and headers) that the
 task unpacks (kstool.tasks.processor), instead of a row per record (large records: a row per
 few MB of them). PySpark hands a transformWithState task its rows one at a time (~3 µs a row
 whatever the processor does); a pack is one row. For processors that need every record
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kstool.contract import PARTIAL
-from kstool.engine.io.packs import PACK_BYTES, ipc, pieces
+from kstool.engine.io.packs import HEADERS_TYPE, PACK_BYTES, ipc, pieces
 
 PACK_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
-                         ("offset", pa.int64())])
+                         ("offset", pa.int64()), ("headers", HEADERS_TYPE)])
 
 
 class RecordPacker:
@@ -33,7 +33,8 @@ class RecordPacker:
             takes = pc.and_(takes, pc.and_(batch.column("key").is_valid(), batch.column("value").is_valid()))
         takes = pc.fill_null(takes, False)
         taken = pa.record_batch([batch.column("key").filter(takes), batch.column("value").filter(takes),
-                                 stamps.filter(takes), batch.column("offset").filter(takes)], schema=PACK_SCHEMA)
+                                 stamps.filter(takes), batch.column("offset").filter(takes),
+                                 batch.column("headers").filter(takes)], schema=PACK_SCHEMA)
         kept = batch.filter(pc.invert(takes))
         cut = pieces(taken, self.pack_bytes)
         # each row's own time and offset: its newest record's time (a valid one), its last offset
@@ -52,7 +53,7 @@ def _packs(stamps_ms: list[int], offsets: list[int], packs: list[bytes]) -> pa.T
                      "offset": pa.array(offsets, pa.int64()), PARTIAL: partial})
 
 
-def unpack(pack: bytes) -> tuple[list, list, list, list]:
-    """A pack's (keys, values, timestamps in ms, offsets), in offset order."""
+def unpack(pack: bytes) -> tuple[list, list, list, list, list]:
+    """A pack's (keys, values, timestamps in ms, offsets, headers), in offset order."""
     table = pa.ipc.open_stream(pack).read_all()
     return tuple(table.column(name).to_pylist() for name in PACK_SCHEMA.names)  # type: ignore[return-value]

@@ -15,6 +15,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.Headers;
+import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -27,13 +30,13 @@ import org.apache.kafka.streams.test.TestRecord;
  * Kafka Streams as the tests' oracle: kstool's topologies built with Kafka Streams' DSL
  * ({@link WindowedAggregates}, {@link Joins}, {@link TableAggregates}) and run in its TopologyTestDriver, record caches off
  * (every update forwarded) unless a case asks for them. One JVM serves many cases: each stdin line is a case as JSON, each
- * stdout line its answer, {@code {"id", "records": [{"key", "value", "timestamp"}]}} (the output
- * topic's records, in order) or {@code {"id", "error"}}.
+ * stdout line its answer, {@code {"id", "records": [{"key", "value", "timestamp", "headers"}]}} (the
+ * output topic's records, in order; headers as {@code [[key, value]]}) or {@code {"id", "error"}}.
  *
  * <p>A case: its topology's options (a {@code "window"}: a windowed aggregate; {@code "kind":
  * "table-aggregate"}; else a join),
  * {@code "cache": true} for the record cache, and {@code "records": [[topic, key, value,
- * timestamp]]}, piped in that order (null: none). One case is one task: one partition of each input.
+ * timestamp(, headers)]]}, piped in that order (null: none; headers as {@code [[key, value]]}). One case is one task: one partition of each input.
  */
 public final class Twin {
     static final String INPUT = "input";
@@ -90,13 +93,19 @@ public final class Twin {
                 final String topic = record.get(0).asText();
                 inputs.computeIfAbsent(topic, name -> driver.createInputTopic(
                                 name, Serdes.String().serializer(), Serdes.String().serializer()))
-                        .pipeInput(text(record.get(1)), text(record.get(2)), record.get(3).asLong());
+                        .pipeInput(new TestRecord<>(text(record.get(1)), text(record.get(2)), headers(record.get(4)),
+                                record.get(3).asLong()));
             }
             final TestOutputTopic<String, String> output =
                     driver.createOutputTopic(OUTPUT, Serdes.String().deserializer(), Serdes.String().deserializer());
             for (final TestRecord<String, String> record : output.readRecordsToList()) {
+                final ArrayNode headers = json.createArrayNode();
+                for (final Header header : record.headers()) {
+                    headers.add(json.createArrayNode().add(header.key())
+                            .add(header.value() == null ? null : new String(header.value(), StandardCharsets.UTF_8)));
+                }
                 records.add(json.createObjectNode().put("key", record.key()).put("value", record.value())
-                        .put("timestamp", record.timestamp()));
+                        .put("timestamp", record.timestamp()).set("headers", headers));
             }
         }
         return records;
@@ -115,6 +124,17 @@ public final class Twin {
             text.append(i == 0 ? " at " : " < ").append(frames[i]);
         }
         return text.toString();
+    }
+
+    private static Headers headers(final JsonNode given) {
+        final Headers headers = new RecordHeaders();
+        if (given != null) {
+            for (final JsonNode header : given) {
+                headers.add(header.get(0).asText(),
+                        header.get(1).isNull() ? null : header.get(1).asText().getBytes(StandardCharsets.UTF_8));
+            }
+        }
+        return headers;
     }
 
     private static String text(final JsonNode node) {
