@@ -22,8 +22,8 @@ def groups() -> None:
 @output_option()
 @pass_globals
 def list_(g: Globals, output: str) -> None:
-    """List the groups (consumer groups of both protocols, and Kafka Streams apps' streams groups)
-    with their type and state."""
+    """List the groups (consumer groups of both protocols, Kafka Streams apps' streams groups and
+    share groups) with their type and state."""
     emit(Listing(ops.list_groups(g.clients()), [Column("group"), Column("type"), Column("state"), Column("simple")]),
          output)
 
@@ -37,18 +37,20 @@ def list_(g: Globals, output: str) -> None:
 @pass_globals
 def describe(g: Globals, group: str, time_lag: bool, output: str) -> None:
     """State, members, and per partition the committed offset, log end offset and lag; for a
-    streams group also its epochs and each member's active, standby and warm-up tasks."""
+    streams group also its epochs and each member's active, standby and warm-up tasks; for a
+    share group the start offset of each share-partition (empty: nothing delivered yet)."""
     doc = ops.describe_group(g.clients(), group, time_lag)
     members = Listing(doc["members"], [Column("member_id"), Column("client_id"), Column("host"),
                                        Column("assignment")])
     in_time = f", max time lag {format_duration(doc['max_time_lag_ms'])}" if time_lag else ""
-    streams = doc.get("streams")
-    kind = (f"streams group, epoch {streams['group_epoch']}, assignment epoch {streams['assignment_epoch']}, "
-            if streams else "")
+    streams, epochs = doc.get("streams"), doc.get("streams") or doc.get("share")
+    kind = (f"{doc['type']} group, epoch {epochs['group_epoch']}, assignment epoch {epochs['assignment_epoch']}, "
+            if epochs else "")
     emit(Listing(
         rows=doc["partitions"],
         columns=[Column("topic"), Column("partition", justify="right"),
-                 Column("committed", justify="right"), Column("end_offset", justify="right"),
+                 Column("committed", "START OFFSET" if doc["type"] == "share" else None, justify="right"),
+                 Column("end_offset", justify="right"),
                  Column("lag", justify="right")]
                 + ([Column("time_lag_ms", "TIME LAG", justify="right", kind="ms")] if time_lag else []),
         document=doc,

@@ -110,7 +110,7 @@ class Top:
     def _group_row(self, name: str) -> AppTopRow:
         group = describe_group(self.clients, name, time_lag=True)  # a group asked for must exist
         partitions = group["partitions"]
-        return self._row(name, "group", group["state"], sum(p["committed"] for p in partitions) if partitions else None,
+        return self._row(name, "group", group["state"], sum(p["committed"] or 0 for p in partitions) if partitions else None,
                          group["total_lag"] if partitions else None,
                          _oldest([p.get("time_lag_ms") for p in partitions]), None)
 

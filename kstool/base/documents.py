@@ -44,7 +44,7 @@ class PartitionHealthRow(TypedDict):  # topics list --under-replicated-partition
 
 class GroupRow(TypedDict):  # groups list
     group: str
-    type: str  # classic | consumer (KIP-848) | streams (KIP-1071) | unknown
+    type: str  # classic | consumer (KIP-848) | streams (KIP-1071) | share (KIP-932) | unknown
     state: str
     simple: bool
 
@@ -60,9 +60,9 @@ class GroupMember(TypedDict):
 class GroupPartition(TypedDict):
     topic: str
     partition: int
-    committed: int
+    committed: int | None  # a share group's start offset: None until it delivered from the partition
     end_offset: int
-    lag: int
+    lag: int | None  # a share group's, as its coordinator counts it
     member_id: str | None
     time_lag_ms: NotRequired[int | None]  # with --time-lag: the oldest unprocessed record's age
 
@@ -121,7 +121,7 @@ class StreamsGroupDescription(TypedDict):
 
 class GroupDescription(TypedDict):  # groups describe
     group: str
-    type: str  # consumer (a consumer group of either protocol) | streams
+    type: str  # consumer (a consumer group of either protocol) | streams | share
     state: str
     members: list[GroupMember]
     partitions: list[GroupPartition]
@@ -129,6 +129,7 @@ class GroupDescription(TypedDict):  # groups describe
     note: str | None
     max_time_lag_ms: NotRequired[int]  # with --time-lag
     streams: NotRequired[StreamsGroupDescription]  # a streams group's epochs, topology and tasks
+    share: NotRequired[dict[str, Any]]  # a share group's group_epoch, assignment_epoch and assignor
 
 
 class RecordEnvelope(TypedDict):  # consume -o jsonl, read back by produce --format jsonl

@@ -1,4 +1,5 @@
-"""Consumer groups: list, describe with per-partition lag, commit offsets, remove members."""
+"""Groups (classic, consumer, streams and share): list, describe with per-partition lag, commit
+offsets, remove members."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from kstool.base.documents import (
 from kstool.base.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
-from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group, list_streams_groups
+from kstool.kafka.share_groups import describe_share_group, share_group_offsets
+from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group
 from kstool.kafka.timelag import time_lags_ms
+from kstool.kafka.wire_groups import GroupTypesUnsupported, list_groups_of_types
 from kstool.kafka.wire_protocol import speaks_to
 
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
@@ -63,8 +66,8 @@ def list_groups(clients: KafkaClients) -> list[GroupRow]:
         raise clients.translate(KafkaException(result.errors[0]))
     rows: list[GroupRow] = [{"group": g.group_id, "type": _type(g.type), "state": _state(g.state),
                              "simple": g.is_simple_consumer_group} for g in result.valid]
-    streams = {row["group"]: row for row in _streams_groups(clients)}
-    rows = [row for row in rows if row["group"] not in streams] + list(streams.values())
+    typed = {row["group"]: row for row in _typed_groups(clients)}
+    rows = [row for row in rows if row["group"] not in typed] + list(typed.values())
     _fill_unknown_states(clients, rows)
     return sorted(rows, key=lambda r: r["group"])
 
@@ -74,23 +77,24 @@ def _type(kind: Any) -> str:
     return kind.name.lower() if kind is not None and kind.name != "UNKNOWN" else "unknown"
 
 
-def _streams_groups(clients: KafkaClients) -> list[GroupRow]:
-    """The streams groups (KIP-1071) every broker lists; none from a broker that has no such
-    groups (before Kafka 4.2) or where kstool's own client cannot connect (wire_protocol.speaks_to)."""
+def _typed_groups(clients: KafkaClients) -> list[GroupRow]:
+    """The streams (KIP-1071) and share (KIP-932) groups every broker lists, which librdkafka
+    does not; none from a broker that lists no groups by type (before Kafka 4.0) or where
+    kstool's own client cannot connect (wire_protocol.speaks_to)."""
     if not speaks_to(clients.config):
         return []
     brokers = [(cast(str, b.host), b.port) for b in clients.metadata().brokers.values()]
     try:
-        listed = list_streams_groups(clients.config, brokers)
-    except StreamsGroupsUnsupported:
+        listed = list_groups_of_types(clients.config, brokers, ["streams", "share"])
+    except GroupTypesUnsupported:
         return []
-    return [{"group": g["group"], "type": "streams", "state": g["state"], "simple": False} for g in listed]
+    return [{"group": g["group"], "type": g["type"], "state": g["state"], "simple": False} for g in listed]
 
 
 def _fill_unknown_states(clients: KafkaClients, rows: list[GroupRow]) -> None:
     """Some brokers (the embedded one) list groups without their state: ask DescribeGroups, as
     `groups describe` does, so that both commands say the same."""
-    unknown = [row for row in rows if row["state"] == "UNKNOWN" and row["type"] != "streams"]
+    unknown = [row for row in rows if row["state"] == "UNKNOWN" and row["type"] not in ("streams", "share")]
     if not unknown:
         return
     try:
@@ -209,7 +213,11 @@ def _committed(clients: KafkaClients, group: str, partitions: list[TopicPartitio
 def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) -> GroupDescription:
     """time_lag: also each partition's lag in time (kstool.kafka.timelag), which reads a record
     per lagging partition. A streams group (KIP-1071) adds "streams": its epochs, topology and
-    each member's tasks."""
+    each member's tasks; a share group (KIP-932) is described as its coordinator keeps it
+    (_share_group_description)."""
+    shared = describe_share_group(clients.config, group) if speaks_to(clients.config) else None
+    if shared is not None:
+        return _share_group_description(clients, group, shared)
     state, members, streams = describe_members(clients, group)
     committed = committed_offsets(clients, group, settle_s=SETTLE_S)
     note = None
@@ -233,7 +241,7 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
         "state": state,
         "members": members,
         "partitions": partitions,
-        "total_lag": sum(p["lag"] for p in partitions),
+        "total_lag": sum(p["lag"] or 0 for p in partitions),
         "note": note,
     }
     if streams is not None:
@@ -245,6 +253,26 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
         known = [p["time_lag_ms"] for p in partitions if p["time_lag_ms"] is not None]
         description["max_time_lag_ms"] = max(known, default=0)
     return description
+
+
+def _share_group_description(clients: KafkaClients, group: str, shared: dict[str, Any]) -> GroupDescription:
+    """A share group: its members share its partitions (each record goes to one of them), so a
+    partition has no one owner; where the group stands in each is its share-partition start
+    offset (null: nothing delivered from it yet), its lag the coordinator's, as
+    `kafka-share-groups.sh --describe --offsets` shows them."""
+    offsets = share_group_offsets(clients.config, group)
+    marks = clients.watermarks(sorted(offsets))
+    partitions: list[GroupPartition] = [
+        {"topic": topic, "partition": partition, "committed": start, "end_offset": marks[(topic, partition)][1],
+         "lag": lag, "member_id": None} for (topic, partition), (start, lag) in sorted(offsets.items())]
+    members: list[GroupMember] = [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
+                                   "group_instance_id": None, "assignment": m["assignment"]}
+                                  for m in shared["members"]]
+    return {"group": group, "type": "share", "state": shared["state"], "members": members, "partitions": partitions,
+            "total_lag": sum(p["lag"] or 0 for p in partitions),
+            "note": None if partitions else "no share-partition state yet",
+            "share": {"group_epoch": shared["group_epoch"], "assignment_epoch": shared["assignment_epoch"],
+                      "assignor": shared["assignor"]}}
 
 
 def _streams_description(clients: KafkaClients, group: str) -> StreamsGroupDescription | None:

@@ -1,48 +1,26 @@
 """Streams groups (KIP-1071): the groups of Kafka Streams apps that run the streams rebalance
 protocol (`group.protocol=streams`, the default protocol of new clusters since Kafka 4.2).
-librdkafka's admin client has no call for them, so kstool asks the broker itself: ListGroups
-v5 (its types filter) and StreamsGroupDescribe, as Kafka's `kafka-streams-groups.sh` does
+librdkafka's admin client has no call for them, so kstool asks the broker itself
+(kstool.kafka.wire_groups lists them) with StreamsGroupDescribe, as Kafka's `kafka-streams-groups.sh` does
 (org.apache.kafka.tools.streams.StreamsGroupCommand). StreamsGroupDescribe v1 (Kafka 4.4,
 KIP-1331) also answers with the topology description the group's members sent the broker."""
 
 from __future__ import annotations
 
 import struct
-from functools import partial
 from typing import Any, cast
 
 from kstool.base.documents import StoredTopology, StoredTopologyNode, StreamsGroupDescription, StreamsGroupMember, StreamsSubtopology
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import AuthorizationError, KafkaOperationError
 from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
-from kstool.kafka.wire_protocol import (
-    COORDINATOR_RETRIABLE,
-    GROUP_KEY,
-    Connection,
-    Coordinated,
-    CoordinatorRefused,
-    any_bootstrap,
-    error_name,
-)
+from kstool.kafka.wire_groups import GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, served_versions
+from kstool.kafka.wire_protocol import COORDINATOR_RETRIABLE, GROUP_KEY, Coordinated, CoordinatorRefused, error_name
 
-API_VERSIONS, LIST_GROUPS, STREAMS_GROUP_DESCRIBE = 18, 16, 89
-GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND = 30, 69
+STREAMS_GROUP_DESCRIBE = 89
 # StreamsGroupDescribeResponse v1's TopologyDescriptionStatus (clients' StreamsGroupTopologyDescriptionStatus)
 TOPOLOGY_STATUSES = {0: "NOT_REQUESTED", 1: "NOT_STORED", 2: "ERROR", 3: "AVAILABLE"}
 NODE_TYPES = {1: "source", 2: "processor", 3: "sink"}  # TopologyDescriptionNode.NodeType
-
-
-def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
-    """The broker's (lowest, highest) version of each API it serves (ApiVersions v0)."""
-    reply = conn.call(API_VERSIONS, 0, b"")
-    error = reply.take(">h")
-    if error:
-        raise KafkaOperationError(f"the broker refused ApiVersions: {error_name(error)}")
-    versions = {}
-    for _ in range(reply.take(">i")):
-        key, low, high = reply.take(">h"), reply.take(">h"), reply.take(">h")
-        versions[key] = (low, high)
-    return versions
 
 
 class StreamsGroupsUnsupported(KafkaOperationError):
@@ -53,48 +31,8 @@ class TopologiesNotKept(KafkaOperationError):
     """The broker serves StreamsGroupDescribe v0 only: it keeps no topology description (before 4.4)."""
 
 
-def _require(conn: Connection, api_key: int, version: int, what: str) -> None:
-    low, high = api_versions(conn).get(api_key, (0, -1))
-    if not low <= version <= high:
-        raise StreamsGroupsUnsupported(_unserved(what))
-
-
 def _unserved(what: str) -> str:
     return f"the broker does not serve {what} (Apache Kafka 4.2+ with streams groups does)"
-
-
-def list_streams_groups(config: ClientConfig, brokers: list[tuple[str, int]]) -> list[dict[str, str]]:
-    """[{"group", "state"}] of every broker's streams groups (each coordinator lists its own)."""
-    groups: dict[str, str] = {}
-    for host, port in brokers:
-        try:
-            conn = Connection(host, port, config)
-        except OSError as exc:
-            raise KafkaOperationError(f"listing streams groups at {host}:{port} failed: {exc}") from None
-        try:
-            _require(conn, LIST_GROUPS, 5, "ListGroups v5 (listing groups by type)")
-            body = compact_array([]) + compact_array([compact_string("streams")]) + NO_TAGS
-            reply = conn.call(LIST_GROUPS, 5, body, flexible=True)
-            reply.take(">i")  # throttle
-            error = reply.take(">h")
-            if error:
-                raise KafkaOperationError(f"listing streams groups failed: {error_name(error)}")
-            for group, state in reply.compact_array(partial(_listed, reply)) or []:
-                groups[group] = state
-        except (OSError, struct.error) as exc:
-            raise KafkaOperationError(f"listing streams groups at {host}:{port} failed: {exc}") from None
-        finally:
-            conn.close()
-    return [{"group": g, "state": groups[g]} for g in sorted(groups)]
-
-
-def _listed(reply: Reader) -> tuple[str, str]:
-    group = reply.compact_string() or ""
-    reply.compact_string()  # protocol type
-    state = reply.compact_string() or "UNKNOWN"
-    reply.compact_string()  # group type: streams, as asked
-    reply.skip_tags()
-    return group, state.upper()
 
 
 def describe_streams_group(config: ClientConfig, group: str,
@@ -109,7 +47,7 @@ def describe_streams_group(config: ClientConfig, group: str,
         described[:] = reply.compact_array(lambda: _described(reply, version)) or []
         return [code for code, _, _ in described[:1] if code in COORDINATOR_RETRIABLE]
 
-    version = describe_version(_served(config), config.bootstrap_servers, with_topology)
+    version = describe_version(served_versions(config), config.bootstrap_servers, with_topology)
     body = compact_array([compact_string(group)]) + b"\0"  # no authorized operations
     body += (b"\1" if with_topology else b"\0") if version >= 1 else b""
     coordinator = Coordinated(config, group, GROUP_KEY)
@@ -129,20 +67,6 @@ def describe_streams_group(config: ClientConfig, group: str,
     if error:
         raise KafkaOperationError(f"describing streams group {group!r} failed: {message or error_name(error)}")
     return cast(StreamsGroupDescription, description)
-
-
-def _served(config: ClientConfig) -> dict[int, tuple[int, int]]:
-    """api_versions of a broker of the cluster (any that answers)."""
-    try:
-        conn = any_bootstrap(config)
-    except OSError as exc:
-        raise KafkaOperationError(f"cannot reach Kafka at {config.bootstrap_servers}: {exc}") from None
-    try:
-        return api_versions(conn)
-    except (OSError, struct.error) as exc:
-        raise KafkaOperationError(f"asking {config.bootstrap_servers} for its API versions failed: {exc}") from None
-    finally:
-        conn.close()
 
 
 def describe_version(served: dict[int, tuple[int, int]], address: str, with_topology: bool) -> int:
