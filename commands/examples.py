@@ -29,6 +29,7 @@ EXAMPLES: dict[str, list[str]] = {
     "groups describe": ["kstool groups describe wordcount",
                         "kstool groups describe wordcount -o json | jq '.partitions[] | select(.lag > 0)'",
                         "kstool groups describe my-streams-app --time-lag -o json | jq .max_time_lag_ms"],
+    "groups delete": ["kstool groups delete old-app --dry-run", "kstool groups delete orders-sg --yes"],
     "groups list": ["kstool groups list", "kstool groups list -o jsonl | jq -r .group"],
     "produce": ["printf 'k1:hello\\nk2:world\\n' | kstool produce lines -K :",
                 "kstool produce lines-copy --format jsonl --file slice.jsonl",

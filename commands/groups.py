@@ -1,16 +1,17 @@
-"""kstool groups list|describe: consumer groups, members and lag."""
+"""kstool groups list|describe|delete: groups of every type, members and lag."""
 
 from __future__ import annotations
 
 import click
 
 from kstool.base.documents import StreamsGroupDescription
+from kstool.base.names import validate_name
 from kstool.base.timeutil import format_duration
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
-from kstool.commands.options import named_argument, output_option
+from kstool.commands.options import confirm_or_refuse, named_argument, output_option, yes_option
 from kstool.kafka import groups as ops
-from kstool.output import Column, Listing, emit
+from kstool.output import Column, Listing, emit, info
 
 
 @click.group()
@@ -59,6 +60,32 @@ def describe(g: Globals, group: str, time_lag: bool, output: str) -> None:
         extra_tables=([members] if doc["members"] else []) + ([_tasks(streams)] if streams and streams["members"] else []),
         footer=[doc["note"]] if doc["note"] else [],
     ), output)
+
+
+@groups.command()
+@named_argument("group", "The same as GROUP (kafka-consumer-groups.sh's spelling).", shell_complete=complete_groups)
+@click.option("--dry-run", is_flag=True, help="Show what would be deleted and change nothing.")
+@yes_option("deleting the group (needed when not on a terminal)")
+@output_option()
+@pass_globals
+def delete(g: Globals, group: str, dry_run: bool, yes: bool, output: str) -> None:
+    """Delete a group without members, of any type (a share group's too): its committed offsets
+    or share-partition state go with it."""
+    validate_name(group, "group id")
+    clients = g.clients()
+    doc = ops.deletion_plan(clients, group)
+    emit(Listing(doc["partitions"], [Column("topic"), Column("partition", justify="right"),
+                                     Column("committed", "START OFFSET" if doc["type"] == "share" else None,
+                                            justify="right")],
+                 document={**doc, "dry_run": dry_run},
+                 title=f"delete group {group} ({doc['type']}, {doc['state']}) and where it stands in "
+                       f"{len(doc['partitions'])} partition(s)"), output)
+    if dry_run:
+        info("dry run: nothing was changed")
+        return
+    confirm_or_refuse(f"Delete group {group}?", yes)
+    ops.delete_group(clients, group)
+    info(f"group {group} deleted")
 
 
 def _tasks(streams: StreamsGroupDescription) -> Listing:

@@ -24,7 +24,7 @@ def _topic_list(values: tuple[str, ...]) -> list[str]:
 
 @click.command()
 @click.option("--application-id", "--app-id", "app_id", required=True, shell_complete=complete_groups,
-              help="The application id (= consumer group) to reset.")
+              help="The application id (= consumer group) to reset, or a share group.")
 @click.option("--input-topics", multiple=True, metavar="T[,T...]",
               help="Input topics (default for kstool apps: from the manifest).")
 @click.option("--intermediate-topics", multiple=True, metavar="T[,T...]",
@@ -95,5 +95,7 @@ def _show(plan: ResetPlan, output: str, dry_run: bool) -> None:
     emit(Listing(rows, [Column("topic"), Column("partition", justify="right"), Column("kind"),
                         Column("current", justify="right"), Column("target", "NEW", justify="right"),
                         Column("delta", justify="right"), Column("note")],
-                 document=document, title=f"reset plan for {plan.app_id} ({plan.app_kind} app, {plan.spec})",
+                 document=document, title=f"reset plan for {plan.app_id} "
+                                          f"({'share group' if plan.app_kind == 'share-group' else plan.app_kind + ' app'}, "
+                                          f"{plan.spec})",
                  extra_tables=extra), output)

@@ -18,7 +18,7 @@ from kstool.base.documents import (
     StreamsGroupMember,
     StreamsSubtopology,
 )
-from kstool.base.errors import KstoolError
+from kstool.base.errors import BusyError, KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.share_groups import describe_share_group, share_group_offsets
@@ -26,6 +26,11 @@ from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_strea
 from kstool.kafka.timelag import time_lags_ms
 from kstool.kafka.wire_groups import GroupTypesUnsupported, list_groups_of_types
 from kstool.kafka.wire_protocol import speaks_to
+
+
+class GroupBusyError(BusyError):
+    """The group has members: what changes it needs it empty."""
+
 
 _NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 # a group's coordinator busy for a moment: Apache Kafka answers so while it loads a partition of
@@ -354,3 +359,21 @@ def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> 
     from kstool.kafka.wire_protocol import leave_group
 
     leave_group(clients.config, group, member_ids)
+
+
+def deletion_plan(clients: KafkaClients, group: str) -> GroupDescription:
+    """What deleting the group removes (its committed offsets, a share group's share-partition
+    state), refused while it has members, as the broker would refuse it."""
+    described = describe_group(clients, group)  # an unknown group: GroupNotFoundError, naming the nearest
+    if described["members"]:
+        raise GroupBusyError(f"group {group!r} is {described['state']} with {len(described['members'])} member(s): "
+                             "stop its consumers first (a group is deleted only once it has none)")
+    return described
+
+
+def delete_group(clients: KafkaClients, group: str) -> None:
+    """DeleteGroups, of a group of any type (kafka-consumer-groups.sh / kafka-share-groups.sh --delete)."""
+    try:
+        clients.admin().delete_consumer_groups([group], request_timeout=clients.timeout)[group].result()
+    except KafkaException as exc:
+        raise clients.translate(exc) from None

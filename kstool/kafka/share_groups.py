@@ -2,8 +2,9 @@
 record delivered to one of them and acknowledged one by one. Neither librdkafka's admin client
 nor any CLI but Kafka's `kafka-share-groups.sh` (org.apache.kafka.tools.consumer.group.
 ShareGroupCommand) describes them, so kstool asks the group's coordinator itself, as that tool
-does: ShareGroupDescribe v1 (members and their assignments) and DescribeShareGroupOffsets (each
-share-partition's start offset and, from v1, its lag)."""
+does: ShareGroupDescribe v1 (members and their assignments), DescribeShareGroupOffsets (each
+share-partition's start offset and, from v1, its lag) and AlterShareGroupOffsets (a reset of a
+group without members)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_stri
 from kstool.kafka.wire_groups import GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, served_versions
 from kstool.kafka.wire_protocol import COORDINATOR_RETRIABLE, GROUP_KEY, Coordinated, CoordinatorRefused, error_name
 
-SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
+SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS = 77, 90, 91
+NON_EMPTY_GROUP = 68
 UNINITIALIZED = -1  # a share-partition no record has been delivered from yet: `-` in Kafka's tool
 
 
@@ -27,7 +29,7 @@ def describe_share_group(config: ClientConfig, group: str) -> dict[str, Any] | N
     if served_versions(config).get(SHARE_GROUP_DESCRIBE, (0, -1))[1] < 1:
         return None
     body = compact_array([compact_string(group)]) + b"\0" + NO_TAGS  # no authorized operations
-    error, message, described = _ask(config, group, SHARE_GROUP_DESCRIBE, 1, body, _described)
+    error, message, described = _ask(config, group, SHARE_GROUP_DESCRIBE, 1, body, _one_group(_described))
     if error == GROUP_ID_NOT_FOUND:
         return None
     _refuse(config, group, error, message)
@@ -42,20 +44,42 @@ def share_group_offsets(config: ClientConfig, group: str) -> dict[tuple[str, int
         return {}
     body = compact_array([compact_string(group) + b"\0" + NO_TAGS]) + NO_TAGS  # topics null: all of them
     error, message, offsets = _ask(config, group, DESCRIBE_SHARE_GROUP_OFFSETS, version, body,
-                                   lambda reply: _offsets(reply, version))
+                                   _one_group(lambda reply: _offsets(reply, version)))
     _refuse(config, group, error, message)
     return cast(dict[tuple[str, int], tuple[int | None, int | None]], offsets)
 
 
+def alter_share_group_offsets(config: ClientConfig, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Set the group's start offsets (`kafka-share-groups.sh --reset-offsets --execute`); the
+    coordinator refuses while the group has members."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append((partition, offset))
+    topics = [compact_string(topic) + compact_array([struct.pack(">iq", p, o) + NO_TAGS for p, o in partitions])
+              + NO_TAGS for topic, partitions in by_topic.items()]
+    error, message, failed = _ask(config, group, ALTER_SHARE_GROUP_OFFSETS, 0,
+                                  compact_string(group) + compact_array(topics) + NO_TAGS, _altered)
+    if error == NON_EMPTY_GROUP:
+        raise KafkaOperationError(f"share group {group!r} has members: its offsets change only while it has none")
+    if error == GROUP_ID_NOT_FOUND:
+        raise KafkaOperationError(f"no share group {group!r}")
+    _refuse(config, group, error, message)
+    if failed:
+        raise KafkaOperationError(f"share group {group!r}: offsets not set for {', '.join(failed)}")
+
+
+Answer = tuple[int, str | None, Any]  # a reply's error, its message, and what was read
+
+
 def _ask(config: ClientConfig, group: str, api_key: int, version: int, body: bytes,
-         read: Callable[[Reader], tuple[int, str | None, Any]]) -> tuple[int, str | None, Any]:
-    """The coordinator's answer for the one group asked: (error, message, what `read` made)."""
-    answer: list[tuple[int, str | None, Any]] = []
+         read: Callable[[Reader], Answer]) -> Answer:
+    """The coordinator's answer about the group (`read` reads it after the throttle time)."""
+    answer: list[Answer] = []
 
     def moved(reply: Reader) -> list[int]:
         reply.take(">i")  # throttle
-        answer[:] = reply.compact_array(lambda: read(reply)) or []
-        return [code for code, _, _ in answer[:1] if code in COORDINATOR_RETRIABLE]
+        answer[:] = [read(reply)]
+        return [code for code, _, _ in answer if code in COORDINATOR_RETRIABLE]
 
     coordinator = Coordinated(config, group, GROUP_KEY)
     try:
@@ -68,6 +92,32 @@ def _ask(config: ClientConfig, group: str, api_key: int, version: int, body: byt
     finally:
         coordinator.close()
     return answer[0]
+
+
+def _one_group(read: Callable[[Reader], Answer]) -> Callable[[Reader], Answer]:
+    """A reply's array of groups, of which the one asked about."""
+    return lambda reply: (reply.compact_array(lambda: read(reply)) or [(0, None, None)])[0]
+
+
+def _altered(reply: Reader) -> Answer:
+    """AlterShareGroupOffsetsResponse: its error, and the partitions refused (topic:partition: why)."""
+    error, message = reply.take(">h"), reply.compact_string()
+    failed: list[str] = []
+
+    def partition(topic: str) -> None:
+        index, code, why = reply.take(">i"), reply.take(">h"), reply.compact_string()
+        reply.skip_tags()
+        if code:
+            failed.append(f"{topic}:{index}: {why or error_name(code)}")
+
+    def topic() -> None:
+        name = reply.compact_string() or ""
+        reply.take("16s")  # topic id
+        reply.compact_array(lambda: partition(name))
+        reply.skip_tags()
+    reply.compact_array(topic)
+    reply.skip_tags()
+    return error, message, failed
 
 
 def _refuse(config: ClientConfig, group: str, error: int, message: str | None) -> None:

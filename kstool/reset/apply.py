@@ -15,6 +15,7 @@ from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.spark.session import start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
+from kstool.kafka.share_groups import alter_share_group_offsets
 from kstool.kafka.topics import delete_topics
 from kstool.reset.exceptions import ResetIncompleteError, ResetRefusedError
 from kstool.reset.plan import APP_FOLDER_ENTRIES, ResetPlan, looks_like_kafka_streams_state
@@ -36,7 +37,8 @@ def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[
         ("remove active members", bool(plan.members),
          lambda: remove_members(clients, plan.app_id, [m["member_id"] for m in plan.members])),
         ("commit new offsets", bool(plan.offsets),
-         lambda: commit_offsets(clients, plan.app_id, plan.new_offsets())),
+         lambda: (alter_share_group_offsets(clients.config, plan.app_id, plan.new_offsets())
+                  if plan.app_kind == "share-group" else commit_offsets(clients, plan.app_id, plan.new_offsets()))),
         ("delete internal topics", bool(plan.topics_to_delete),
          lambda: delete_topics(clients, plan.topics_to_delete)),
         ("delete local state", plan.local_state is not None,

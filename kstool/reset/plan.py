@@ -15,6 +15,8 @@ from kstool.base.names import detect_internal_topics
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets, describe_members, list_groups, require_group_allowed, topology_topics
 from kstool.kafka.offsets import offsets_for_time
+from kstool.kafka.share_groups import describe_share_group, share_group_offsets
+from kstool.kafka.wire_protocol import speaks_to
 from kstool.reset.exceptions import GroupActiveError, ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
 
@@ -60,7 +62,7 @@ class LocalState:
 @dataclass
 class ResetPlan:
     app_id: str
-    app_kind: str  # kstool | kafka-streams
+    app_kind: str  # kstool | kafka-streams | share-group
     spec: str
     offsets: list[OffsetChange]
     topics_to_delete: list[str]
@@ -77,6 +79,9 @@ class ResetPlan:
 
 
 def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
+    shared = describe_share_group(clients.config, options.app_id) if speaks_to(clients.config) else None
+    if shared is not None:
+        return _share_group_plan(clients, options, shared)
     paths = AppPaths(options.state_dir, options.app_id)
     manifest = load_manifest(paths)
     if manifest is not None and not options.plan_only:
@@ -154,6 +159,32 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
             warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
     return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
                      options.spec.describe(), changes, to_delete, internal_from, local, members, warnings)
+
+
+def _share_group_plan(clients: KafkaClients, options: ResetOptions, shared: dict) -> ResetPlan:
+    """A share group's reset (`kafka-share-groups.sh --reset-offsets`): its start offsets in the
+    topics it has state for (or --input-topics), once it has no members; no internal topics or
+    local state."""
+    if options.internal_topics or options.intermediate_topics:
+        raise ResetPlanError(f"{options.app_id!r} is a share group: it has no internal or intermediate topics")
+    warnings: list[str] = []
+    members: list[GroupMember] = [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
+                                   "group_instance_id": None, "assignment": m["assignment"]} for m in shared["members"]]
+    if members and not options.plan_only:
+        raise GroupActiveError(f"share group {options.app_id!r} is {shared['state']} with {len(members)} member(s): "
+                               "stop its consumers first (its offsets change only while it has none)")
+    if members:
+        warnings.append(f"share group {options.app_id!r} has {len(members)} member(s): the reset itself is refused "
+                        "until its consumers have stopped")
+    offsets = share_group_offsets(clients.config, options.app_id)
+    inputs = options.input_topics if options.input_topics is not None else sorted(
+        {topic for topic, _ in offsets} | {t for m in shared["members"] for t in m["subscribed_topics"]})
+    if not inputs:
+        warnings.append("no input topics given: input offsets stay as they are")
+    clients.require_topics(inputs)
+    current = {tp: start for tp, (start, _) in offsets.items() if start is not None}
+    changes = _input_changes(clients, options.spec, inputs, clients.metadata().topics, current, warnings)
+    return ResetPlan(options.app_id, "share-group", options.spec.describe(), changes, [], "names", None, [], warnings)
 
 
 def _refuse_unknown_app(clients: KafkaClients, options: ResetOptions) -> None:

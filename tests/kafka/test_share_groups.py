@@ -1,6 +1,7 @@
-"""Share groups (KIP-932) in `groups list` and `groups describe`, against Kafka's own
-`kafka-share-groups.sh` (ShareGroupCommand) on the same group, whose member is Kafka's console
-share consumer (a share group starts at the latest offset: records come after it joined)."""
+"""Share groups (KIP-932) in `groups list`, `groups describe`, `reset` and `groups delete`,
+against Kafka's own `kafka-share-groups.sh` (ShareGroupCommand) on the same group, whose member
+is Kafka's console share consumer (a share group starts at the latest offset: records come after
+it joined)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_a_share_group_is_listed_and_described_as_kafka_share_groups_shows_it(on
     try:
         wait_until(lambda: any(m["assignment"] for m in _member_rows(group)), "the share consumer's assignment",
                    limit_s=120)
-        produce_values(kafka, topic_name, [f"v{i}".encode() for i in range(12)])
+        for partition in (0, 1):
+            produce_values(kafka, topic_name, [f"v{i}".encode() for i in range(6)], partition=partition)
         wait_until(lambda: len(Path(printed).read_text().split()) >= 12, "12 records delivered", limit_s=120)
 
         listed = json.loads(cli("groups", "list", "-o", "json").stdout)
@@ -65,9 +67,33 @@ def test_a_share_group_is_listed_and_described_as_kafka_share_groups_shows_it(on
         table = cli("groups", "describe", group)
         assert table.exit_code == 0 and f"group {group}: share group, epoch" in table.stdout, table.stdout
         assert "START OFFSET" in table.stdout.splitlines()[1], table.stdout
+
+        refused = cli("reset", "--app-id", group, "--to-earliest", "--yes")
+        assert refused.exit_code == 75 and "stop its consumers first" in refused.stderr, refused.stderr
     finally:
         consumer.terminate()
         consumer.wait(30)
+    wait_until(lambda: not _described(group)["members"], "the consumer gone from the group", limit_s=120)
+
+    # a reset kstool plans and applies, read back by Kafka's tool
+    planned = cli("reset", "--app-id", group, "--to-offset", "2", "--dry-run", "-o", "json")
+    assert planned.exit_code == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert (plan["app_kind"], plan["topics_to_delete"], plan["local_state"]) == ("share-group", [], None)
+    assert {(o["topic"], o["partition"]): o["target"] for o in plan["offsets"]} == {
+        (topic_name, 0): 2, (topic_name, 1): 2}
+    applied = cli("reset", "--app-id", group, "--to-offset", "2", "--yes")
+    assert applied.exit_code == 0, applied.stderr
+    tool = {(row[1], int(row[2])): row[3] for row in _tool(kafka, "--describe", "--group", group, "--offsets")}
+    assert tool == {(topic_name, 0): "2", (topic_name, 1): "2"}
+
+    assert cli("groups", "delete", group, "--dry-run").exit_code == 0
+    assert [group] in _tool(kafka, "--list")
+    deleted = cli("groups", "delete", group)  # not on a terminal: --yes needed
+    assert deleted.exit_code == 2 and "--yes" in deleted.stderr
+    assert cli("groups", "delete", group, "--yes").exit_code == 0
+    assert [group] not in _tool(kafka, "--list")
+    assert group not in {g["group"] for g in json.loads(cli("groups", "list", "-o", "json").stdout)}
 
 
 def _member_rows(group: str) -> list[dict]:
