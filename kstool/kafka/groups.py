@@ -220,10 +220,10 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
     per lagging partition. A streams group (KIP-1071) adds "streams": its epochs, topology and
     each member's tasks; a share group (KIP-932) is described as its coordinator keeps it
     (_share_group_description)."""
-    shared = describe_share_group(clients.config, group) if speaks_to(clients.config) else None
+    state, members, streams = describe_members(clients, group)
+    shared = share_group(clients, group, state, members, streams)
     if shared is not None:
         return _share_group_description(clients, group, shared)
-    state, members, streams = describe_members(clients, group)
     committed = committed_offsets(clients, group, settle_s=SETTLE_S)
     note = None
     if not committed and not members:
@@ -258,6 +258,16 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
         known = [p["time_lag_ms"] for p in partitions if p["time_lag_ms"] is not None]
         description["max_time_lag_ms"] = max(known, default=0)
     return description
+
+
+def share_group(clients: KafkaClients, group: str, state: str, members: list[GroupMember],
+                streams: StreamsGroupDescription | None) -> dict[str, Any] | None:
+    """The share group's description (kstool.kafka.share_groups), when `group`, as described by
+    describe_members, may be one: librdkafka describes a share group as a DEAD group without
+    members (asking only then spares every other description two requests)."""
+    if streams is not None or members or state not in ("DEAD", "UNKNOWN") or not speaks_to(clients.config):
+        return None
+    return describe_share_group(clients.config, group)
 
 
 def _share_group_description(clients: KafkaClients, group: str, shared: dict[str, Any]) -> GroupDescription:

@@ -13,10 +13,16 @@ from kstool.base.documents import GroupMember
 from kstool.base.errors import NotFoundError
 from kstool.base.names import detect_internal_topics
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import committed_offsets, describe_members, list_groups, require_group_allowed, topology_topics
+from kstool.kafka.groups import (
+    committed_offsets,
+    describe_members,
+    list_groups,
+    require_group_allowed,
+    share_group,
+    topology_topics,
+)
 from kstool.kafka.offsets import offsets_for_time
-from kstool.kafka.share_groups import describe_share_group, share_group_offsets
-from kstool.kafka.wire_protocol import speaks_to
+from kstool.kafka.share_groups import share_group_offsets
 from kstool.reset.exceptions import GroupActiveError, ResetPlanError, ResetRefusedError
 from kstool.reset.offset_spec import ResetSpec
 
@@ -79,15 +85,15 @@ class ResetPlan:
 
 
 def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
-    shared = describe_share_group(clients.config, options.app_id) if speaks_to(clients.config) else None
-    if shared is not None:
-        return _share_group_plan(clients, options, shared)
     paths = AppPaths(options.state_dir, options.app_id)
     manifest = load_manifest(paths)
     if manifest is not None and not options.plan_only:
         refuse_if_running(paths, "a reset")
     warnings: list[str] = []
     state, members, streams = describe_members(clients, options.app_id)
+    shared = share_group(clients, options.app_id, state, members, streams) if manifest is None else None
+    if shared is not None:
+        return _share_group_plan(clients, options, shared)
     # a streams group's coordinator holds its topology: its inputs and internal topics
     topology = topology_topics(streams) if streams is not None and streams["subtopologies"] else None
     inputs = options.input_topics if options.input_topics is not None else (

@@ -153,7 +153,7 @@ def commit_once(transactions: TransactionalWriter, table: pa.Table, targets: lis
     if transactions.holds(offsets):
         return {}
     rows = list(target_rows(table, targets, transactions.partition_counts))
-    records = [OutRecord(r.topic, key, value, ts, r.headers[i] or [] if r.headers else [],
+    records = [OutRecord(r.topic, key, value, ts, (r.headers[i] or []) if r.headers else [],
                          None if r.partitions is None else r.partitions[i])
                for r in rows for i, (key, value, ts) in enumerate(zip(r.keys, r.values, r.timestamps))]
     transactions.commit(records, offsets)
