@@ -264,8 +264,11 @@ def share_group(clients: KafkaClients, group: str, state: str, members: list[Gro
                 streams: StreamsGroupDescription | None) -> dict[str, Any] | None:
     """The share group's description (kstool.kafka.share_groups), when `group`, as described by
     describe_members, may be one: librdkafka describes a share group as a DEAD group without
-    members (asking only then spares every other description two requests)."""
+    members and it has no committed offsets (a consumer group whose coordinator has just moved
+    may look DEAD for a moment too; asking only then spares every other description two requests)."""
     if streams is not None or members or state not in ("DEAD", "UNKNOWN") or not speaks_to(clients.config):
+        return None
+    if committed_offsets(clients, group, settle_s=SETTLE_S):
         return None
     return describe_share_group(clients.config, group)
 
