@@ -38,7 +38,7 @@ def describe_share_group(config: ClientConfig, group: str) -> dict[str, Any] | N
 
 def share_group_offsets(config: ClientConfig, group: str) -> dict[tuple[str, int], tuple[int | None, int | None]]:
     """Each share-partition's (start offset, lag) as the coordinator says: None for a partition
-    from which nothing was delivered yet; the lag from brokers that give it (v1, Kafka 4.2+)."""
+    from which nothing was delivered yet; the lag from brokers that give it (v1; Apache Kafka 4.4 does)."""
     version = min(served_versions(config).get(DESCRIBE_SHARE_GROUP_OFFSETS, (0, -1))[1], 1)
     if version < 0:
         return {}
