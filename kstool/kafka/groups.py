@@ -273,6 +273,12 @@ def share_group(clients: KafkaClients, group: str, state: str, members: list[Gro
     return describe_share_group(clients.config, group)
 
 
+def share_group_members(shared: dict[str, Any]) -> list[GroupMember]:
+    """A share group's members (describe_share_group's) as any group's."""
+    return [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
+             "group_instance_id": None, "assignment": m["assignment"]} for m in shared["members"]]
+
+
 def _share_group_description(clients: KafkaClients, group: str, shared: dict[str, Any]) -> GroupDescription:
     """A share group: its members share its partitions (each record goes to one of them), so a
     partition has no one owner; where the group stands in each is its share-partition start
@@ -283,9 +289,7 @@ def _share_group_description(clients: KafkaClients, group: str, shared: dict[str
     partitions: list[GroupPartition] = [
         {"topic": topic, "partition": partition, "committed": start, "end_offset": marks[(topic, partition)][1],
          "lag": lag, "member_id": None} for (topic, partition), (start, lag) in sorted(offsets.items())]
-    members: list[GroupMember] = [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
-                                   "group_instance_id": None, "assignment": m["assignment"]}
-                                  for m in shared["members"]]
+    members = share_group_members(shared)
     return {"group": group, "type": "share", "state": shared["state"], "members": members, "partitions": partitions,
             "total_lag": sum(p["lag"] or 0 for p in partitions),
             "note": None if partitions else "no share-partition state yet",

@@ -19,6 +19,7 @@ from kstool.kafka.groups import (
     list_groups,
     require_group_allowed,
     share_group,
+    share_group_members,
     topology_topics,
 )
 from kstool.kafka.offsets import offsets_for_time
@@ -174,8 +175,7 @@ def _share_group_plan(clients: KafkaClients, options: ResetOptions, shared: dict
     if options.internal_topics or options.intermediate_topics:
         raise ResetPlanError(f"{options.app_id!r} is a share group: it has no internal or intermediate topics")
     warnings: list[str] = []
-    members: list[GroupMember] = [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
-                                   "group_instance_id": None, "assignment": m["assignment"]} for m in shared["members"]]
+    members = share_group_members(shared)
     if members and not options.plan_only:
         raise GroupActiveError(f"share group {options.app_id!r} is {shared['state']} with {len(members)} member(s): "
                                "stop its consumers first (its offsets change only while it has none)")
