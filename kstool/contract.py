@@ -89,6 +89,8 @@ class SinkTarget:
     # and start). Such a record goes to its inner key's partition, as Kafka Streams'
     # WindowedStreamPartitioner puts it: every window of a key in the key's partition, in order
     window_bytes: int = 0
+    # the rows' `headers` go with them; a changelog's records carry none, as Kafka Streams logs a store
+    headers: bool = True
 
 
 class Topology(Protocol):

@@ -204,9 +204,10 @@ def pipe(kafka, topic: str, records) -> None:
     assert [m.timestamp()[1] for m in read_all(kafka, topic)][-len(records):] == [r[2] for r in records]
 
 
-def source_rows(keys, values, offsets=None, stamps_ms=None):
+def source_rows(keys, values, offsets=None, stamps_ms=None, headers=None):
     """Source rows as the engine's reader makes them (kstool.engine.io.range_reader.ARROW_SCHEMA);
-    timestamps: `stamps_ms` (None: no timestamp), or a second per offset."""
+    timestamps: `stamps_ms` (None: no timestamp), or a second per offset; headers: each one's
+    ([{"key", "value"}] or None), or none."""
     import pyarrow as pa
 
     from kstool.engine.io.range_reader import ARROW_SCHEMA
@@ -216,7 +217,8 @@ def source_rows(keys, values, offsets=None, stamps_ms=None):
     stamps_ms = [1000 * (o + 1) for o in offsets] if stamps_ms is None else stamps_ms
     return pa.RecordBatch.from_pydict(
         {"key": keys, "value": values, "topic": ["t"] * n, "partition": [0] * n, "offset": offsets,
-         "timestamp": [None if t is None else 1000 * t for t in stamps_ms], "timestamp_type": [1] * n, "headers": [None] * n,
+         "timestamp": [None if t is None else 1000 * t for t in stamps_ms], "timestamp_type": [1] * n,
+         "headers": [None] * n if headers is None else headers,
          "restored": [False] * n, "value_json": [None] * n, "partial": [None] * n}, schema=ARROW_SCHEMA)
 
 

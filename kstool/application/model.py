@@ -127,6 +127,10 @@ class Manifest:
     # processing_guarantee, on_data_loss, ...): what `reprocess` runs the app with
     run_settings: dict[str, Any] = field(default_factory=dict)
     state_layout: int = STATE_LAYOUT_ENTRIES  # a manifest without it is older than the shards
+    # Spark's aggregations (wordcount, aggregate) keep each group's last headers in their state
+    # (apps created since they do): an older app's state has no place for them, and Spark
+    # refuses a state of another schema
+    aggregate_headers: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,8 +1,8 @@
 """Text aggregates per key (Kafka Streams' KStreamReduce, apache/kafka trunk as of 2024-10):
 `concat` joins a key's values with a separator in processing order (reduce((a, b) -> a + sep +
 b)), `latest` keeps the last one (reduce((a, b) -> b)). A record with a null key or value is
-skipped; an update's timestamp is the later of the record's and the aggregate's. Per batch each
-key's latest update is written (the record cache)."""
+skipped; an update's timestamp is the later of the record's and the aggregate's, its headers the
+record's. Per batch each key's latest update is written (the record cache)."""
 
 from __future__ import annotations
 
@@ -33,4 +33,4 @@ class TextReduce(TableStores, RecordByRecord):
         acc.add(record.value)
         timestamp = max(record.timestamp, old.timestamp) if old else record.timestamp
         state.put(STORE, record.key, StoreValue(acc.text, timestamp))
-        state.emit(record.key, acc.text, timestamp)
+        state.emit(record.key, acc.text, timestamp, headers=record.headers)

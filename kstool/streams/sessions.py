@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kstool.base.store_keys import output_key, session_store_key, split_session_store_key
 from kstool.contract import LATE
 from kstool.streams.accumulators import Acc
+from kstool.streams.headers import Headers
 from kstool.streams.indexes import KeyIndex, TimeIndex
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 from kstool.streams.window_aggregation import BY_KEY, ENDS, INDEX, STORE, WindowAggregation, timestamps
@@ -40,10 +41,14 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         return {INDEX: {ENDS} | {BY_KEY + cast(bytes, r.key) for r in records}}
 
-    def _emit_session(self, state: TaskState, key: bytes, start: int, end: int, acc: Acc | None) -> None:
+    def _emit_session(self, state: TaskState, key: bytes, start: int, end: int, acc: Acc | None,
+                      headers: Headers = None) -> None:
+        """A session's update, with the headers of the record that changed it (Kafka Streams'
+        record cache keeps the record's context; without the cache the update is a new record,
+        without headers), or its final value, with those of the record that closed it."""
         value = None if acc is None else self.output(acc)
         state.emit(output_key(key, start, end, True, self.key_format), value, end,
-                   store=STORE, store_key=session_store_key(key, start, end))
+                   store=STORE, store_key=session_store_key(key, start, end), headers=headers)
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """The batch key by key, with the results of processing it record by record (`process`,
@@ -78,12 +83,12 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             positions.setdefault(int(batch.key_of[position]), []).append(position)
         for key_id, at in positions.items():
             merger.merge(batch.keys[key_id], stored[key_id], at, records)
-        for _, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
+        for position, _, kind, key, session in sorted(merger.changes, key=lambda change: change[:2]):
             if kind == _DELETE:
                 state.delete(STORE, cast(bytes, session.stored_as), session.end)
                 by_key.discard(key, cast(bytes, session.stored_as))
                 if self.emit == "update":
-                    self._emit_session(state, key, session.start, session.end, None)
+                    self._emit_session(state, key, session.start, session.end, None, records[position].headers)
                 continue
             store_key = session_store_key(key, session.start, session.end)
             state.put(STORE, store_key, StoreValue(self.stored(session.acc), session.end, session.acc))
@@ -91,11 +96,12 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
                 by_key.add(key, store_key)
                 ends.add(session.end, store_key)
             if self.emit == "update":
-                self._emit_session(state, key, session.start, session.end, session.acc)
+                self._emit_session(state, key, session.start, session.end, session.acc, records[position].headers)
         state.advance(int(ts.max()))
-        self._close_in_order(state, [(position, records[position]) for position in merger.late], close)
+        self._close_in_order(state, [(position, records[position]) for position in merger.late], close, records)
 
-    def _close_in_order(self, state: TaskState, late: list[tuple[int, Record]], close: np.ndarray) -> None:
+    def _close_in_order(self, state: TaskState, late: list[tuple[int, Record]], close: np.ndarray,
+                        records: list[Record]) -> None:
         """Late records and the sessions the batch closed, in processing order: a record's late
         copy, then the sessions its stream time closed (by end, then store key)."""
         import numpy as np
@@ -108,11 +114,12 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         events: list[tuple[int, int, Any]] = [(at, 0, record) for at, record in late]
         events += [(at, 1, entry) for at, entry in zip(closed_at, closing)]
         events.sort(key=lambda event: event[:2])  # stable: closings keep take()'s order
-        for _, kind, item in events:
+        for at, kind, item in events:
             if kind == 0:
-                state.emit(item.key, item.value, item.timestamp, LATE)
+                state.emit(item.key, item.value, item.timestamp, LATE, headers=item.headers)
                 continue
-            self._close_session(state, by_key, *item)
+            end, store_key = item
+            self._close_session(state, by_key, end, store_key, records[at].headers)
 
     def process(self, record: Record, state: TaskState) -> None:
         by_key, ends = self._indexes(state)  # an unindexed store is indexed before this record changes it
@@ -128,8 +135,8 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         start = min([ts] + [s for s, *_ in overlapping])
         end = max([ts] + [e for _, e, *_ in overlapping])
         if end < close:
-            state.emit(record.key, record.value, ts, LATE)
-            self._close_sessions(state, close)
+            state.emit(record.key, record.value, ts, LATE, headers=record.headers)
+            self._close_sessions(state, close, record.headers)
             return
         acc = self.new_acc()
         for old_start, old_end, store_key, value in sorted(overlapping):
@@ -138,7 +145,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
                 state.delete(STORE, store_key, old_end)
                 by_key.discard(key, store_key)
                 if self.emit == "update":
-                    self._emit_session(state, key, old_start, old_end, None)
+                    self._emit_session(state, key, old_start, old_end, None, record.headers)
         acc.add(self.input_of(record))
         store_key = session_store_key(key, start, end)
         state.put(STORE, store_key, StoreValue(self.stored(acc), end, acc))
@@ -146,8 +153,8 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             by_key.add(key, store_key)
             ends.add(end, store_key)
         if self.emit == "update":
-            self._emit_session(state, key, start, end, acc)
-        self._close_sessions(state, close)
+            self._emit_session(state, key, start, end, acc, record.headers)
+        self._close_sessions(state, close, record.headers)
 
     def _indexes(self, state: TaskState) -> tuple[KeyIndex, TimeIndex]:
         """Each key's sessions, and (session end, store key): which sessions close next
@@ -164,25 +171,27 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         found = cast(_SessionIndexes, found)
         return found.by_key, found.ends
 
-    def _close_sessions(self, state: TaskState, close: int) -> None:
+    def _close_sessions(self, state: TaskState, close: int, headers: Headers) -> None:
         """Sessions whose end is before the close time are final: emitted in final mode (in
-        end order, as the time-ordered session store yields them), then dropped from the store
-        as expired (no changelog tombstone: the topic's retention removes them)."""
+        end order, as the time-ordered session store yields them, with the headers of the
+        record that closed them), then dropped from the store as expired (no changelog
+        tombstone: the topic's retention removes them)."""
         by_key, ends = self._indexes(state)
         closing = ends.take(close)
         if closing:
             state.prefetch(STORE, (store_key for _, store_key in closing))
         for end, store_key in closing:
-            self._close_session(state, by_key, end, store_key)
+            self._close_session(state, by_key, end, store_key, headers)
 
-    def _close_session(self, state: TaskState, by_key: KeyIndex, end: int, store_key: bytes) -> None:
+    def _close_session(self, state: TaskState, by_key: KeyIndex, end: int, store_key: bytes,
+                       headers: Headers) -> None:
         """A session the stream time closed (one merged into a later session is gone already)."""
         value = state.get(STORE, store_key)
         if value is None:
             return
         key, start, _ = split_session_store_key(store_key)
         if self.emit == "final":
-            self._emit_session(state, key, start, end, self.acc_of(value))
+            self._emit_session(state, key, start, end, self.acc_of(value), headers)
         state.delete(STORE, store_key, end, log=False)
         by_key.discard(key, store_key)
 

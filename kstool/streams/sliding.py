@@ -22,6 +22,7 @@ from typing import cast
 from kstool.base.store_keys import output_key, split_window_store_key, window_store_key
 from kstool.contract import LATE
 from kstool.streams.accumulators import Acc
+from kstool.streams.headers import Headers
 from kstool.streams.indexes import KeyIndex, TimeIndex
 from kstool.streams.task import Record, RecordByRecord, StoreValue, TaskState
 from kstool.streams.window_aggregation import INDEX, STORE, WindowAggregation
@@ -69,7 +70,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         indexes = self._indexes(state)
         close = state.advance(ts) - self.grace
         if ts + diff < close:
-            state.emit(record.key, record.value, ts, LATE)
+            state.emit(record.key, record.value, ts, LATE, headers=record.headers)
             return
         self._expire(state, indexes)
         if ts < diff:
@@ -77,7 +78,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
             return
         self._process(state, indexes, record, close)
         if self.emit == "final":
-            self._emit_closed(state, indexes, close)
+            self._emit_closed(state, indexes, close, record.headers)
 
     def _process(self, state: TaskState, indexes: _Indexes, record: Record, close: int) -> None:
         """processReverse: the key's windows from t + 1 down to t - 2D."""
@@ -111,7 +112,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
             base = copy.copy(self.acc_of(left_agg)) if not_empty else self.new_acc()
             self._update(state, indexes, record, ts - diff, StoreValue(None, ts, base), close)
         if not right_created and right_agg is not None and right_agg.timestamp > ts:
-            self._put(state, indexes, key, ts + 1, right_agg)
+            self._put(state, indexes, key, ts + 1, right_agg, record.headers)
 
     def _process_early(self, state: TaskState, indexes: _Indexes, record: Record, close: int) -> None:
         """processEarly: a record before D goes into the window [0, D]."""
@@ -135,7 +136,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         if right_agg is None and combined is not None and combined.timestamp > ts:
             right_agg = combined
         if not right_created and right_agg is not None and right_agg.timestamp > ts:
-            self._put(state, indexes, key, ts + 1, right_agg)
+            self._put(state, indexes, key, ts + 1, right_agg, record.headers)
         if previous is not None and previous + 1 not in starts:
             self._update(state, indexes, record, previous + 1, StoreValue(None, ts, self.new_acc()), close)
         self._update(state, indexes, record, 0, combined or StoreValue(None, ts, self.new_acc()), close)
@@ -149,9 +150,12 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         acc = copy.copy(self.acc_of(entry))
         acc.add(self.input_of(record))
         self._put(state, indexes, cast(bytes, record.key), start,
-                  StoreValue(None, max(record.timestamp, entry.timestamp), acc))
+                  StoreValue(None, max(record.timestamp, entry.timestamp), acc), record.headers)
 
-    def _put(self, state: TaskState, indexes: _Indexes, key: bytes, start: int, entry: StoreValue) -> None:
+    def _put(self, state: TaskState, indexes: _Indexes, key: bytes, start: int, entry: StoreValue,
+             headers: Headers) -> None:
+        """The window's entry put; with --emit update forwarded with the headers of the record
+        being processed (its context, as KStreamSlidingWindowAggregate forwards)."""
         acc = copy.copy(self.acc_of(entry))
         store_key = window_store_key(key, start)
         if state.get(STORE, store_key) is None:
@@ -161,10 +165,11 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
                 indexes.ends.add(start + self.window.size, store_key)
         state.put(STORE, store_key, StoreValue(self.stored(acc), entry.timestamp, acc))
         if self.emit == "update":
-            self._emit(state, key, start, acc, entry.timestamp)
+            self._emit(state, key, start, acc, entry.timestamp, headers)
 
-    def _emit(self, state: TaskState, key: bytes, start: int, acc: Acc, ts: int) -> None:
-        state.emit(output_key(key, start, start + self.window.size, False, self.key_format), self.output(acc), ts)
+    def _emit(self, state: TaskState, key: bytes, start: int, acc: Acc, ts: int, headers: Headers) -> None:
+        state.emit(output_key(key, start, start + self.window.size, False, self.key_format), self.output(acc), ts,
+                   headers=headers)
 
     def _fetch(self, state: TaskState, indexes: _Indexes, key: bytes, low: int, high: int,
                newest_first: bool) -> list[Window]:
@@ -185,7 +190,8 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
             indexes.by_key.discard(key, store_key)
             state.delete(STORE, store_key, 0, log=False)
 
-    def _emit_closed(self, state: TaskState, indexes: _Indexes, close: int) -> None:
+    def _emit_closed(self, state: TaskState, indexes: _Indexes, close: int, headers: Headers) -> None:
+        """The windows `close` closed, with the headers of the record that closed them."""
         closed = indexes.ends.take(close)
         if closed:
             state.prefetch(STORE, (store_key for _, store_key in closed))
@@ -193,7 +199,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
             entry = state.get(STORE, store_key)
             if entry is not None:
                 key, start, _ = split_window_store_key(store_key)
-                self._emit(state, key, start, self.acc_of(entry), entry.timestamp)
+                self._emit(state, key, start, self.acc_of(entry), entry.timestamp, headers)
 
     def _indexes(self, state: TaskState) -> _Indexes:
         found = state.index.get("sliding")

@@ -34,6 +34,7 @@ from typing import cast
 from kstool.contract import OUTPUT, REPARTITION, changelog_role
 from kstool.streams.accumulators import output_value, stored_number
 from kstool.streams.fields import json_field
+from kstool.streams.headers import Headers, headers_of, stored_headers
 from kstool.streams.indexes import MIN_BUCKET_MS, TimeIndex
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 from kstool.streams.task import Record, StoreValue, TableStores, TaskState
@@ -63,6 +64,7 @@ class Change:
     new: float | None
     old: float | None
     timestamp: int
+    headers: Headers = None  # the row update's: what the group's output forwards (not encoded: they travel beside)
 
     def encode(self) -> bytes:
         flags = (HAS_OLD if self.old is not None else 0) | (HAS_NEW if self.new is not None else 0)
@@ -72,7 +74,7 @@ class Change:
     def decode(cls, record: Record) -> "Change":
         flags, old, new = CHANGE.unpack(cast(bytes, record.value))
         return cls(cast(bytes, record.key), new if flags & HAS_NEW else None, old if flags & HAS_OLD else None,
-                   record.timestamp)
+                   record.timestamp, record.headers)
 
 
 @dataclass
@@ -108,7 +110,7 @@ class RowChanges(TableStores):
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         for change in self.changes(records, state):
-            state.emit(change.group, change.encode(), change.timestamp, REPARTITION)
+            state.emit(change.group, change.encode(), change.timestamp, REPARTITION, headers=change.headers)
 
     def group_of(self, key: bytes, value: bytes) -> tuple[bytes, float] | None:
         """KTableRepartitionMap's mapper: the row's group and its number (count: 1), or None
@@ -137,12 +139,12 @@ class RowChanges(TableStores):
             old_pair = self.group_of(record.key, old) if old is not None else None
             new_pair = self.group_of(record.key, record.value) if record.value is not None else None
             if old_pair and new_pair and old_pair[0] == new_pair[0]:
-                changes.append(Change(old_pair[0], new_pair[1], old_pair[1], record.timestamp))
+                changes.append(Change(old_pair[0], new_pair[1], old_pair[1], record.timestamp, record.headers))
                 continue
             if old_pair:
-                changes.append(Change(old_pair[0], None, old_pair[1], record.timestamp))
+                changes.append(Change(old_pair[0], None, old_pair[1], record.timestamp, record.headers))
             if new_pair:
-                changes.append(Change(new_pair[0], new_pair[1], None, record.timestamp))
+                changes.append(Change(new_pair[0], new_pair[1], None, record.timestamp, record.headers))
         return changes
 
     def _update_row(self, state: TaskState, record: Record) -> tuple[bool, bytes | None]:
@@ -192,16 +194,19 @@ class GroupAggregate(TableStores):
         self.apply([Change.decode(record) for record in records], state)
 
     def apply(self, changes: list[Change], state: TaskState) -> None:
-        flushed: dict[bytes, tuple[bytes | None, int]] = {}  # the record cache: each group's latest
+        """The changes aggregated; each group's latest value written (or buffered) once, with the
+        headers of the row update that made it (the record cache's entry keeps its context)."""
+        flushed: dict[bytes, tuple[bytes | None, int, Headers]] = {}  # the record cache: each group's latest
         for change in changes:
             self._aggregate(state, flushed, change)
-        for group, (value, ts) in flushed.items():
+        for group, (value, ts, headers) in flushed.items():
             if self.suppressed:
-                self._suppress(state, group, value, ts)
+                self._suppress(state, group, value, ts, headers)
             else:
-                state.emit(group, value, ts)
+                state.emit(group, value, ts, headers=headers)
 
-    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[bytes | None, int]], change: Change) -> None:
+    def _aggregate(self, state: TaskState, flushed: dict[bytes, tuple[bytes | None, int, Headers]],
+                   change: Change) -> None:
         """KTableAggregate#process: the old number taken back, then the new one added."""
         group, new, old, ts = change.group, change.new, change.old, change.timestamp
         entry = state.get(STORE, group)
@@ -219,19 +224,20 @@ class GroupAggregate(TableStores):
         else:
             state.put(STORE, group, StoreValue(value, newest))  # the output's serde (one for both)
         flushed.pop(group, None)  # re-inserted: the cache's order is that of the last update
-        flushed[group] = (value, newest)
+        flushed[group] = (value, newest, change.headers)
 
-    def _suppress(self, state: TaskState, group: bytes, value: bytes | None, ts: int) -> None:
+    def _suppress(self, state: TaskState, group: bytes, value: bytes | None, ts: int, headers: Headers) -> None:
         """KTableSuppressProcessor#process: buffer the update (a group already waiting keeps
-        its place), then evict what waited long enough and, beyond the record limit, the
-        oldest."""
+        its place; the entry's aux, its headers: those the evicted record carries), then evict
+        what waited long enough and, beyond the record limit, the oldest."""
         buffered = self._buffer(state)
         stream_time = state.advance(ts)
         held = state.get(BUFFER, group)
         since = TIME.unpack(cast(bytes, held.value)[:TIME.size])[0] if held is not None else ts
         if held is None:
             buffered.add(since, group)
-        state.put(BUFFER, group, StoreValue(TIME.pack(since) + (ABSENT if value is None else PRESENT + value), ts))
+        state.put(BUFFER, group, StoreValue(TIME.pack(since) + (ABSENT if value is None else PRESENT + value), ts,
+                                            stored_headers(headers)))
         due = buffered.take(stream_time - self.suppress_ms + 1) if self.suppress_ms is not None else []
         waiting = len(state.stores[BUFFER])  # the store counts its entries (a shard directory's count)
         over = waiting - len(due) - (self.suppress_records if self.suppress_records is not None else NO_LIMIT)
@@ -243,7 +249,8 @@ class GroupAggregate(TableStores):
         for _, due_group in due:
             entry = cast(StoreValue, state.get(BUFFER, due_group))
             data = cast(bytes, entry.value)[TIME.size:]
-            state.emit(due_group, data[1:] if data[:1] == PRESENT else None, entry.timestamp, OUTPUT)
+            state.emit(due_group, data[1:] if data[:1] == PRESENT else None, entry.timestamp, OUTPUT,
+                       headers=headers_of(entry.aux))
             state.delete(BUFFER, due_group, entry.timestamp)
 
     def _buffer(self, state: TaskState) -> TimeIndex:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from kstool.base.store_keys import output_key, split_window_store_key, window_store_key
 from kstool.contract import LATE, OUTPUT, changelog_role
 from kstool.streams.accumulators import Acc, Accumulator, output_value
+from kstool.streams.headers import Headers
 from kstool.streams.indexes import TimeIndex
 from kstool.streams.task import Emitted, Record, StoreValue, TaskState
 from kstool.streams.window_aggregation import ENDS, INDEX, STORE, WindowAggregation, timestamps
@@ -40,16 +41,18 @@ class WindowedAggregate(WindowAggregation):
                       if r.partial is not None and r.key is not None and r.partial[0] is not None)
         return {STORE: wanted, INDEX: {ENDS}}
 
-    def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Acc, ts: int) -> None:
+    def _emit_window(self, state: TaskState, key: bytes, start: int, acc: Acc, ts: int, headers: Headers) -> None:
         end = start + self.window.size
-        state.emit(output_key(key, start, end, False, self.key_format), self.output(acc), ts)
+        state.emit(output_key(key, start, end, False, self.key_format), self.output(acc), ts, headers=headers)
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """The batch at once, with the results of processing it record by record: stream time
         is a running maximum; a record counts in each of its windows whose end + grace is still
         after the stream time as of that record (none: it is late); then each window is updated
-        once, with its records in order; windows the final stream time closed leave the store
-        (`--emit final` emits them, in processing order)."""
+        once, with its records in order, and carries the last one's headers; windows the final
+        stream time closed leave the store (`--emit final` emits them, in processing order, with
+        the headers of the record that closed them: KStreamWindowAggregate's onWindowClose
+        forwards the current record's context)."""
         import numpy as np
 
         if not records:
@@ -72,12 +75,13 @@ class WindowedAggregate(WindowAggregation):
         for (key, start), indexes in sorted(updates.items(), key=lambda item: (item[1][-1], item[0][1])):
             inputs = [self.input_of(records[index]) for index in indexes]
             self._update_window(state, ends, key, start, max(records[index].timestamp for index in indexes),
-                                functools.partial(_add_all, inputs))
+                                functools.partial(_add_all, inputs), records[indexes[-1]].headers)
         state.advance(int(ts.max()))
-        self._close_windows(state, [(int(i), records[i]) for i in late], np.arange(len(records)), close)
+        self._close_windows(state, [(int(i), records[i]) for i in late], np.arange(len(records)), close,
+                            [r.headers for r in records])
 
     def _update_window(self, state: TaskState, ends: TimeIndex, key: bytes, start: int, newest: int,
-                       add: Callable[[Any], object]) -> None:
+                       add: Callable[[Any], object], headers: Headers) -> None:
         """A window's entry updated once per batch: `add` adds the batch's records to it."""
         store_key = window_store_key(key, start)
         old = state.get(STORE, store_key)
@@ -88,28 +92,32 @@ class WindowedAggregate(WindowAggregation):
         if old is None:
             ends.add(start + self.window.size, store_key)
         if self.emit == "update":
-            self._emit_window(state, key, start, acc, value_ts)
+            self._emit_window(state, key, start, acc, value_ts, headers)
 
     def _process_combined(self, records: list[Record], state: TaskState) -> None:
         """A batch the source combined (kstool.tasks.combiners.window_counts.WindowCombiner), with the
         results of its records one by one: a partial's window counts its records unless the
         stream time before its range had closed it (then those whose newest window it is are
-        late); records the source found late come as themselves; each range's newest time
-        (a row without a key) moves stream time on. The partials are grouped per window in
+        late); records the source found late come as themselves; rows without a key move stream
+        time on, each at a record (a final window carries the headers of the one that closed
+        it). A window's update carries its last partial's headers. The partials are grouped per window in
         numpy, and each window's entry is written in one pass (a count's entry keeps no aux:
         its value is the count)."""
         import numpy as np
 
         ends = self._ends(state)
         size = self.window.size
-        newest_of_range = {r.partial[3]: (r.timestamp, r.offset) for r in records
-                           if r.partial is not None and r.key is None}
-        range_starts = sorted(newest_of_range)
-        carried, newest, at = [], state.stream_time, 0  # stream time before each range: the batch's, then its ranges'
-        for range_start in range_starts:
-            carried.append(newest)
-            if newest_of_range[range_start][0] > newest:
-                newest, at = newest_of_range[range_start]
+        steps = sorted((r for r in records if r.partial is not None and r.key is None),
+                       key=lambda r: (r.partial[3], r.offset))  # type: ignore[index]  # a partial row's
+        range_starts = sorted({r.partial[3] for r in steps})  # type: ignore[index]
+        carried: list[int] = []  # stream time before each range: the batch's, then its ranges'
+        newest, positions, closes = state.stream_time, [], []  # stream time as each step moved it
+        for step in steps:
+            if len(carried) < len(range_starts) and step.partial[3] == range_starts[len(carried)]:  # type: ignore[index]
+                carried.append(newest)
+            newest = max(newest, step.timestamp)
+            positions.append(step.offset)
+            closes.append(newest - self.grace)
         late: list[tuple[int, Record]] = [(r.offset, r) for r in records if r.partial is None]  # late in their range
         partials = [r for r in records if r.partial is not None and r.key is not None and r.partial[0] is not None]
         if partials:
@@ -123,19 +131,20 @@ class WindowedAggregate(WindowAggregation):
             open_ = np.flatnonzero(~closed)
             if len(open_):
                 keys = [cast(bytes, partials[i].key) for i in open_.tolist()]
-                self._update_windows(state, ends, *_windows_of(keys, starts[open_], counts[open_], stamps[open_],
-                                                              offsets[open_]))
+                headers = [partials[i].headers for i in open_.tolist()]
+                self._update_windows(state, ends, *_windows_of(keys, headers, starts[open_], counts[open_],
+                                                              stamps[open_], offsets[open_]))
         state.advance(newest)
-        self._close_windows(state, late, np.array([at]), np.array([newest - self.grace]))
+        self._close_windows(state, late, np.array(positions), np.array(closes), [step.headers for step in steps])
 
-    def _update_windows(self, state: TaskState, ends: TimeIndex, keys: list[bytes], starts: list[int],
-                        counts: list[int], newest: list[int]) -> None:
+    def _update_windows(self, state: TaskState, ends: TimeIndex, keys: list[bytes], headers: list[Headers],
+                        starts: list[int], counts: list[int], newest: list[int]) -> None:
         """Add each window's count to its entry, in order: the entry, its changelog record, its
         output record with --emit update, and the end of a new window in the index."""
         table = state.stores[STORE]
         changed = state.changed.setdefault(STORE, {})
         role, size, update, emitted = changelog_role(STORE), self.window.size, self.emit == "update", []
-        for key, start, count, stamp in zip(keys, starts, counts, newest):
+        for key, window_headers, start, count, stamp in zip(keys, headers, starts, counts, newest):
             store_key = window_store_key(key, start)
             old = table.get(store_key)
             if old is None:
@@ -150,7 +159,7 @@ class WindowedAggregate(WindowAggregation):
             emitted.append(Emitted(role, store_key, value, stamp, STORE, store_key))
             if update:
                 emitted.append(Emitted(OUTPUT, output_key(key, start, start + size, False, self.key_format),
-                                       value, stamp))
+                                       value, stamp, headers=window_headers))
         state.record_all(emitted)
 
     def _ends(self, state: TaskState) -> TimeIndex:
@@ -165,53 +174,56 @@ class WindowedAggregate(WindowAggregation):
         return cast(TimeIndex, state.index["ends"])
 
     def _close_windows(self, state: TaskState, late: list[tuple[int, Record]], positions: np.ndarray,
-                       close: np.ndarray) -> None:
+                       close: np.ndarray, headers: list[Headers]) -> None:
         """Late records and closed windows in processing order: a record's late copy, then the
         windows its stream time closed (suppress' order: window end, then key). `close[i]` is
-        the close time from position `positions[i]` of the batch on; `late`: (position, record)."""
+        the close time from position `positions[i]` of the batch on, `headers[i]` those of the
+        record there; `late`: (position, record)."""
         import numpy as np
 
         closing = self._ends(state).take(int(close[-1]) + 1)
         if closing:
             state.prefetch(STORE, (store_key for _, store_key in closing))
-        events: list[tuple[int, int, Any]] = [(at, 0, record) for at, record in late]
+        events: list[tuple[int, int, Any, Headers]] = [(at, 0, record, record.headers) for at, record in late]
         if self.emit == "final" and closing:
-            closed_at = positions[np.searchsorted(close, np.array([end for end, _ in closing], np.int64), "left")]
-            events += [(at, 1, store_key) for at, (_, store_key) in zip(closed_at.tolist(), closing)]
+            closer = np.searchsorted(close, np.array([end for end, _ in closing], np.int64), "left")
+            events += [(int(positions[i]), 1, store_key, headers[i]) for i, (_, store_key) in zip(closer.tolist(), closing)]
             events.sort(key=lambda event: event[:2])  # stable: closings keep take()'s order
-        for _, kind, item in events:
+        for _, kind, item, item_headers in events:
             if kind == 0:
-                state.emit(item.key, item.value, item.timestamp, LATE)
+                state.emit(item.key, item.value, item.timestamp, LATE, headers=item_headers)
                 continue
             store_key = item
             value = state.get(STORE, store_key)
             if value is not None:
                 key, start, _ = split_window_store_key(store_key)
-                self._emit_window(state, key, start, self.acc_of(value), value.timestamp)
+                self._emit_window(state, key, start, self.acc_of(value), value.timestamp, item_headers)
         for _, store_key in closing:
             value = state.get(STORE, store_key)
             if value is not None:
                 state.delete(STORE, store_key, value.timestamp, log=False)  # expired, like a dropped segment
 
 
-def _windows_of(keys: list[bytes], starts: np.ndarray, counts: np.ndarray, stamps: np.ndarray,
-                offsets: np.ndarray) -> tuple[list[bytes], list[int], list[int], list[int]]:
-    """Partials grouped per (key, window start): each window's key, start, count and newest time,
-    in the order of its last partial (by offset, then start: the record cache's order)."""
+def _windows_of(keys: list[bytes], headers: list[Headers], starts: np.ndarray, counts: np.ndarray,
+                stamps: np.ndarray, offsets: np.ndarray) -> tuple[list[bytes], list[Headers], list[int], list[int],
+                                                                  list[int]]:
+    """Partials grouped per (key, window start): each window's key, last partial's headers, start,
+    count and newest time, in the order of its last partial (by offset, then start: the record
+    cache's order)."""
     import numpy as np
     import pyarrow as pa
 
     ids = np.asarray(pa.array(keys, pa.binary()).dictionary_encode().indices, np.int64)
-    by_cell = np.lexsort((starts, ids))
+    by_cell = np.lexsort((offsets, starts, ids))  # a cell's partials in offset order: its last one last
     ids, starts = ids[by_cell], starts[by_cell]
     begins = np.flatnonzero(np.r_[True, (ids[1:] != ids[:-1]) | (starts[1:] != starts[:-1])])
     count = np.add.reduceat(counts[by_cell], begins)
     newest = np.maximum.reduceat(stamps[by_cell], begins)
     last = np.maximum.reduceat(offsets[by_cell], begins)
     order = np.lexsort((starts[begins], last))
-    first = by_cell[begins][order]
-    return ([keys[i] for i in first.tolist()], starts[begins][order].tolist(), count[order].tolist(),
-            newest[order].tolist())
+    lasts = by_cell[np.r_[begins[1:], len(by_cell)] - 1][order]
+    return ([keys[i] for i in lasts.tolist()], [headers[i] for i in lasts.tolist()], starts[begins][order].tolist(),
+            count[order].tolist(), newest[order].tolist())
 
 
 def _add_all(inputs: list[Any], acc: Acc) -> None:

@@ -22,7 +22,14 @@ from kstool.streams.window_aggregation import STORE
 from kstool.streams.windows import WINDOW_KINDS
 from kstool.tasks import combiners
 from kstool.topologies import aggregate_inputs
-from kstool.topologies.aggregate_inputs import INPUT_FORMATS, VALUE_FORMATS, NumberInput
+from kstool.topologies.aggregate_inputs import (
+    HEADERS_DDL,
+    INPUT_FORMATS,
+    VALUE_FORMATS,
+    NumberInput,
+    last_headers,
+    last_headers_columns,
+)
 from kstool.topologies.one_input import OneInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 from kstool.topologies.text_aggregate import TextAggregation
@@ -40,6 +47,7 @@ class KeyedAggregation(OneInput):
     invalid_reason: str = aggregate_inputs.INVALID_REASON
     per_task: bool = False
     tasks_are_partitions: bool = False
+    forwards_headers: bool = True  # False: an app whose Spark state predates them (Manifest.aggregate_headers)
     numbers: NumberInput = field(init=False)
 
     def __post_init__(self) -> None:
@@ -54,8 +62,8 @@ class KeyedAggregation(OneInput):
                           store_format(self.agg, self.value_format), spark_key_field="group_key", spark_value_field="")]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
-        return [SinkTarget(self.output_topic, "out_value"),
-                SinkTarget(changelog_topic(app_id, STORE), "out_value")]  # one serde: the store holds the output
+        return [SinkTarget(self.output_topic, "out_value"),  # one serde: the store holds the output
+                SinkTarget(changelog_topic(app_id, STORE), "out_value", headers=False)]
 
     def valid_record(self):
         return self.numbers.valid()
@@ -79,7 +87,8 @@ class KeyedAggregation(OneInput):
              .otherwise(self.numbers.number()).alias("n"),
             F.when(restored, aggregate_inputs.restored_number(self.value_format).cast("long"))
              .when(combined, partial["count"]).otherwise(F.lit(1).cast("long")).alias("weight"),
-            F.when(combined, partial["whole"].cast("int")).alias("combined_whole"), F.col("timestamp"))
+            F.when(combined, partial["whole"].cast("int")).alias("combined_whole"), F.col("timestamp"),
+            *(last_headers_columns() if self.forwards_headers else ()))
         rows = rows.filter(F.col("group_key").isNotNull())
         aggregate = {
             "count": F.sum("weight"), "sum": F.sum("n"), "min": F.min("n"), "max": F.max("n"),
@@ -88,12 +97,14 @@ class KeyedAggregation(OneInput):
         # whether every input so far was a whole number decides long vs double output
         whole = F.coalesce(F.col("combined_whole"), F.when(F.col("n") % 1 == 0, 1).otherwise(0))
         return rows.groupBy("group_key").agg(
-            aggregate.alias("result"), F.min(whole).alias("whole"), F.max("timestamp").alias("timestamp"))
+            aggregate.alias("result"), F.min(whole).alias("whole"), F.max("timestamp").alias("timestamp"),
+            *(last_headers(),) if self.forwards_headers else ())
 
     def encode(self, updates):
-        return updates.select("group_key", "result", "whole", "timestamp").mapInArrow(
+        headers = ("headers",) if self.forwards_headers else ()
+        return updates.select("group_key", "result", "whole", "timestamp", *headers).mapInArrow(
             functools.partial(_encode_batches, self.agg, self.value_format),
-            "key binary, timestamp timestamp, out_value binary")
+            "key binary, timestamp timestamp, out_value binary" + (f", headers {HEADERS_DDL}" if headers else ""))
 
     def describe(self, app_id: str) -> dict:
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
@@ -107,9 +118,11 @@ def _encode_batches(agg: str, value_format: str, batches):
     for batch in batches:
         results, wholes = batch.column("result").to_pylist(), batch.column("whole").to_pylist()
         out = [output_value(agg, r, w == 1, value_format) for r, w in zip(results, wholes)]
-        yield pa.RecordBatch.from_arrays(
-            [batch.column("group_key").cast(pa.binary()), batch.column("timestamp"), pa.array(out, pa.binary())],
-            names=["key", "timestamp", "out_value"])
+        columns = {"key": batch.column("group_key").cast(pa.binary()), "timestamp": batch.column("timestamp"),
+                   "out_value": pa.array(out, pa.binary())}
+        if "headers" in batch.schema.names:
+            columns["headers"] = batch.column("headers")
+        yield pa.RecordBatch.from_pydict(columns)
 
 
 def create(window: str | None = None, grace: int = 0, time: str = "record", emit: str = "update",

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.serdes import SCHEMA_FORMATS
-from kstool.contract import VALUE_JSON
+from kstool.contract import RESTORED, VALUE_JSON
 from kstool.streams.accumulators import AGGREGATIONS
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
+HEADERS_DDL = "array<struct<key:string,value:binary>>"  # a record's headers, as Spark's Kafka rows have them
 VALUE_FORMATS = ("auto", "string", "json")
 INVALID_REASON = "not a number (or not JSON)"
 GROUP_BY_FORMS = ("key", "field", "split")
@@ -157,3 +158,22 @@ def decode_double(column):
              .when(exponent == 2047, F.when(mantissa == 0, F.lit(float("inf"))).otherwise(F.lit(float("nan"))))
              .otherwise((mantissa + 1.0) * F.pow(F.lit(2.0), exponent.cast("double") - 1023)))
     return F.when(F.length(column) == 8, sign * value)
+
+
+def last_headers_columns():
+    """A row's headers and its place in processing order: the micro-batch (its time, the same
+    for all its rows and later for later ones), then its offset; none for a restored store
+    entry, which forwards nothing."""
+    from pyspark.sql import functions as F
+
+    processed = F.struct(F.current_timestamp().alias("batch"), F.col("offset").alias("offset"))
+    return F.col("headers"), F.when(~F.col(RESTORED), processed).alias("processed")
+
+
+def last_headers():
+    """A group's headers: its last record's, which Kafka Streams forwards with the update (its
+    record cache keeps the last update's context). Within a micro-batch, of records from
+    several partitions the one with the highest offset."""
+    from pyspark.sql import functions as F
+
+    return F.max_by("headers", "processed").alias("headers")

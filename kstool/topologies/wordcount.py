@@ -15,7 +15,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, RESTORED, SinkTarget
 from kstool.tasks.combiners import NON_WORD, WORD_SPEC
-from kstool.topologies.aggregate_inputs import decode_long
+from kstool.topologies.aggregate_inputs import decode_long, last_headers, last_headers_columns
 from kstool.topologies.one_input import OneInput
 from kstool.topologies.spec import TOPIC, Setting, TopologyType
 
@@ -31,6 +31,7 @@ class WordCount(OneInput):
     per_task: bool = False
     tasks_are_partitions: bool = False
     combiner = WORD_SPEC  # the source counts the words of ASCII lines as it reads them
+    forwards_headers: bool = True  # False: an app whose Spark state predates them (Manifest.aggregate_headers)
 
     def parameters(self) -> dict[str, Any]:
         return {"value_format": self.value_format}
@@ -41,7 +42,7 @@ class WordCount(OneInput):
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return [SinkTarget(self.output_topic, "out_value"),
-                SinkTarget(changelog_topic(app_id, STORE), "store_value")]
+                SinkTarget(changelog_topic(app_id, STORE), "store_value", headers=False)]
 
     def valid_record(self):
         from pyspark.sql import functions as F
@@ -60,10 +61,11 @@ class WordCount(OneInput):
                       .otherwise(F.split(F.lower(F.col("value").cast("string")), NON_WORD))).alias("word"),
             F.when(restored, decode_long(F.col("value"))).when(partial.isNotNull(), partial["count"])
              .otherwise(F.lit(1).cast("long")).alias("weight"),
-            F.col("timestamp"))
+            F.col("timestamp"), *(last_headers_columns() if self.forwards_headers else ()))
         return (words.filter(F.col("word") != "")
                 .groupBy("word")
-                .agg(F.sum("weight").alias("count"), F.max("timestamp").alias("timestamp")))
+                .agg(F.sum("weight").alias("count"), F.max("timestamp").alias("timestamp"),
+                     *(last_headers(),) if self.forwards_headers else ()))
 
     def encode(self, updates):
         from pyspark.sql import functions as F
@@ -74,7 +76,7 @@ class WordCount(OneInput):
             F.encode(F.col("word"), "UTF-8").alias("key"),
             F.col("timestamp"),
             (as_long if self.value_format == "long" else as_text).alias("out_value"),
-            as_long.alias("store_value"))
+            as_long.alias("store_value"), *(("headers",) if self.forwards_headers else ()))
 
     def describe(self, app_id: str) -> dict:
         store = self.stores(app_id)[0]

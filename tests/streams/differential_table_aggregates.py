@@ -9,6 +9,8 @@ import os
 
 from hypothesis import strategies as st
 
+from tests.streams.differential_windows import header_of
+
 EXAMPLES = int(os.environ.get("KSTOOL_DIFFERENTIAL_EXAMPLES", "200"))
 # (row key, None for a tombstone or (group, number), timestamp)
 rows = st.lists(st.tuples(st.sampled_from(["r1", "r2", "r3", "r4"]),
@@ -26,10 +28,13 @@ def row_value(shape: str, value: tuple[str, int] | None) -> str | None:
 
 
 def kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs) -> list[tuple]:
+    """Kafka Streams' output records: (group, value, timestamp, headers); row update i has header_of(i)."""
     case = {"kind": "table-aggregate", "agg": agg, "cache": True, "separator": ",", "index": 0,
             **({"history": history} if history is not None else {}),
             **({"group_field": "g", "sum_field": "n"} if shape == "field" else {}),
             **({"suppress_ms": suppress_ms} if suppress_ms is not None else {}),
             **({"suppress_records": suppress_records} if suppress_records is not None else {}),
-            "records": [["input", key, row_value(shape, value), ts] for key, value, ts in inputs]}
-    return [(r["key"], None if r["value"] is None else int(r["value"]), r["timestamp"]) for r in twin.ask(case)]
+            "records": [["input", key, row_value(shape, value), ts, list(header_of(i))]
+                        for i, (key, value, ts) in enumerate(inputs)]}
+    return [(r["key"], None if r["value"] is None else int(r["value"]), r["timestamp"],
+             tuple(tuple(header) for header in r["headers"])) for r in twin.ask(case)]

@@ -36,16 +36,22 @@ def kstool_value(agg: str, value: bytes | None) -> int | float | str | None:
     return struct.unpack(">d" if agg == "avg" else ">q", value)[0]
 
 
+def header_of(index: int) -> tuple[tuple[str, str], ...]:
+    """The headers of an input's record `index`: its index, but every fourth record has none."""
+    return () if index % 4 == 3 else (("n", str(index)),)
+
+
 def kafka_streams(twin, window: dict, agg: str, grace: int, emit: str, records: list[tuple[str, int, int]],
                   final: str = "on-window-close") -> list[tuple]:
+    """Kafka Streams' output records: (key, start, end, value, timestamp, headers)."""
     answer = twin.ask({"window": {**window, "grace": grace}, "agg": agg, "emit": emit, "final": final,
                        "cache": window["type"] != "session",
-                       "records": [["input", k, str(n), ts] for k, ts, n in records]})
+                       "records": [["input", k, str(n), ts, list(header_of(i))] for i, (k, ts, n) in enumerate(records)]})
     rows = []
     for record in answer:
         window_key = json.loads(record["key"])
         rows.append((window_key["key"], window_key["start"], window_key["end"], twin_value(agg, record["value"]),
-                     record["timestamp"]))
+                     record["timestamp"], tuple(tuple(header) for header in record["headers"])))
     return rows
 
 
@@ -70,13 +76,21 @@ def assert_updates_within(ours: list[tuple], theirs: list[tuple]) -> None:
     value once; a window a batch made and merged away, a session, is not written at all)."""
     ours_by_window, theirs_by_window = defaultdict(list), defaultdict(list)
     for rows, by_window in ((ours, ours_by_window), (theirs, theirs_by_window)):
-        for key, start, end, value, _ in rows:
+        for key, start, end, value, *_ in rows:
             by_window[key, start, end].append(value)
     assert {w: v[-1] for w, v in ours_by_window.items()} == {w: v[-1] for w, v in theirs_by_window.items()
                                                              if v[-1] is not None or w in ours_by_window}
     for window_key, values in ours_by_window.items():
         remaining = iter(theirs_by_window[window_key])
         assert all(value in remaining for value in values), (window_key, values, theirs_by_window[window_key])
+
+
+def assert_last_headers_alike(ours: list[tuple], theirs: list[tuple]) -> None:
+    """Each window's last update carries the headers of the last record that updated it (rows
+    end with their headers), in any micro-batches."""
+    def last(rows: list[tuple]) -> dict[tuple, tuple]:
+        return {row[:3]: row[-1] for row in rows}
+    assert last(ours) == {window: headers for window, headers in last(theirs).items() if window in last(ours)}
 
 
 def without_tombstones_of_unmoved_sessions(rows: list[tuple]) -> list[tuple]:

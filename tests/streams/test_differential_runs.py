@@ -63,8 +63,9 @@ def test_windowed_aggregate_runs_are_kafka_streams_aggregates(kafka, spark, twin
         twin_window = {**twin_window, "retention": windows.LONG_RETENTION_MS}
     group_by = group_by and agg in TEXT_AGGREGATIONS
     # re-keyed: one partition, the group in the value; else the keys spread over two partitions
-    records = [(key, None if n is None else f"{n},{windows.KEYS[abs(n) % 3]}" if group_by else str(n), ms)
-               for key, n, ms in inputs]
+    records = [(key, None if n is None else f"{n},{windows.KEYS[abs(n) % 3]}" if group_by else str(n), ms,
+                [(name, value.encode()) for name, value in windows.header_of(i)])
+               for i, (key, n, ms) in enumerate(inputs)]
     partitions = [records] if group_by else [
         [r for r in records if (windows.KEYS.index(r[0]) if r[0] else 0) % 2 == p] for p in (0, 1)]
     out = _run(kafka, "aggregate", "--input", _topic(kafka, partitions), "--window", kstool_window, "--agg", agg,
@@ -74,24 +75,28 @@ def test_windowed_aggregate_runs_are_kafka_streams_aggregates(kafka, spark, twin
     for message in read_all(kafka, out):
         key = json.loads(message.key())
         ours.append((key["key"], key["start"] - T0, key["end"] - T0, windows.kstool_value(agg, message.value()),
-                     message.timestamp()[1] - T0))
+                     message.timestamp()[1] - T0, tuple((name, value.decode()) for name, value in message.headers() or ())))
     theirs = []
     for part in partitions:
         # Kafka Streams 4.4's time and session windows aggregate a record without a value (their
         # javadoc: ignored, as kstool and its sliding windows and unwindowed aggregates do)
-        part = [(k, v, ms) for k, v, ms in part if v is not None]
+        part = [record for record in part if record[1] is not None]
         case = {"window": {**twin_window, "grace": grace}, "agg": agg, "emit": emit, "final": "on-window-close",
-                "cache": twin_window["type"] != "session", "records": [["input", k, v, T0 + ms] for k, v, ms in part],
+                "cache": twin_window["type"] != "session",
+                "records": [["input", k, v, T0 + ms, [[name, value.decode()] for name, value in headers]]
+                            for k, v, ms, headers in part],
                 **({"group_by": {"separator": ",", "index": 1}} if group_by else {})}
         for record in twin.ask(case):
             key = json.loads(record["key"])
             theirs.append((key["key"], key["start"] - T0, key["end"] - T0, windows.twin_value(agg, record["value"]),
-                           record["timestamp"] - T0))
+                           record["timestamp"] - T0, tuple(tuple(header) for header in record["headers"])))
     theirs = windows.without_tombstones_of_unmoved_sessions(theirs)
-    if emit == "final":  # partitions interleave in the output topic: each window's records alike
+    if emit == "final":  # partitions interleave in the output topic: each window's records alike, with their headers
         assert sorted(ours, key=repr) == sorted(theirs, key=repr)
     else:
         windows.assert_updates_within(ours, theirs)
+        if twin_window["type"] != "session":  # (the twin's sessions, without the record cache, have none)
+            windows.assert_last_headers_alike(ours, theirs)
 
 
 @RUNS
@@ -149,4 +154,4 @@ def test_table_aggregate_runs_are_kafka_streams_aggregates(kafka, spark, twin, i
     ours = {m.key().decode(): None if m.value() is None else int.from_bytes(m.value(), "big", signed=True)
             for m in read_all(kafka, out)}
     theirs = table_aggregates.kafka_streams(twin, "field", agg, None, None, history, inputs)
-    assert ours == {key: value for key, value, _ in theirs}
+    assert ours == {key: value for key, value, *_ in theirs}

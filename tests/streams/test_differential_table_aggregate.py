@@ -3,9 +3,10 @@ suppressed) of kstool's processor against Kafka Streams itself (tests/twin.py: K
 then count or aggregate with a subtractor, in TopologyTestDriver with its record cache, which the
 driver commits after each record), on random row updates, moves between groups and tombstones,
 out of order, over a plain or a versioned table (`--table-history`). The comparison contract (README "Differences from Kafka Streams"):
-- a micro-batch per row update: the same output records in the same order;
-- larger micro-batches: each group's last value is the same (a batch writes a group's latest
-  value once, as the record cache does at a commit)."""
+- a micro-batch per row update: the same output records in the same order, with the same
+  headers (those of the row update that made the value; suppressed: the last update's);
+- larger micro-batches: each group's last value and headers are the same (a batch writes a
+  group's latest value once, as the record cache does at a commit)."""
 
 from __future__ import annotations
 
@@ -18,18 +19,20 @@ from kstool.contract import OUTPUT
 from kstool.streams.table_aggregation import TableAggregate
 from kstool.streams.task import Record, TaskState, run_task, task_stores
 from tests.streams.differential_table_aggregates import EXAMPLES, kafka_streams, row_value, rows, shapes
+from tests.streams.differential_windows import header_of
 
 
 def _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch: int) -> list[tuple]:
     processor = TableAggregate(agg, "split:,:0" if shape == "split" else "field:g", "n" if shape == "field" else None,
                                "auto", suppress_ms, suppress_records, history)
     state, out = TaskState.empty(task_stores(processor)), []
-    recs = [Record(key.encode(), None if (v := row_value(shape, value)) is None else v.encode(), ts, offset=i)
+    recs = [Record(key.encode(), None if (v := row_value(shape, value)) is None else v.encode(), ts, offset=i,
+                   headers=[{"key": k, "value": v.encode()} for k, v in header_of(i)] or None)
             for i, (key, value, ts) in enumerate(inputs)]
     for i in range(0, len(recs), batch):
         out += run_task(processor, state, recs[i:i + batch])
-    return [(e.key.decode(), None if e.value is None else struct.unpack(">q", e.value)[0], e.timestamp)
-            for e in out if e.role == OUTPUT]
+    return [(e.key.decode(), None if e.value is None else struct.unpack(">q", e.value)[0], e.timestamp,
+             tuple((h["key"], h["value"].decode()) for h in e.headers or ())) for e in out if e.role == OUTPUT]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -49,5 +52,6 @@ def test_table_aggregates_are_kafka_streams_aggregates(twin, inputs, shape, agg,
     theirs = kafka_streams(twin, shape, agg, suppress_ms, suppress_records, history, inputs)
     assert _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, 1) == theirs
     batched = _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch)
-    if suppress_ms is None and suppress_records is None:
-        assert {key: value for key, value, _ in batched} == {key: value for key, value, _ in theirs}
+    if suppress_ms is None and suppress_records is None:  # each group's last value, with its last update's headers
+        assert {key: (value, headers) for key, value, _, headers in batched} == \
+            {key: (value, headers) for key, value, _, headers in theirs}

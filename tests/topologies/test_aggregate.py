@@ -56,6 +56,21 @@ def test_aggregations_match_the_oracle(kafka, spark, topic_name, agg):
     assert latest_per_key(read_all(kafka, f"{topic_name}-app-aggregate-changelog")) == got
 
 
+def test_aggregates_carry_the_headers_of_the_last_record_of_their_key(kafka, spark, topic_name):
+    """A key's aggregate has the headers of its last record (none when it had none: records
+    without headers are summed where the source reads them, those with headers in Spark), as
+    Kafka Streams forwards the update's record; the changelog's records carry none."""
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    produce_keyed(kafka, source, [("a", "1", 1, [("n", b"1")]), ("b", "2", 2), ("a", "3", 3),
+                                  ("b", "4", 4, [("n", b"4")]), ("c", "5", 5, [("n", b"5")])])
+    result = cli("run", "aggregate", "--input", source, "--output", sink, "--agg", "sum", "--app-id", app, "--once")
+    assert result.exit_code == 0, result.stderr
+    assert {m.key().decode(): (_decode(m.value(), True), m.headers()) for m in read_all(kafka, sink)} == {
+        "a": (4, None), "b": (6, [("n", b"4")]), "c": (5, [("n", b"5")])}
+    assert all(m.headers() is None for m in read_all(kafka, f"{app}-aggregate-changelog"))
+
+
 @pytest.mark.embedded_tier
 def test_group_by_json_field_with_double_values_and_bad_records(kafka, spark, topic_name):
     source, sink, dlq = topic_name, topic_name + "-out", topic_name + "-dlq"

@@ -19,6 +19,7 @@ from tests.helpers import (
     create_topic,
     end_offsets,
     latest_per_key,
+    produce_keyed,
     produce_values,
     read_all,
     source_rows,
@@ -84,6 +85,25 @@ def test_wordcount_counts_changelog_and_lag(kafka, spark, topic_name):
     assert sorted(m.key().decode() for m in new_records) == sorted(oracle(more))
     totals = oracle(CORPUS + more)
     assert all(as_long(m.value()) == totals[m.key().decode()] for m in new_records)
+
+
+def test_counts_carry_the_headers_of_the_last_line_with_the_word(kafka, spark, topic_name):
+    """As Kafka Streams forwards the record that updated a count (its record cache keeps the last
+    one's context): a word's count has the headers of the last line holding it, none when that
+    line had none (lines without headers are counted where the source reads them), and later
+    runs' lines take over; the changelog's records carry none."""
+    source, sink, app = topic_name, topic_name + "-out", topic_name + "-app"
+    create_topic(kafka, source, 1)
+    produce_keyed(kafka, source, [(None, "a b", 1, [("line", b"1")]), (None, "b c", 2),
+                                  (None, "a", 3, [("line", b"3"), ("empty", None)])])
+    run_once(app, source, sink)
+    first = {m.key().decode(): m.headers() for m in read_all(kafka, sink)}
+    assert first == {"a": [("line", b"3"), ("empty", None)], "b": None, "c": None}
+    produce_keyed(kafka, source, [(None, "C", 4, [("line", b"4")]), (None, "b", 5)])
+    run_once(app, source, sink)
+    assert {m.key().decode(): (as_long(m.value()), m.headers()) for m in read_all(kafka, sink)} == {
+        "a": (2, [("line", b"3"), ("empty", None)]), "b": (3, None), "c": (2, [("line", b"4")])}
+    assert all(m.headers() is None for m in read_all(kafka, f"{app}-counts-changelog"))
 
 
 def test_value_format_string(kafka, spark, topic_name):

@@ -55,5 +55,6 @@ def combined(combiner: Any, rng: OffsetRange, batches: Iterator[pa.RecordBatch])
     arrays = [table.column("key"), pa.nulls(n, pa.binary()), pa.array([rng.topic] * n, pa.string()),
               pa.array([rng.partition] * n, pa.int32()), table.column("offset"),
               table.column("timestamp").cast(pa.timestamp("us", tz="UTC")), pa.array(np.ones(n, np.int32)),
-              pa.nulls(n, HEADERS_TYPE), pa.array(np.zeros(n, bool)), pa.nulls(n, pa.string()), partial]
+              table.column("headers") if "headers" in table.column_names else pa.nulls(n, HEADERS_TYPE),
+              pa.array(np.zeros(n, bool)), pa.nulls(n, pa.string()), partial]
     yield from pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA).to_batches(ARROW_BATCH_ROWS)

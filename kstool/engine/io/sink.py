@@ -62,7 +62,7 @@ def target_rows(table: pa.Table, targets: list[SinkTarget], partition_counts: di
             inner = [key[:-target.window_bytes] for key in keys]
             partitions = partitions_for(inner, partition_counts[target.topic]).tolist()
         yield TargetRows(target.topic, keys, rows.column(target.value_column).to_pylist(), stamps, partitions,
-                         _headers(rows))
+                         _headers(rows) if target.headers else None)
 
 
 def _headers(rows: pa.Table) -> list[Headers | None] | None:

@@ -60,6 +60,8 @@ def build_query(spark, topology: Topology, plan: RunPlan, sink: KafkaSink, input
                 gate: Path | None = None) -> BuiltQuery:
     """gate: a parked query's gate file (kstool.engine.query.parking), which its source reads up to."""
     client_config_file = str(write_client_config(inputs.config, plan.paths.client_config))
+    if hasattr(topology, "forwards_headers") and not plan.manifest.aggregate_headers:
+        topology = dataclasses.replace(topology, forwards_headers=False)  # type: ignore[type-var]
     combiner = _combiner(topology, plan.options)
     source = _source(spark, topology, plan, inputs, client_config_file, combiner, gate)
     checked = _checked(source, topology, plan, inputs.config)

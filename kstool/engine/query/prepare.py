@@ -37,8 +37,10 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
         check_compatible(existing, wanted)
     wanted.changelog_by_task = True  # apps created before kstool 0.2 keep partitioning by key
     wanted.state_layout = STATE_LAYOUT_STAGES
+    wanted.aggregate_headers = True
     if existing is not None:  # what the app's history decided, kept
         wanted.changelog_by_task, wanted.restore_pending = existing.changelog_by_task, existing.restore_pending
+        wanted.aggregate_headers = existing.aggregate_headers
         wanted.state_layout = existing.state_layout
         wanted.origin, wanted.history_batches = existing.origin, existing.history_batches
         wanted.run_settings = existing.run_settings

@@ -5,8 +5,10 @@ timestamp, last offset) crosses into Spark instead of every record.
 NumberCombiner (the keyed aggregation) takes a record when its number reads the same here as in
 Spark SQL: a key, a value, and for sum/min/max a plain decimal text (no spaces, no special
 words) or an 8-byte long or double, finite. WordCombiner (wordcount) takes the lines that are
-ASCII, where Arrow's lower-casing and word split are Spark's. WindowCombiner (counts in time
-windows) takes a record with a key, a value and a timestamp that has an open window.
+ASCII, where Arrow's lower-casing and word split are Spark's. Neither takes a record with
+headers: Spark keeps a group's last ones. WindowCombiner (counts in time windows) takes a
+record with a key, a value and a timestamp that has an open window; a partial keeps its last
+record's headers.
 RecordPacker (session counts, joins: processors that need every record) packs the records
 Spark would pass on as they are, a row per Arrow batch (or per ~4 MiB). Every other record
 stays a row of its own and takes the Spark path as before (--on-error included), so the

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kstool.tasks.combiners.partials import FIELDS, merge, partials_table
+from kstool.tasks.combiners.partials import FIELDS, headerless, merge, partials_table
 
 # what Java's Double.parseDouble and Arrow's parser read alike, to the same double
 PLAIN_NUMBER = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
@@ -26,7 +26,7 @@ class NumberCombiner:
 
     def combine(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Table]:
         keys, values = batch.column("key"), batch.column("value")
-        takes = pc.and_(keys.is_valid(), values.is_valid())
+        takes = pc.and_(pc.and_(keys.is_valid(), values.is_valid()), headerless(batch))
         numbers = self.numbers(values) if self.agg != "count" else pa.nulls(len(values), pa.float64())
         if self.agg != "count":
             takes = pc.and_(takes, pc.fill_null(pc.is_finite(numbers), False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kstool.contract import PARTIAL
 
@@ -24,5 +25,16 @@ def merge(tables: list[pa.Table]) -> pa.Table:
     return partials_table(grouped.column("key"), grouped.column("timestamp_max"), grouped.column("offset_max"), partial)
 
 
-def partials_table(keys: Any, stamps: Any, offsets: Any, partial: pa.StructArray) -> pa.Table:
-    return pa.table({"key": keys, "timestamp": stamps, "offset": offsets, PARTIAL: partial})
+def headerless(batch: pa.RecordBatch) -> pa.Array:
+    """Which records have no headers: those a partial may stand for where the output forwards
+    the last record's headers (the others take Spark's path, where it keeps them)."""
+    headers = batch.column("headers")
+    return pc.fill_null(pc.equal(pc.list_value_length(headers), 0), True)
+
+
+def partials_table(keys: Any, stamps: Any, offsets: Any, partial: pa.StructArray, headers: Any = None) -> pa.Table:
+    """Partial rows; `headers`, each one's last record's, where what they feed forwards them."""
+    columns = {"key": keys, "timestamp": stamps, "offset": offsets, PARTIAL: partial}
+    if headers is not None:
+        columns["headers"] = headers
+    return pa.table(columns)

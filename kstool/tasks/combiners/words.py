@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kstool.tasks.combiners import NON_WORD
-from kstool.tasks.combiners.partials import FIELDS, merge, partials_table
+from kstool.tasks.combiners.partials import FIELDS, headerless, merge, partials_table
 
 ASCII = r"^[\x00-\x7f]*$"
 
@@ -15,7 +15,7 @@ ASCII = r"^[\x00-\x7f]*$"
 class WordCombiner:
     def combine(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Table]:
         values = batch.column("value")
-        takes = pc.fill_null(pc.match_substring_regex(values, ASCII), False)
+        takes = pc.and_(pc.fill_null(pc.match_substring_regex(values, ASCII), False), headerless(batch))
         lines = pc.cast(values.filter(takes), pa.string())
         words = pc.split_pattern_regex(pc.ascii_lower(lines), NON_WORD)
         rows = pc.list_parent_indices(words)

@@ -10,7 +10,7 @@ import random
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kstool.contract import LATE
@@ -27,6 +27,12 @@ from tests.helpers import source_rows
 inputs = st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", None]), st.sampled_from([b"1", None]),
                             st.one_of(st.integers(0, 80), st.just(None), st.just(-5))), max_size=60)
 cuts = st.lists(st.integers(1, 15), min_size=1, max_size=6)  # batch, range and Arrow batch sizes, cycled
+# which records have headers: none, every one, or every other (the Nth: its offset's)
+header_steps = st.sampled_from([0, 1, 2])
+
+
+def _headers(offset: int, every: int):
+    return [{"key": "n", "value": str(offset).encode()}] if every and offset % every == 0 else None
 
 
 def _sizes(total: int, sizes: list[int]):
@@ -42,7 +48,7 @@ def _valid(key, value, ts) -> bool:
     return key is not None and value is not None and ts is not None and ts >= 0
 
 
-def _combined_records(combiner: WindowCombiner, rows, first: int, last: int, range_sizes, arrow_sizes):
+def _combined_records(combiner: WindowCombiner, rows, first: int, last: int, range_sizes, arrow_sizes, every: int):
     """The task's input for offsets [first, last) as the engine hands it over: each range combined by
     the source, the rows Spark keeps (a value or a partial; a key or a partial; valid) as Records."""
     out = []
@@ -50,7 +56,8 @@ def _combined_records(combiner: WindowCombiner, rows, first: int, last: int, ran
         start, end = start + first, end + first
         batches = [source_rows(*zip(*[(k, v) for k, v, _ in rows[a + start:b + start]]),
                                offsets=list(range(a + start, b + start)),
-                               stamps_ms=[t for _, _, t in rows[a + start:b + start]])
+                               stamps_ms=[t for _, _, t in rows[a + start:b + start]],
+                               headers=[_headers(o, every) for o in range(a + start, b + start)])
                    for a, b in _sizes(end - start, arrow_sizes)]
         for batch in combined(combiner, OffsetRange("t", 0, start, end), iter(batches)):
             for row in batch.to_pylist():
@@ -59,7 +66,8 @@ def _combined_records(combiner: WindowCombiner, rows, first: int, last: int, ran
                 if partial is None and not _valid(row["key"], row["value"], ts):
                     continue
                 out.append(Record(row["key"], row["value"], ts, offset=row["offset"], partial=None if partial is None else
-                                  (partial["window"], partial["count"], partial["latest"], partial["range"])))
+                                  (partial["window"], partial["count"], partial["latest"], partial["range"]),
+                                  headers=row["headers"]))
     return out
 
 
@@ -67,18 +75,23 @@ def _outcome(processor_of, batches):
     state, out = TaskState.empty(task_stores(processor_of())), []
     for records in batches:
         out += run_task(processor_of(), state, records)
-    written = [(e.role, e.key, e.value, e.timestamp) for e in out if e.role != LATE]
+    written = [(e.role, e.key, e.value, e.timestamp, e.headers) for e in out if e.role != LATE]
     late = sum(e.role == LATE for e in out)
     store = {k: (v.value, v.timestamp) for k, v in state.stores["aggregate"].items()}
     return written, late, store, state.stream_time
 
 
 @settings(max_examples=300, deadline=None)
+# a@12 closes [0,10) and a@30 [10,20) in one range: each final record has its closer's headers
+@example(rows=[(b"a", b"1", 5), (b"a", b"1", 12), (b"a", b"1", 30)], window="tumbling:10ms", grace=0, emit="final",
+         batch_sizes=[15], range_sizes=[15], arrow_sizes=[15], every=1)
 @given(inputs, st.sampled_from(["tumbling:10ms", "hopping:10ms,5ms", "hopping:9ms,3ms", "tumbling:1ms"]),
-       st.integers(0, 8), st.sampled_from(["update", "final"]), cuts, cuts, cuts)
+       st.integers(0, 8), st.sampled_from(["update", "final"]), cuts, cuts, cuts, header_steps)
 def test_combined_windows_write_what_the_records_one_by_one_write(rows, window, grace, emit, batch_sizes,
-                                                                   range_sizes, arrow_sizes):
-    _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes)
+                                                                   range_sizes, arrow_sizes, every):
+    """With the same headers: a window's update those of its last record, its final record
+    those of the record that closed it."""
+    _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes, every)
 
 
 # times far apart: a range spans millions of windows (the combiner sorts its cells instead of counting them in an array)
@@ -88,13 +101,13 @@ far_inputs = st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c"]), st.just(b"1
 
 @settings(max_examples=100, deadline=None)
 @given(far_inputs, st.sampled_from(["hopping:10ms,5ms", "tumbling:1ms"]), st.integers(0, 8),
-       st.sampled_from(["update", "final"]), cuts, cuts, cuts)
+       st.sampled_from(["update", "final"]), cuts, cuts, cuts, header_steps)
 def test_combined_windows_far_apart_in_time_write_what_the_records_one_by_one_write(
-        rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes):
-    _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes)
+        rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes, every):
+    _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes, every)
 
 
-def _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes):
+def _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range_sizes, arrow_sizes, every):
     spec = WindowSpec.parse(window)
     combiner = WindowCombiner(spec.size, spec.advance, grace)
 
@@ -103,9 +116,9 @@ def _assert_combined_as_one_by_one(rows, window, grace, emit, batch_sizes, range
 
     oracle, ours = [], []
     for first, last in _sizes(len(rows), batch_sizes):
-        oracle.append([Record(k, v, t, offset=i) for i, (k, v, t) in enumerate(rows) if first <= i < last
-                       and _valid(k, v, t)])
-        ours.append(_combined_records(combiner, rows, first, last, range_sizes, arrow_sizes))
+        oracle.append([Record(k, v, t, offset=i, headers=_headers(i, every)) for i, (k, v, t) in enumerate(rows)
+                       if first <= i < last and _valid(k, v, t)])
+        ours.append(_combined_records(combiner, rows, first, last, range_sizes, arrow_sizes, every))
     assert _outcome(processor, ours) == _outcome(processor, oracle)
 
 
