@@ -41,10 +41,8 @@ class Globals:
                 self.bootstrap, self.command_config, self.overrides, self.timeout_s, self.debug)
             ignored = self._config.ignored_properties
             if ignored:
-                hint = ("; a PEM truststore (ssl.truststore.type=PEM) or ssl.ca.location serves both"
-                        if any(key.startswith("ssl.truststore.") for key in ignored) else "")
                 warn(f"{self.command_config}: left out {', '.join(ignored)} "
-                     f"(Java client properties librdkafka does not take{hint})")
+                     "(Java client properties librdkafka does not take)")
         return self._config
 
     def clients(self) -> KafkaClients:

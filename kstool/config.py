@@ -8,6 +8,7 @@ embedded broker's profile (only when talking to that broker), then --command-con
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,13 +16,22 @@ from pathlib import Path
 from typing import Iterator
 
 from kstool.base.errors import UsageError
+from kstool.base.keystores import KeyStoreError, read_key_store
 from kstool.broker.exceptions import BrokerStoppedError
 from kstool.broker.profile import load_profile, load_running_profile
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 MASK = "********"
 _SECRET_KEY = re.compile(r"password|secret|ssl\.key\.pem|sasl\.jaas\.config|private|user\.info|auth\.token", re.I)
-_JAAS_CREDENTIAL = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS escapes \"
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS escapes \"
+# a JAAS line's options that librdkafka has settings for: SCRAM/PLAIN's, OAuth client credentials'
+_JAAS_SETTINGS = {"username": "sasl.username", "password": "sasl.password", "clientId": "sasl.oauthbearer.client.id",
+                  "clientSecret": "sasl.oauthbearer.client.secret", "scope": "sasl.oauthbearer.scope"}
+# Kafka 4.1+'s names of the OAuth client credentials (KIP-1139), and the Java client's login
+# handler, which librdkafka's OIDC method stands for
+_OAUTH_RENAMES = {"sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+                  "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret"}
+OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
 
 def is_secret_key(key: str) -> bool:
@@ -105,16 +115,22 @@ def _unescape(text: str, origin: str, lineno: int) -> str:
 
 def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
     """Map the Java client's settings that librdkafka names otherwise onto librdkafka's, so one
-    client.properties serves Kafka's tools and kstool alike: the SASL JAAS line, and PEM trust
-    and key stores (`ssl.truststore.type=PEM`, KIP-651). A PKCS12 keystore librdkafka reads by
-    the same names; a JKS store it cannot read (left out, with a warning: _java_only_properties)."""
+    client.properties serves Kafka's tools and kstool alike: the SASL JAAS line (SCRAM or PLAIN
+    credentials, OAuth client credentials: librdkafka's OIDC method), and PEM trust and key
+    stores (`ssl.truststore.type=PEM`, KIP-651). JKS and PKCS12 stores kstool reads
+    itself (ClientConfig.key_stores)."""
     jaas = props.pop("sasl.jaas.config", None)
     if jaas:
-        creds = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_CREDENTIAL.findall(jaas)}
-        if "username" in creds:
-            props.setdefault("sasl.username", creds["username"])
-        if "password" in creds:
-            props.setdefault("sasl.password", creds["password"])
+        options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(jaas)}
+        for option, setting in _JAAS_SETTINGS.items():
+            if option in options:
+                props.setdefault(setting, options[option])
+    for java_name, name in _OAUTH_RENAMES.items():
+        _rename(props, java_name, name)
+    if "sasl.oauthbearer.token.endpoint.url" in props:  # OAuth client credentials at an OIDC token endpoint
+        props.setdefault("sasl.oauthbearer.method", "oidc")
+        if props.get("sasl.login.callback.handler.class") == OAUTH_LOGIN_HANDLER:
+            del props["sasl.login.callback.handler.class"]
     if props.get("ssl.truststore.type", "").upper() == "PEM":
         del props["ssl.truststore.type"]
         _rename(props, "ssl.truststore.location", "ssl.ca.location")
@@ -127,8 +143,6 @@ def _translate_java_client_properties(props: dict[str, str]) -> dict[str, str]:
             _rename(props, "ssl.keystore.location", "ssl.certificate.location")
         _rename(props, "ssl.keystore.key", "ssl.key.pem")
         _rename(props, "ssl.keystore.certificate.chain", "ssl.certificate.pem")
-    elif keystore_type == "PKCS12":
-        del props["ssl.keystore.type"]
     if props.get("ssl.endpoint.identification.algorithm") == "":  # Java's way of saying none
         props["ssl.endpoint.identification.algorithm"] = "none"
     return props
@@ -165,6 +179,9 @@ class ClientConfig:
     schema_registry: dict[str, str] = field(default_factory=dict)  # SchemaRegistryClient settings
     # --command-config properties of Java's client alone (librdkafka refuses them): left out, named in a warning
     ignored_properties: list[str] = field(default_factory=list)
+    # JKS or PKCS12 trust and key stores (ssl.truststore.*, ssl.keystore.*, ssl.key.password):
+    # read where a client is made, their certificates and key given to it as PEM in memory
+    key_stores: dict[str, str] = field(default_factory=dict)
 
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
         """(host, port) of each bootstrap server (`host:port`, `[v6]:port`, `PROTOCOL://host:port`);
@@ -176,7 +193,25 @@ class ClientConfig:
         return addresses
 
     def base(self) -> dict[str, str]:
-        return {**self.common, "bootstrap.servers": self.bootstrap_servers}
+        return {**self.common, **tls_material(tuple(sorted(self.key_stores.items()))),
+                "bootstrap.servers": self.bootstrap_servers}
+
+    def principal(self) -> str | None:
+        """Who the broker sees, as far as the client knows: the SASL user, or the subject of the
+        client certificate (the broker's ssl.principal.mapping.rules may name it otherwise)."""
+        if self.common.get("sasl.username"):
+            return f"User:{self.common['sasl.username']}"
+        subject = self.client_certificate_subject()
+        return f"the client certificate's {subject}" if subject else None
+
+    def client_certificate_subject(self) -> str | None:
+        """The subject of the certificate the client presents from a keystore or PEM text."""
+        chain = self.base().get("ssl.certificate.pem")
+        if not chain:
+            return None
+        from cryptography import x509
+
+        return x509.load_pem_x509_certificate(chain.encode()).subject.rfc4514_string()
 
     def producer_conf(self, **extra: str) -> dict[str, str]:
         return {**self.base(), **self.producer, **extra}
@@ -196,6 +231,7 @@ class ClientConfig:
             "producer": mask_config(self.producer),
             "consumer": mask_config(self.consumer),
             "schema_registry": mask_config(self.schema_registry),
+            "key_stores": mask_config(self.key_stores),
         }
 
 
@@ -214,10 +250,12 @@ def build_client_config(
         except OSError as exc:
             raise UsageError(f"cannot read --command-config {path}: {exc.strerror}") from None
     registry = _schema_registry_settings(file_props)
+    x_props = parse_key_values(overrides)
+    stores = _key_store_settings(file_props) | _key_store_settings(x_props)
+    tls_material(tuple(sorted(stores.items())))  # a store that does not open: said now, in one line
     ignored = _java_only_properties(file_props)
     for key in ignored:
         del file_props[key]
-    x_props = parse_key_values(overrides)
     registry.update(_schema_registry_settings(x_props))
     user_props = {**file_props, **x_props}
     profile = load_running_profile()
@@ -253,7 +291,51 @@ def build_client_config(
         debug=debug,
         schema_registry=registry,
         ignored_properties=ignored,
+        key_stores=stores,
     )
+
+
+# a JKS or PKCS12 store's settings, as Kafka's Java client names them (librdkafka: a PKCS12
+# keystore by the same names)
+_TRUST_STORE = ("ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type")
+_KEY_STORE = ("ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.key.password")
+
+
+def _key_store_settings(props: dict[str, str]) -> dict[str, str]:
+    """Take a JKS or PKCS12 trust or key store's settings out of the properties (a PEM store's
+    were renamed for librdkafka already: _translate_java_client_properties)."""
+    taken: dict[str, str] = {}
+    for names in (_TRUST_STORE, _KEY_STORE):
+        if names[0] in props:
+            taken |= {name: props.pop(name) for name in names if name in props}
+    return taken
+
+
+@functools.lru_cache(maxsize=8)
+def tls_material(stores: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The stores' certificates and key as librdkafka's (and Python's ssl) PEM settings: the
+    truststore's certificates (ssl.ca.pem), the keystore's key and its chain. Read once a process."""
+    settings, material = dict(stores), {}
+    for names, what in ((_TRUST_STORE, "truststore"), (_KEY_STORE, "keystore")):
+        location = settings.get(names[0])
+        if location is None:
+            continue
+        kind = settings.get(names[2], "JKS").upper()
+        if kind not in ("JKS", "PKCS12"):
+            raise UsageError(f"ssl.{what}.type={kind} is not a store kstool reads (JKS, PKCS12 or PEM)")
+        try:
+            store = read_key_store(location, settings.get(names[1]), settings.get("ssl.key.password"),
+                                   f"ssl.{what}.location")
+        except KeyStoreError as exc:
+            raise UsageError(str(exc)) from None
+        if what == "truststore":
+            material["ssl.ca.pem"] = store.certificates_pem()
+        elif store.key is None:
+            raise UsageError(f"ssl.keystore.location {location} holds no private key (a keystore's client "
+                             "certificate comes with its key)")
+        else:
+            material["ssl.certificate.pem"], material["ssl.key.pem"] = store.chain_pem(), store.key_pem()
+    return material
 
 
 def _check_bootstrap(servers: str, source: str) -> None:

@@ -21,7 +21,9 @@ from typing import Callable
 
 from confluent_kafka.admin import AdminClient
 
+from tests.certificates import make_ca
 from tests.cluster import free_ports
+from tests.oidc import AUDIENCE, OidcProvider
 
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_VERSION = "4.4.0"  # tests/reference/pom.xml's kafka.version
@@ -75,10 +77,13 @@ def kafka_jars() -> Path:
     return lib
 
 
-def kafka_tool(main: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def kafka_tool(main: str, *args: str, timeout: float = 120, system: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess:
     """One of Apache Kafka's command-line tools, by its main class (what bin/kafka-*.sh run:
-    org.apache.kafka.tools.TopicCommand for kafka-topics.sh, ...), as a second opinion."""
-    return subprocess.run([_java(), "-Xmx256m", "-cp", f"{kafka_jars()}/*", main, *args],
+    org.apache.kafka.tools.TopicCommand for kafka-topics.sh, ...), as a second opinion;
+    `system`: Java system properties (KAFKA_OPTS' -D...)."""
+    properties = [f"-D{name}={value}" for name, value in (system or {}).items()]
+    return subprocess.run([_java(), "-Xmx256m", *properties, "-cp", f"{kafka_jars()}/*", main, *args],
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -97,6 +102,8 @@ def _cluster_id() -> str:
 
 
 # what every test broker and cluster node runs with, besides its listeners and replication
+# Kafka 4's OAuth code fetches only the URLs this system property lists (KIP-1139's allow list)
+ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 TEST_SETTINGS = {
     # tests join groups often: no 3 s wait for more members (GroupCoordinatorConfig's defaults)
     "group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
@@ -120,15 +127,17 @@ class KafkaBroker:
     (SIGTERM, then SIGKILL) by stop(). It deletes no record by itself: no retention, and no log
     cleaner unless `log_cleaner`.
 
-    Two listeners, as a secured cluster's operators have them: PLAINTEXT (`bootstrap`), whose
-    clients are User:ANONYMOUS, a super user (the suite's tests need no ACL), and SASL_SSL
+    Three listeners, as a secured cluster's operators have them: PLAINTEXT (`bootstrap`), whose
+    clients are User:ANONYMOUS, a super user (the suite's tests need no ACL); SASL_SSL
     (`secured_bootstrap`): SCRAM-SHA-512 users, a certificate made with the JDK's keytool
-    (`ca_pem` verifies it), and the StandardAuthorizer, which allows a SCRAM user only what an
-    ACL grants."""
+    (`ca_pem` verifies it); and SSL with client authentication (`mtls_bootstrap`): certificates
+    signed by `client_ca`, the principal their CN. The StandardAuthorizer allows a SCRAM user or
+    a certificate only what an ACL grants."""
 
     def __init__(self, workdir: Path, log_cleaner: bool = False):
         self.workdir, self.log_cleaner = workdir, log_cleaner
-        self.port, self.controller_port, self.secured_port = free_ports(3)
+        self.port, self.controller_port, self.secured_port, self.mtls_port, self.oauth_port = free_ports(5)
+        self.oidc: OidcProvider | None = None  # the OAUTHBEARER listener's token issuer, while it runs
         self.proc: subprocess.Popen | None = None
         self.keystore_password = secrets.token_urlsafe(12)
 
@@ -141,8 +150,27 @@ class KafkaBroker:
         return f"127.0.0.1:{self.secured_port}"
 
     @property
+    def mtls_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.mtls_port}"
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.oauth_port}"
+
+    @property
+    def oidc_url(self) -> str:
+        if self.oidc is None:
+            self.oidc = OidcProvider().start()
+        return self.oidc.url
+
+    @property
     def ca_pem(self) -> Path:
         return self.workdir / "tls" / "ca.pem"
+
+    @property
+    def client_ca(self) -> Path:
+        """The CA whose client certificates the SSL listener takes (its key beside it)."""
+        return self.workdir / "tls" / "clients" / "ca.pem"
 
     @property
     def _keystore(self) -> Path:
@@ -161,6 +189,7 @@ class KafkaBroker:
             made = subprocess.run([keytool, *args, *store], capture_output=True, text=True, timeout=READY_TIMEOUT_S)
             if made.returncode != 0:
                 raise ReferenceMissing(f"keytool could not make the broker's certificate: {made.stdout.strip()[-300:]}")
+        make_ca(self.client_ca.parent)
 
     @property
     def log(self) -> Path:
@@ -171,10 +200,25 @@ class KafkaBroker:
             "process.roles": "broker,controller", "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port},"
-                         f"SASL_SSL://127.0.0.1:{self.secured_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_SSL://127.0.0.1:{self.secured_port}",
+                         f"SASL_SSL://127.0.0.1:{self.secured_port},SSL://127.0.0.1:{self.mtls_port},"
+                         f"SASL_PLAINTEXT://127.0.0.1:{self.oauth_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_SSL://127.0.0.1:{self.secured_port},"
+                                    f"SSL://127.0.0.1:{self.mtls_port},SASL_PLAINTEXT://127.0.0.1:{self.oauth_port}",
             "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,"
+                                              "SASL_PLAINTEXT:SASL_PLAINTEXT",
+            # SASL_PLAINTEXT: OAUTHBEARER tokens of the tests' OIDC provider, checked by Kafka's own validator
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            "sasl.oauthbearer.jwks.endpoint.url": f"{self.oidc_url}/jwks",
+            "sasl.oauthbearer.expected.audience": AUDIENCE, "sasl.oauthbearer.expected.issuer": self.oidc_url,
+            # SSL: client certificates of the tests' CA, their principal the certificate's CN
+            "listener.name.ssl.ssl.client.auth": "required", "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(self.client_ca),
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
@@ -202,16 +246,19 @@ class KafkaBroker:
         self._make_certificate()
         properties = self._properties()
         _format(properties, _cluster_id())
-        self.proc = _spawn(properties, self.log)
+        self.proc = _spawn(properties, self.log, {ALLOWED_URLS: f"{self.oidc_url}/jwks"})
         _wait_until_serving(self.bootstrap, lambda brokers: brokers >= 1, [self.proc], self.log, self.stop)
         return self
 
     def stop(self) -> None:
         _stop(self.proc)
+        if self.oidc is not None:
+            self.oidc.stop()
 
 
-def _command(main: str, *args: str) -> list[str]:
-    return [_java(), "-Xmx512m", "-cp", f"{kafka_jars()}/*", main, *args]
+def _command(main: str, *args: str, system: dict[str, str] | None = None) -> list[str]:
+    properties = [f"-D{name}={value}" for name, value in (system or {}).items()]
+    return [_java(), "-Xmx512m", *properties, "-cp", f"{kafka_jars()}/*", main, *args]
 
 
 def _format(properties: Path, cluster_id: str) -> None:
@@ -221,9 +268,9 @@ def _format(properties: Path, cluster_id: str) -> None:
         raise ReferenceMissing(f"formatting Apache Kafka's log folder failed: {formatted.stderr.strip()[-300:]}")
 
 
-def _spawn(properties: Path, log_path: Path) -> subprocess.Popen:
+def _spawn(properties: Path, log_path: Path, system: dict[str, str] | None = None) -> subprocess.Popen:
     with open(log_path, "ab") as log:
-        return subprocess.Popen(_command("kafka.Kafka", str(properties)), stdout=log, stderr=log,
+        return subprocess.Popen(_command("kafka.Kafka", str(properties), system=system), stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
 
 

@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -51,6 +52,12 @@ class Kafka:
     # certificate that verifies it
     secured_bootstrap: str | None = None
     ca_pem: Path | None = None
+    # its SSL listener, which takes client certificates signed by `client_ca`
+    mtls_bootstrap: str | None = None
+    client_ca: Path | None = None
+    # its SASL_PLAINTEXT listener, which takes OAUTHBEARER tokens of `oidc` (tests.oidc.OidcProvider)
+    oauth_bootstrap: str | None = None
+    oidc: Any = None
     keeps_topologies: bool = False  # a topology description plugin (KIP-1331): the test broker's
 
     def producer_conf(self) -> dict:
@@ -141,7 +148,8 @@ def suite_kafka(tmp_path_factory) -> Kafka:
 
 def _apache_kafka(broker) -> Kafka:
     return Kafka(broker.bootstrap, embedded=False, secured_bootstrap=broker.secured_bootstrap, ca_pem=broker.ca_pem,
-                 keeps_topologies=True)
+                 mtls_bootstrap=broker.mtls_bootstrap, client_ca=broker.client_ca, oauth_bootstrap=broker.oauth_bootstrap,
+                 oidc=broker.oidc, keeps_topologies=True)
 
 
 def _embedded_broker():

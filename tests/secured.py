@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from pathlib import Path
+from typing import cast
 
 from confluent_kafka.admin import (
     AclBinding,
@@ -20,6 +21,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from tests.certificates import client_stores
 from tests.conftest import Kafka, cli
 from tests.helpers import wait_until
 
@@ -32,6 +34,8 @@ class Cluster:
         self.kafka, self.workdir = kafka, workdir
         self.prefix = f"sec-{uuid.uuid4().hex[:6]}-"  # alice's topics, groups and transactional ids
         self.passwords = {user: secrets.token_urlsafe(16) for user in ("alice", "mallory")}
+        self.key_passwords = {user: secrets.token_urlsafe(16) for user in self.passwords}  # their certificates' keys
+        self.stores: dict[str, dict[str, Path]] = {}  # each user's client certificate in its stores
 
     def _admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.kafka.bootstrap})  # User:ANONYMOUS, a super user
@@ -61,11 +65,47 @@ class Cluster:
             f"ssl.truststore.type=PEM\nssl.truststore.location={self.kafka.ca_pem}\n", encoding="utf-8")
         return path
 
+    def certificate_properties(self, user: str, kind: str, key_password: str | None = None) -> Path:
+        """A client.properties for the SSL listener as Kafka's tools take it: `user`'s client
+        certificate (CN=user) and the broker's in JKS or PKCS12 (`kind`) stores, with their
+        passwords (JKS: the key under a password of its own)."""
+        assert self.kafka.mtls_bootstrap is not None and self.kafka.client_ca is not None
+        if user not in self.stores:
+            self.stores[user] = client_stores(self.kafka.client_ca, user, cast(Path, self.kafka.ca_pem),
+                                              self.workdir / f"{user}-tls", self.passwords[user], self.key_passwords[user])
+        stores = self.stores[user]
+        suffix = "jks" if kind == "JKS" else "p12"
+        path = self.workdir / f"{user}-{suffix}.properties"
+        path.write_text(
+            f"bootstrap.servers={self.kafka.mtls_bootstrap}\nsecurity.protocol=SSL\n"
+            f"ssl.truststore.type={kind}\nssl.truststore.location={stores['truststore.' + suffix]}\n"
+            f"ssl.truststore.password={self.passwords[user]}\n"
+            f"ssl.keystore.type={kind}\nssl.keystore.location={stores['keystore.' + suffix]}\n"
+            f"ssl.keystore.password={self.passwords[user]}\n"
+            f"ssl.key.password={key_password or (self.key_passwords[user] if kind == 'JKS' else self.passwords[user])}\n",
+            encoding="utf-8")
+        return path
+
+    def oauth_properties(self, user: str, secret: str | None = None) -> Path:
+        """A client.properties for the OAUTHBEARER listener as Kafka's tools take it: the OIDC
+        token endpoint and `user`'s client credentials (its password as the client secret)."""
+        self.kafka.oidc.clients[user] = self.passwords[user]
+        path = self.workdir / f"{user}-oauth.properties"
+        path.write_text(
+            f"bootstrap.servers={self.kafka.oauth_bootstrap}\nsecurity.protocol=SASL_PLAINTEXT\n"
+            f"sasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.token.endpoint.url={self.kafka.oidc.url}/token\n"
+            "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
+            "OAuthBearerLoginCallbackHandler\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            f'clientId="{user}" clientSecret="{secret or self.passwords[user]}" scope="kafka";\n', encoding="utf-8")
+        return path
+
     def as_user(self, user: str, *args: str, **kwargs):
         return cli("--command-config", self.properties(user), *args, **kwargs)
 
     def leaked(self, *texts: str) -> list[str]:
-        return [user for user, password in self.passwords.items() if any(password in text for text in texts)]
+        secrets_of = [(user, secret) for user in self.passwords for secret in (self.passwords[user], self.key_passwords[user])]
+        return [user for user, secret in secrets_of if any(secret in text for text in texts)]
 
 
 def secure(kafka: Kafka, workdir: Path) -> Cluster:

@@ -52,13 +52,11 @@ def test_java_only_client_properties_are_left_out_with_a_warning_and_the_command
     """A file shared with Kafka's tools holds properties of Java's client alone: librdkafka
     refused them and the command failed."""
     props = tmp_path / "client.properties"
-    props.write_text("default.api.timeout.ms=60000\nssl.truststore.location=/etc/kafka/truststore.jks\n"
-                     f"ssl.truststore.password={SECRET}\nclient.id=ops\n")
+    props.write_text("default.api.timeout.ms=60000\nsasl.login.refresh.buffer.seconds=300\nclient.id=ops\n")
     listed = cli("topics", "list", "--command-config", str(props), "-o", "json")
     assert listed.exit_code == 0, listed.stderr
-    assert listed.stderr == (f"kstool: warning: {props}: left out default.api.timeout.ms, ssl.truststore.location, "
-                             "ssl.truststore.password (Java client properties librdkafka does not take; a PEM "
-                             "truststore (ssl.truststore.type=PEM) or ssl.ca.location serves both)\n")
+    assert listed.stderr == (f"kstool: warning: {props}: left out default.api.timeout.ms, "
+                             "sasl.login.refresh.buffer.seconds (Java client properties librdkafka does not take)\n")
     assert isinstance(json.loads(listed.stdout), list)
     config = build_client_config(None, str(props))
     assert config.common == {"client.id": "ops"}
@@ -78,10 +76,11 @@ def test_pem_stores_of_the_java_client_become_librdkafkas_settings():
     inline = parse_properties("ssl.truststore.type=pem\nssl.truststore.certificates=CA\nssl.keystore.type=PEM\n"
                               "ssl.keystore.key=KEY\nssl.keystore.certificate.chain=CHAIN\n", "f")
     assert inline == {"ssl.ca.pem": "CA", "ssl.key.pem": "KEY", "ssl.certificate.pem": "CHAIN"}
-    # librdkafka reads a PKCS12 keystore by the Java names; a JKS truststore it cannot read (left out)
-    pkcs12 = parse_properties("ssl.keystore.type=PKCS12\nssl.keystore.location=k.p12\n"
+    # JKS and PKCS12 stores stay as they are named: kstool reads them (ClientConfig.key_stores)
+    stores = parse_properties("ssl.keystore.type=PKCS12\nssl.keystore.location=k.p12\n"
                               "ssl.truststore.type=JKS\nssl.truststore.location=t.jks\n", "f")
-    assert pkcs12 == {"ssl.keystore.location": "k.p12", "ssl.truststore.type": "JKS", "ssl.truststore.location": "t.jks"}
+    assert stores == {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "k.p12", "ssl.truststore.type": "JKS",
+                      "ssl.truststore.location": "t.jks"}
 
 
 def test_config_show_reads_a_multiline_jaas_file_and_masks_the_password(tmp_path):

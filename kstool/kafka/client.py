@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -47,6 +48,11 @@ _AUTHORIZATION_FAILURES = {
 
 # how long a metadata request waits before it looks for a refused SASL/TLS handshake (doubled each time)
 FIRST_METADATA_ASK_S = 0.5
+# the peer ended a TLS handshake with an alert (OpenSSL: "ssl/tls alert certificate unknown: SSL
+# alert number 46"): a broker that refused the client certificate says one of these (RFC 8446 6.2)
+_TLS_ALERT = re.compile(r"alert ([a-z ]+): SSL alert number \d+")
+_CERTIFICATE_ALERTS = {"bad certificate", "unsupported certificate", "certificate revoked", "certificate expired",
+                       "certificate unknown", "unknown ca", "certificate required", "access denied"}
 
 # how long the first call's check that something listens at the bootstrap addresses may take
 PROBE_TIMEOUT_S = 0.5
@@ -101,7 +107,7 @@ class ClientErrors:
         self.last = err.str()
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.broker_losses += 1
-        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) or _TLS_ALERT.search(err.str()):
             self.refused_connection = err
 
 
@@ -228,10 +234,21 @@ class KafkaClients:
     def _refused_handshake(self) -> AuthenticationError:
         err, common, at = self.errors.refused_connection, self.config.common, self.config.bootstrap_servers
         assert err is not None
-        if err.code() == KafkaError._SSL:
+        alert = _TLS_ALERT.search(err.str())
+        subject = self.config.client_certificate_subject()
+        if alert and subject and alert.group(1) in _CERTIFICATE_ALERTS:
+            return AuthenticationError(f"the broker at {at} refused the client certificate {subject} "
+                                       f"(TLS alert: {alert.group(1)})")
+        if err.code() == KafkaError._SSL or alert:
             return AuthenticationError(f"the TLS handshake with {at} failed: {err.str()}")
         user = common.get("sasl.username")
         mechanism = common.get("sasl.mechanism") or common.get("sasl.mechanisms") or "GSSAPI"
+        if mechanism.upper() == "OAUTHBEARER" and common.get("sasl.oauthbearer.token.endpoint.url"):
+            from kstool.kafka.oauth import expired_tokens
+
+            expired = expired_tokens(common, self.config.timeout_s)  # the endpoint's refusal: raised
+            return AuthenticationError(expired or f"the broker at {at} refused the token of client "
+                                       f"{common.get('sasl.oauthbearer.client.id', '')} (OAUTHBEARER): {err.str()}")
         who = f" of {user} ({mechanism})" if user else ""
         return AuthenticationError(f"the broker at {at} refused the credentials{who}: {err.str()}")
 
@@ -289,7 +306,7 @@ class KafkaClients:
         """An AuthorizationError unless `allowed` (a description's authorized operations, None
         when the broker does not say) holds `operation`."""
         if allowed is not None and operation not in {op.name for op in allowed}:
-            raise AuthorizationError(kind, name, operation, self.config.common.get("sasl.username"))
+            raise AuthorizationError(kind, name, operation, self.config.principal())
 
     def watermarks(self, tps: list[tuple[str, int]], answered_only: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
         """(low, high) offsets per (topic, partition). The high watermark is the true end of
@@ -333,7 +350,7 @@ class KafkaClients:
         if kind is None:
             return None
         operation, name = refused.get(kind.replace(" ", "_"), (None, None))
-        return AuthorizationError(kind, name, operation, self.config.common.get("sasl.username"))
+        return AuthorizationError(kind, name, operation, self.config.principal())
 
     def translate(self, exc: KafkaException, **refused: tuple[str, str | None]) -> Exception:
         """The kstool error for a client's KafkaException (`refused`: as for refusal())."""

@@ -36,7 +36,7 @@ class AuthorizationError(KstoolError):
     def __init__(self, kind: str, name: str | None, operation: str | None, principal: str | None):
         resource = f"{kind} {name!r}" if name is not None else kind
         doing = f"to {operation} {resource}" if operation else f"on {resource}"
-        who = f" as User:{principal}" if principal else ""
+        who = f" as {principal}" if principal else ""  # ClientConfig.principal
         super().__init__(f"not authorized {doing}{who} (no ACL of the broker allows it)")
         self.kind, self.name, self.operation = kind, name, operation
 

@@ -122,7 +122,7 @@ def _altered(reply: Reader) -> Answer:
 
 def _refuse(config: ClientConfig, group: str, error: int, message: str | None) -> None:
     if error == GROUP_AUTHORIZATION_FAILED:
-        raise AuthorizationError("group", group, "DESCRIBE", config.common.get("sasl.username"))
+        raise AuthorizationError("group", group, "DESCRIBE", config.principal())
     if error and error != GROUP_ID_NOT_FOUND:
         raise KafkaOperationError(f"describing share group {group!r} failed: {message or error_name(error)}")
 

@@ -83,7 +83,7 @@ def describe_version(served: dict[int, tuple[int, int]], address: str, with_topo
 
 def _refuse_if_unauthorized(config: ClientConfig, group: str, error: int) -> None:
     if error == GROUP_AUTHORIZATION_FAILED:
-        raise AuthorizationError("group", group, "DESCRIBE", config.common.get("sasl.username"))
+        raise AuthorizationError("group", group, "DESCRIBE", config.principal())
 
 
 def _described(reply: Reader, version: int) -> tuple[int, str | None, StreamsGroupDescription]:

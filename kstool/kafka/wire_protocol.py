@@ -2,10 +2,11 @@
 consumer group (LeaveGroup v3, KIP-345), as Kafka's reset tool does with --force, and writing
 records whose timestamp is 0 (librdkafka stamps such a record with the send time; Produce v3
 with a magic-2 record batch keeps it), alone here or in a transaction (kstool.kafka.wire_transaction).
-PLAINTEXT, SSL and SASL listeners (PLAIN and SCRAM: kstool.kafka.wire_sasl)."""
+PLAINTEXT, SSL (a client certificate too) and SASL listeners (PLAIN, SCRAM, OAUTHBEARER: kstool.kafka.wire_sasl)."""
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import ssl
@@ -60,8 +61,8 @@ def speaks_to(config: ClientConfig) -> bool:
 
 def _unspoken(config: ClientConfig) -> str | None:
     """Why this client cannot connect with the configured settings, or None."""
-    if "ssl.keystore.location" in config.common or "ssl.certificate.pem" in config.common:
-        return "it presents client certificates from PEM files (ssl.certificate.location) only"
+    if "ssl.certificate.pem" in config.base() and not hasattr(os, "memfd_create"):
+        return "it presents a client certificate from memory on Linux only"
     protocol = config.common.get("security.protocol", "plaintext").lower()
     if protocol.startswith("sasl") and _mechanism(config) not in MECHANISMS:
         return f"it speaks SASL {', '.join(MECHANISMS)}, not {_mechanism(config)}"
@@ -81,8 +82,7 @@ class Connection:
         self.correlation = 0
         if protocol.startswith("sasl"):
             try:
-                authenticate(self, _mechanism(config), config.common.get("sasl.username", ""),
-                             config.common.get("sasl.password", ""))
+                authenticate(self, _mechanism(config), config.common, config.timeout_s)
             except BaseException:
                 self.close()
                 raise
@@ -120,14 +120,28 @@ class Connection:
 
 
 def _tls_context(config: ClientConfig) -> ssl.SSLContext:
-    common = config.common
-    context = ssl.create_default_context(cafile=common.get("ssl.ca.location"), cadata=common.get("ssl.ca.pem"))
-    if common.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+    settings = config.base()
+    context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"), cadata=settings.get("ssl.ca.pem"))
+    if settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
         context.check_hostname = False
-    if common.get("ssl.certificate.location"):
-        context.load_cert_chain(common["ssl.certificate.location"], common.get("ssl.key.location"),
-                                common.get("ssl.key.password"))
+    if settings.get("ssl.certificate.location"):
+        context.load_cert_chain(settings["ssl.certificate.location"], settings.get("ssl.key.location"),
+                                settings.get("ssl.key.password"))
+    elif settings.get("ssl.certificate.pem"):
+        _load_pem_chain(context, settings["ssl.certificate.pem"], settings.get("ssl.key.pem", ""),
+                        settings.get("ssl.key.password"))
     return context
+
+
+def _load_pem_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+    """A client certificate and key held in memory (a JKS or PKCS12 keystore's): Python's ssl
+    loads them from a file name only, so from an anonymous in-memory file, never from disk."""
+    fd = os.memfd_create("kstool-client-certificate")
+    try:
+        os.write(fd, (chain + key).encode())
+        context.load_cert_chain(f"/proc/self/fd/{fd}", password=password)
+    finally:
+        os.close(fd)
 
 
 def any_bootstrap(config: ClientConfig) -> Connection:

@@ -1,6 +1,7 @@
-"""SASL for kstool's own Kafka client (kstool.kafka.wire_protocol): PLAIN and SCRAM-SHA-256/512
-(RFC 5802, RFC 7677), as Kafka's SaslHandshake v1 and SaslAuthenticate v1 carry them. Other
-mechanisms (GSSAPI, OAUTHBEARER) are librdkafka's alone."""
+"""SASL for kstool's own Kafka client (kstool.kafka.wire_protocol): PLAIN, SCRAM-SHA-256/512
+(RFC 5802, RFC 7677) and OAUTHBEARER with a token of an OIDC endpoint (RFC 7628,
+kstool.kafka.oauth), as Kafka's SaslHandshake v1 and SaslAuthenticate v1 carry them. GSSAPI is
+librdkafka's alone."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, Callable
 
 from kstool.kafka.exceptions import AuthenticationError
+from kstool.kafka.oauth import client_credentials_token
 from kstool.kafka.wire_codec import encode_bytes, encode_string
 
 if TYPE_CHECKING:
@@ -18,11 +20,13 @@ if TYPE_CHECKING:
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
-MECHANISMS = ("PLAIN", *SCRAM_HASHES)
+MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
 
 
-def authenticate(conn: "Connection", mechanism: str, username: str, password: str) -> None:
-    """Log in on a fresh connection; AuthenticationError with the broker's reason if refused."""
+def authenticate(conn: "Connection", mechanism: str, common: dict[str, str], timeout_s: float) -> None:
+    """Log in on a fresh connection with the client's settings (librdkafka's names);
+    AuthenticationError with the broker's reason if refused."""
+    username, password = common.get("sasl.username", ""), common.get("sasl.password", "")
     reply = conn.call(SASL_HANDSHAKE, 1, encode_string(mechanism))
     error = reply.take(">h")
     enabled = [reply.string() for _ in range(reply.take(">i"))]
@@ -31,7 +35,24 @@ def authenticate(conn: "Connection", mechanism: str, username: str, password: st
     if mechanism == "PLAIN":
         _exchange(conn, b"\0" + username.encode() + b"\0" + password.encode())
         return
+    if mechanism == "OAUTHBEARER":
+        _oauthbearer(conn, common, timeout_s)
+        return
     _scram(conn, SCRAM_HASHES[mechanism], username, password)
+
+
+def _oauthbearer(conn: "Connection", common: dict[str, str], timeout_s: float) -> None:
+    """RFC 7628's initial response with the bearer token. A broker that refuses the token
+    answers with an error challenge (JSON), which the client acknowledges with 0x01; its
+    SaslAuthenticate error then says why."""
+    if "sasl.oauthbearer.token.endpoint.url" not in common:
+        raise AuthenticationError("kstool's own Kafka client takes OAUTHBEARER tokens from an OIDC token endpoint "
+                                  "(sasl.oauthbearer.token.endpoint.url) only")
+    token = client_credentials_token(common, timeout_s)
+    challenge = _exchange(conn, b"n,,\x01auth=Bearer " + token.value.encode() + b"\x01\x01")
+    if challenge:
+        _exchange(conn, b"\x01")
+        raise AuthenticationError(f"the broker refused the token: {challenge.decode(errors='replace')}")
 
 
 def _exchange(conn: "Connection", message: bytes) -> bytes:

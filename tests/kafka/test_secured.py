@@ -12,7 +12,7 @@ import json
 import pytest
 from confluent_kafka.admin import AclOperation, ResourceType
 
-from tests.apache_kafka import KafkaBroker, kafka_tool
+from tests.apache_kafka import ALLOWED_URLS, KafkaBroker, kafka_tool
 from tests.conftest import cli
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -56,6 +56,119 @@ def test_one_liners_through_the_file_kafkas_tools_take(cluster, tmp_path):
     assert "sasl.password" in shown.stdout and "********" in shown.stdout
     assert cluster.leaked(created.stdout, created.stderr, produced.stdout, produced.stderr, consumed.stderr,
                           listed.stdout, listed.stderr, zero.stderr, shown.stdout, shown.stderr) == []
+
+
+@pytest.mark.parametrize("kind", ["JKS", "PKCS12"])
+def test_a_client_certificate_in_java_key_stores_is_the_principal_the_acls_name(cluster, kind):
+    """The SSL listener takes client certificates (the principal: their CN, by the broker's
+    ssl.principal.mapping.rules). One client.properties as Kafka's tools take it, with JKS (the
+    key under a password of its own) or PKCS12 stores and their passwords: kstool's librdkafka
+    clients and its own wire client (a record of timestamp 0) both present the certificate, and
+    Kafka's kafka-topics lists what kstool lists through the same file. Without an ACL for its
+    CN, a certificate gets one line naming it; no password appears anywhere."""
+    alice, mallory = cluster.certificate_properties("alice", kind), cluster.certificate_properties("mallory", kind)
+    topic = cluster.prefix + "certified-" + kind.lower()
+    created = cli("--command-config", alice, "topics", "create", topic, "--partitions", "2")
+    assert created.exit_code == 0, created.stderr
+    produced = cli("--command-config", alice, "produce", topic, "--partition", "0", input="a\nb\n")
+    zero = cli("--command-config", alice, "produce", topic, "--partition", "1", "--timestamp", "0", input="epoch\n")
+    assert (produced.exit_code, zero.exit_code) == (0, 0), produced.stderr + zero.stderr
+    consumed = cli("--command-config", alice, "consume", topic, "-e", "-o", "jsonl")
+    assert sorted((r["value"], r["timestamp"] == 0) for r in map(json.loads, consumed.stdout.splitlines())) == [
+        ("a", False), ("b", False), ("epoch", True)]
+    listed = cli("--command-config", alice, "topics", "list", "-o", "json")
+    theirs = kafka_tool(TOPICS, "--bootstrap-server", str(cluster.kafka.mtls_bootstrap), "--command-config", str(alice),
+                        "--list")
+    assert theirs.returncode == 0, theirs.stderr[-2000:]
+    assert sorted(row["topic"] for row in json.loads(listed.stdout)) == sorted(theirs.stdout.split())
+    assert topic in theirs.stdout.split()
+
+    refused = cli("--command-config", mallory, "topics", "create", cluster.prefix + "not-mallorys")
+    assert (refused.exit_code, refused.stdout) == (1, "")
+    assert refused.stderr == (f"kstool: error: not authorized to CREATE topic '{cluster.prefix}not-mallorys' as the "
+                              "client certificate's CN=mallory,O=kstool tests (no ACL of the broker allows it)\n")
+    shown = cli("--command-config", alice, "config", "show")
+    assert cluster.leaked(created.stderr, produced.stderr, zero.stderr, consumed.stdout, consumed.stderr,
+                          listed.stdout, refused.stderr, shown.stdout, shown.stderr) == []
+    assert "PRIVATE KEY" not in shown.stdout + consumed.stderr
+
+
+def test_a_wrong_store_password_or_an_untrusted_client_certificate_is_one_line(cluster, tmp_path):
+    alice = cluster.certificate_properties("alice", "JKS")
+    for wrong, said in (("ssl.keystore.password", "cannot open ssl.keystore.location {}: wrong password (the "
+                                                  "store's integrity check failed)"),
+                        ("ssl.key.password", "cannot open the private key in ssl.keystore.location {}: wrong key "
+                                             "password (ssl.key.password)"),
+                        ("ssl.truststore.password", "cannot open ssl.truststore.location {}: wrong password (the "
+                                                    "store's integrity check failed)")):
+        properties = tmp_path / f"wrong-{wrong}.properties"
+        lines = [f"{line}-not" if line.startswith(wrong + "=") else line for line in alice.read_text().splitlines()]
+        properties.write_text("\n".join(lines) + "\n")
+        store = next(line.split("=", 1)[1] for line in lines
+                     if line.startswith(("ssl.truststore.location=" if "truststore" in wrong else "ssl.keystore.location=")))
+        result = cli("--command-config", properties, "topics", "list")
+        assert (result.exit_code, result.stdout) == (2, ""), result.stderr
+        assert result.stderr == f"kstool: error: {said.format(store)}\n"
+        assert cluster.leaked(result.stderr) == []
+
+    # a certificate of a CA the broker does not trust
+    from tests.certificates import client_stores, make_ca
+
+    stranger = client_stores(make_ca(tmp_path / "other-ca"), "alice", cluster.kafka.ca_pem, tmp_path / "stranger",
+                             "changeit", "changeit")
+    properties = tmp_path / "stranger.properties"
+    swapped = {"ssl.keystore.location": str(stranger["keystore.jks"]), "ssl.keystore.password": "changeit",
+               "ssl.key.password": "changeit"}
+    properties.write_text("".join(f"{name}={swapped.get(name, value)}\n" for name, value in
+                                  (line.split("=", 1) for line in alice.read_text().splitlines())))
+    result = cli("--command-config", properties, "--timeout", "60", "topics", "list")
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr == (f"kstool: error: the broker at {cluster.kafka.mtls_bootstrap} refused the client "
+                             "certificate CN=alice,O=kstool tests (TLS alert: certificate unknown)\n")
+
+
+def test_oauth_client_credentials_from_an_oidc_endpoint_log_in_as_the_token_subject(cluster):
+    """SASL/OAUTHBEARER as Kafka's tools are set up for it (a token endpoint, the login
+    handler, client id and secret in the JAAS line), the broker validating tokens with Kafka's
+    own OAuthBearerValidatorCallbackHandler against the test's JWKS: the principal is the
+    token's subject. kstool's librdkafka clients (librdkafka's OIDC method) and its own wire
+    client (a record of timestamp 0) log in with tokens of the endpoint; kafka-topics lists what
+    kstool lists through the same file; a refused secret or tokens that have already expired
+    are one line naming which, at once."""
+    alice = cluster.oauth_properties("alice")
+    topic = cluster.prefix + "oauth"
+    issued = cluster.kafka.oidc.issued
+    created = cli("--command-config", alice, "topics", "create", topic)
+    produced = cli("--command-config", alice, "produce", topic, input="a\n")
+    zero = cli("--command-config", alice, "produce", topic, "--timestamp", "0", input="epoch\n")
+    assert (created.exit_code, produced.exit_code, zero.exit_code) == (0, 0, 0), created.stderr + zero.stderr
+    consumed = cli("--command-config", alice, "consume", topic, "-e", "-o", "jsonl")
+    assert [(r["value"], r["timestamp"] == 0) for r in map(json.loads, consumed.stdout.splitlines())] == [
+        ("a", False), ("epoch", True)]
+    assert cluster.kafka.oidc.issued > issued  # the broker saw tokens of the endpoint
+    listed = cli("--command-config", alice, "topics", "list", "-o", "json")
+    theirs = kafka_tool(TOPICS, "--bootstrap-server", str(cluster.kafka.oauth_bootstrap), "--command-config",
+                        str(alice), "--list", system={ALLOWED_URLS: f"{cluster.kafka.oidc.url}/token"})
+    assert theirs.returncode == 0, theirs.stderr[-2000:]
+    assert sorted(row["topic"] for row in json.loads(listed.stdout)) == sorted(theirs.stdout.split())
+    assert topic in theirs.stdout.split()
+    assert cluster.leaked(created.stderr, produced.stderr, zero.stderr, consumed.stderr, listed.stdout) == []
+
+    token_url = f"{cluster.kafka.oidc.url}/token"
+    wrong = cluster.oauth_properties("mallory", secret="not-mallorys-secret")
+    refused = cli("--command-config", wrong, "--timeout", "60", "topics", "list")
+    assert (refused.exit_code, refused.stdout) == (1, "")
+    assert refused.stderr == f"kstool: error: the token endpoint {token_url} refused client mallory: HTTP 401 invalid_client\n"
+    cluster.kafka.oidc.lifetime_s = -600  # an identity provider whose clock is ten minutes fast
+    try:
+        expired = cli("--command-config", alice, "--timeout", "60", "topics", "list")
+    finally:
+        cluster.kafka.oidc.lifetime_s = 3600
+    assert (expired.exit_code, expired.stdout) == (1, "")
+    assert expired.stderr.startswith(f"kstool: error: the token endpoint {token_url} gives client alice tokens that "
+                                     "have expired (exp "), expired.stderr
+    assert expired.stderr.count("\n") == 1
+    assert cluster.leaked(refused.stderr, expired.stderr) == []
 
 
 def test_an_operation_without_an_acl_is_one_line_and_changes_nothing(cluster):
