@@ -117,7 +117,7 @@ TEST_SETTINGS = {
     # and never checks retention: kstool sets a window store's changelog to the store's
     # retention + 1 day, as Kafka Streams does, and the check (every 5 minutes, first
     # after 30 s) and the cleaner deleted windows of 2026-01-01 from under the restore
-    # tests (README)
+    # tests (docs/architecture.md)
     "log.retention.check.interval.ms": str(2**62), "log.initial.task.delay.ms": str(2**62),
 }
 

@@ -1,4 +1,4 @@
-"""The JSON documents kstool prints (`-o json`, `-o jsonl`), as types: README's "JSON output"
+"""The JSON documents kstool prints (`-o json`, `-o jsonl`), as types: docs/one-liners.md, "JSON output"
 lists the same keys, and mypy checks every place that builds one. Keys are stable; a change here
 is a change of kstool's interface."""
 

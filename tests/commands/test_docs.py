@@ -95,11 +95,11 @@ def test_window_kinds_complete():
     assert _complete("kstool run aggregate --window ses") == ["session:"]
 
 
-def test_the_readme_s_runs_each_have_an_app_of_their_own():
+def test_the_docs_runs_each_have_an_app_of_their_own():
     """Followed in order, two examples with the same app id (the topology's name by default) and
-    other settings refused the second: 'created with other settings'."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    other settings refused the second: 'created with other settings'. The README and docs/ alike."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    blocks = [block for page in pages for block in re.findall(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), re.S)]
     runs: dict[str, set[tuple[str, ...]]] = {}
     for block in blocks:
         for command in re.sub(r"\\\n\s*", " ", block).splitlines():

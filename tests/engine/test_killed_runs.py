@@ -21,7 +21,7 @@ from tests.helpers import KSTOOL, as_long, create_topic, end_offsets, latest_per
 from tests.isolation import LogWatch, read_committed
 from tests.oracles import word_counts as oracle
 
-# at least half must land mid-batch; a soak sets more (README, Tests)
+# at least half must land mid-batch; a soak sets more (docs/architecture.md, Tests)
 KILLS = int(os.environ.get("KSTOOL_FAULT_KILLS", "4"))
 EOS_KILLS = int(os.environ.get("KSTOOL_FAULT_EOS_KILLS", "4"))
 CHUNK = 1000  # input lines per feed, and per batch while the kills go on

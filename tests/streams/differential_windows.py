@@ -23,7 +23,7 @@ windows = st.sampled_from([("tumbling:10ms", {"type": "tumbling", "size": 10}),
                            ("session:5ms", {"type": "session", "size": 5})])
 # onWindowClose with a time window store's default retention (size + grace) loses a window when
 # one record moves stream time past its end + retention: the store drops it before the emit reads
-# it (README "Differences from Kafka Streams"); kstool emits it, as suppress does
+# it (docs/differences-from-kafka-streams.md); kstool emits it, as suppress does
 LONG_RETENTION_MS = 10_000
 
 

@@ -4,7 +4,7 @@ tombstones, records without a key, keys a record maps to another table's key (`s
 versioned table with a grace (without stream records lacking a key: Kafka Streams 4.4 fails on
 them then), a foreign-key join of versioned tables. Each input record carries
 a header naming it, so an output record's headers say which record it was forwarded from. The
-comparison contract (README "Differences from Kafka Streams"; records with their headers):
+comparison contract (docs/differences-from-kafka-streams.md; records with their headers):
 - a micro-batch per record: the same output records in the same order as Kafka Streams with its
   record cache, which the driver commits after each record (kstool emulates the cache: a
   source table's tombstone for a key it does not hold changes nothing, where with caches off

@@ -2,7 +2,7 @@
 micro-batches of a few records or all of them) against Kafka Streams itself (tests/twin.py), on
 random inputs written by an independent producer, records without a key or a value among them;
 few cases (KSTOOL_DIFFERENTIAL_RUNS, default 3 per family: each is a run). The comparison
-contract per topology is the fast tier's for larger micro-batches (README "Differences from
+contract per topology is the fast tier's for larger micro-batches (docs/differences-from-kafka-streams.md, "Differences from
 Kafka Streams"): windows' last values, and kstool's updates among Kafka Streams'; final results
 exactly; table outputs' last result per key; a stream join in one batch exactly as Kafka Streams
 fed in the order kstool processes the batch."""

@@ -2,7 +2,7 @@
 suppressed) of kstool's processor against Kafka Streams itself (tests/twin.py: KTable#groupBy
 then count or aggregate with a subtractor, in TopologyTestDriver with its record cache, which the
 driver commits after each record), on random row updates, moves between groups and tombstones,
-out of order, over a plain or a versioned table (`--table-history`). The comparison contract (README "Differences from Kafka Streams"):
+out of order, over a plain or a versioned table (`--table-history`). The comparison contract (docs/differences-from-kafka-streams.md):
 - a micro-batch per row update: the same output records in the same order, with the same
   headers (those of the row update that made the value; suppressed: the last update's);
 - larger micro-batches: each group's last value and headers are the same (a batch writes a

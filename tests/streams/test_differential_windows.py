@@ -1,6 +1,6 @@
 """Windowed aggregates (count, sum, min, max, avg; concat and latest: reduces of texts) of kstool's processors against Kafka Streams itself
 (tests/twin.py: the same aggregate in TopologyTestDriver), on random out-of-order inputs over
-several partitions. The comparison contract (README "Differences from Kafka Streams"):
+several partitions. The comparison contract (docs/differences-from-kafka-streams.md):
 - a micro-batch per record: the same output records, in the same order (key, window, value or
   tombstone, timestamp, headers: those of the record that updated or closed the window; the
   twin's sessions, without the record cache, have none, kstool's the record's); time windows
@@ -64,7 +64,7 @@ def _kstool(window: str, agg: str, grace: int, emit: str, records: list[tuple[st
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-# the differences found (README "Differences from Kafka Streams"), smallest inputs first:
+# the differences found (docs/differences-from-kafka-streams.md), smallest inputs first:
 # [3,10] is a@2's right window and a@10's left one: written twice with caches off
 @example(records=[("a", 2, 0), ("a", 10, 0)], window=SLIDING_7, agg="count", grace=0, emit="update",
          partitions=1, batch=1)

@@ -174,11 +174,11 @@ def test_final_results_for_sliding_windows():
 
 
 def test_the_readme_s_lateness_rule_a_record_is_late_only_when_its_right_window_has_closed():
-    """README "Sliding windows": late when t + 1 + D <= stream time - grace
+    """docs/running-topologies.md, "Sliding windows": late when t + 1 + D <= stream time - grace
     (KStreamSlidingWindowAggregate#process), not when its left window [t - D, t] has ended: at
     stream time 100 (D 10, no grace) a record at 90, whose left window [80, 90] has closed, still
     updates [90, 100] and makes its right window [91, 101]; one at 89 is dropped."""
     forwarded = _forwarded(10, 0, "update", [("A", 1, 100), ("A", 2, 90), ("A", 3, 89)])
     assert [(start, count, total) for _, start, count, total, _ in forwarded] == [(90, 1, 1), (90, 2, 3), (91, 1, 1)]
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "running-topologies.md").read_text(encoding="utf-8")
     assert "late only when even its right window [t + 1, t + 1 + D] ends at or before stream time - grace" in readme

@@ -7,7 +7,7 @@ With a grace (Joined.withGracePeriod), stream records wait in a buffer
 (RocksDBTimeOrderedKeyValueBuffer) until the buffer's observed time - grace reaches them, then
 join in (time, key, seqnum) order; a record already that late joins at once. A left join writes
 a stream record without a key at once, joined with nothing (KIP-962; Kafka Streams 4.4 fails the
-task on one when a grace is set: its buffer takes no null key, README "Differences from Kafka
+task on one when a grace is set: its buffer takes no null key, docs/differences-from-kafka-streams.md ("Differences from Kafka
 Streams").
 """
 
