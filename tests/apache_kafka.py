@@ -158,12 +158,6 @@ class KafkaBroker:
         return f"127.0.0.1:{self.oauth_port}"
 
     @property
-    def oidc_url(self) -> str:
-        if self.oidc is None:
-            self.oidc = OidcProvider().start()
-        return self.oidc.url
-
-    @property
     def ca_pem(self) -> Path:
         return self.workdir / "tls" / "ca.pem"
 
@@ -195,7 +189,7 @@ class KafkaBroker:
     def log(self) -> Path:
         return self.workdir / "broker.log"
 
-    def _properties(self) -> Path:
+    def _properties(self, oidc_url: str) -> Path:
         settings = {
             "process.roles": "broker,controller", "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
@@ -213,8 +207,8 @@ class KafkaBroker:
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
             "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
-            "sasl.oauthbearer.jwks.endpoint.url": f"{self.oidc_url}/jwks",
-            "sasl.oauthbearer.expected.audience": AUDIENCE, "sasl.oauthbearer.expected.issuer": self.oidc_url,
+            "sasl.oauthbearer.jwks.endpoint.url": f"{oidc_url}/jwks",
+            "sasl.oauthbearer.expected.audience": AUDIENCE, "sasl.oauthbearer.expected.issuer": oidc_url,
             # SSL: client certificates of the tests' CA, their principal the certificate's CN
             "listener.name.ssl.ssl.client.auth": "required", "listener.name.ssl.ssl.truststore.type": "PEM",
             "listener.name.ssl.ssl.truststore.location": str(self.client_ca),
@@ -244,9 +238,10 @@ class KafkaBroker:
     def start(self) -> "KafkaBroker":
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._make_certificate()
-        properties = self._properties()
+        self.oidc = OidcProvider().start()
+        properties = self._properties(self.oidc.url)
         _format(properties, _cluster_id())
-        self.proc = _spawn(properties, self.log, {ALLOWED_URLS: f"{self.oidc_url}/jwks"})
+        self.proc = _spawn(properties, self.log, {ALLOWED_URLS: f"{self.oidc.url}/jwks"})
         _wait_until_serving(self.bootstrap, lambda brokers: brokers >= 1, [self.proc], self.log, self.stop)
         return self
 

@@ -256,3 +256,13 @@ def field_bytes(field):
     if isinstance(field, dict):
         return base64.b64decode(field["base64"])
     return field.encode("utf-8")
+
+
+def send_json(handler, status: int, body, content_type: str = "application/json") -> None:
+    """A test HTTP server's JSON answer (http.server's BaseHTTPRequestHandler `handler`)."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -12,6 +12,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
+from tests.helpers import send_json
+
 
 class _State:
     def __init__(self):
@@ -30,12 +32,7 @@ def _handler(state: _State):
             pass
 
         def _send(self, status: int, body) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body, "application/vnd.schemaregistry.v1+json")
 
         def _schema_doc(self, schema_id: int) -> dict:
             schema = state.schemas[schema_id]

@@ -23,7 +23,6 @@ from kstool.streams.windows import WINDOW_KINDS
 from kstool.tasks import combiners
 from kstool.topologies import aggregate_inputs
 from kstool.topologies.aggregate_inputs import (
-    HEADERS_DDL,
     INPUT_FORMATS,
     VALUE_FORMATS,
     NumberInput,
@@ -101,10 +100,10 @@ class KeyedAggregation(OneInput):
             *(last_headers(),) if self.forwards_headers else ())
 
     def encode(self, updates):
-        headers = ("headers",) if self.forwards_headers else ()
-        return updates.select("group_key", "result", "whole", "timestamp", *headers).mapInArrow(
+        headers = f", headers {updates.schema['headers'].dataType.simpleString()}" if self.forwards_headers else ""
+        return updates.select("group_key", "result", "whole", "timestamp", *(("headers",) if headers else ())).mapInArrow(
             functools.partial(_encode_batches, self.agg, self.value_format),
-            "key binary, timestamp timestamp, out_value binary" + (f", headers {HEADERS_DDL}" if headers else ""))
+            "key binary, timestamp timestamp, out_value binary" + headers)
 
     def describe(self, app_id: str) -> dict:
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],

@@ -22,7 +22,6 @@ from kstool.streams.accumulators import AGGREGATIONS
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
-HEADERS_DDL = "array<struct<key:string,value:binary>>"  # a record's headers, as Spark's Kafka rows have them
 VALUE_FORMATS = ("auto", "string", "json")
 INVALID_REASON = "not a number (or not JSON)"
 GROUP_BY_FORMS = ("key", "field", "split")
