@@ -340,13 +340,14 @@ def _record_jvm_archive(cache: Path) -> None:
         time.sleep(0.2)
 
 
-def home_sharing_jvm_archive(tmp_path: Path) -> Path:
-    """A kstool home of a test's own, given the session's JVM class-data archive (jvm_archive):
-    its JVMs start as fast as the session's. Call it before KSTOOL_HOME points elsewhere."""
-    home, shared = tmp_path / "home", Path(os.environ.get("KSTOOL_HOME", "/nonexistent")) / "cache"
-    if shared.is_dir():
-        shutil.copytree(shared, home / "cache")
-    return home
+def home_sharing_jvm_archive(tmp_path: Path) -> dict[str, str]:
+    """The environment of a kstool home of a test's own that shares the session's cache (its JVM
+    class-data archive and SPARK_HOME): its JVMs start as fast as the session's. A copy of the
+    cache would not do: the archive is valid for one SPARK_HOME path. Call it before KSTOOL_HOME
+    points elsewhere."""
+    from kstool.base.home import cache_dir
+
+    return {"KSTOOL_HOME": str(tmp_path / "home"), "KSTOOL_CACHE": str(cache_dir())}
 
 
 @pytest.fixture(scope="session")

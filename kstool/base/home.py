@@ -22,7 +22,10 @@ def kstool_home() -> Path:
 
 def cache_dir() -> Path:
     """What kstool keeps to start Spark faster (the JVM's class-data archive, its SPARK_HOME):
-    rebuilt when missing."""
+    rebuilt when missing. KSTOOL_CACHE shares one between homes: an archive is valid for one
+    class path, and each home's own SPARK_HOME would be another."""
+    if os.environ.get("KSTOOL_CACHE"):
+        return Path(os.environ["KSTOOL_CACHE"]).expanduser()
     return kstool_home() / "cache"
 
 

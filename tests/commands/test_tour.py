@@ -27,9 +27,8 @@ def tour_block() -> list[str]:
 
 @pytest.fixture
 def tour_home(jvm_archive, tmp_path):
-    home = home_sharing_jvm_archive(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "KSTOOL_BOOTSTRAP_SERVERS"}
-    env.update(KSTOOL_HOME=str(home), KSTOOL_ENGINE="on",
+    env.update(home_sharing_jvm_archive(tmp_path), KSTOOL_ENGINE="on",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     yield env
     for stop in (["engine", "stop"], ["broker", "stop"]):  # whatever a failed tour left running

@@ -39,7 +39,8 @@ TRIGGER = "2s"
 def cluster_home(cluster, jvm_archive, tmp_path, monkeypatch):
     """The cluster, and a kstool home of the test's own with the session's JVM class-data
     archive (its runs start as fast as the others)."""
-    monkeypatch.setenv("KSTOOL_HOME", str(home_sharing_jvm_archive(tmp_path)))
+    for name, value in home_sharing_jvm_archive(tmp_path).items():
+        monkeypatch.setenv(name, value)
     return cluster
 
 

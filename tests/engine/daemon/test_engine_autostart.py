@@ -28,8 +28,9 @@ LINES = [f"w{i % 13} w{i % 5} common" for i in range(120)]
 def home(kafka, jvm_archive, tmp_path: Path, monkeypatch) -> Path:
     """A kstool home of its own (with the session's JVM class-data archive), with the engine
     wanted (tests/conftest.py turns it off)."""
-    home = home_sharing_jvm_archive(tmp_path)
-    monkeypatch.setenv("KSTOOL_HOME", str(home))
+    for name, value in home_sharing_jvm_archive(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    home = Path(os.environ["KSTOOL_HOME"])
     monkeypatch.setenv("KSTOOL_BOOTSTRAP_SERVERS", kafka.bootstrap)
     monkeypatch.setenv("KSTOOL_ENGINE", "on")
     monkeypatch.delenv("KSTOOL_ENGINE_IDLE", raising=False)

@@ -76,7 +76,8 @@ def own_broker(jvm_archive, tmp_path, monkeypatch):
     archive, so its runs start as fast as the others)."""
     if os.environ.get("KSTOOL_TEST_BOOTSTRAP"):
         pytest.skip("needs a broker the test can stop and start: the embedded one")
-    monkeypatch.setenv("KSTOOL_HOME", str(home_sharing_jvm_archive(tmp_path)))
+    for name, value in home_sharing_jvm_archive(tmp_path).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("KSTOOL_BOOTSTRAP_SERVERS", raising=False)
     broker = _Broker()
     yield broker
