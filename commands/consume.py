@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any, BinaryIO, Callable
 
@@ -16,13 +16,14 @@ from kstool.base.errors import Interrupted
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
-from kstool.kafka.consume import ConsumeOptions, StartSpec
+from kstool.kafka.consume import ConsumeOptions, StartSpec, consume_batches
 from kstool.kafka.consume import consume as consume_records
 from kstool.kafka.dead_letters import PREFIX, DeadLetter
-from kstool.kafka.records import to_envelope
+from kstool.kafka.records import Record, to_envelope
 from kstool.output import (
     Column,
     Listing,
+    compile_batch_format,
     compile_record_format,
     dumps,
     emit,
@@ -36,8 +37,6 @@ from kstool.schemas.formats import record_decoder, schemas_for
 RECORD_COLUMNS = [Column("partition", justify="right"), Column("offset", justify="right"),
                   Column("timestamp", kind="time"), Column("key"), Column("value"),
                   Column("headers")]
-# records rendered before each write to stdout (a follow writes each as it comes)
-WRITE_EVERY = 1000
 
 
 @click.command()
@@ -81,41 +80,37 @@ def consume(g: Globals, topic: str, start: str | None, from_time: int | None, to
     decode_key = record_decoder("bytes" if structured and key_format == "raw" else key_format, schemas, "key")
     decode_value = record_decoder("bytes" if structured and value_format == "raw" else value_format, schemas,
                                   "value")
-    envelopes = (to_envelope(r, decode_key, decode_value)
-                 for r in consume_records(g.clients(), options))
     count = 0
     whole = _WholeRecords()
     try:
         if output in ("json", "csv", "table"):
-            rows = []
-            for env in envelopes:
-                rows.append(env)
-                count += 1
+            rows = [to_envelope(r, decode_key, decode_value) for r in consume_records(g.clients(), options)]
+            count = len(rows)
             emit(_record_listing(rows, output), output)
         else:
-            render = _line_renderer(output, fmt, escape=stdout_is_tty())
+            render = _batch_renderer(output, fmt, (key_format, value_format), stdout_is_tty(),
+                                     lambda r: to_envelope(r, decode_key, decode_value))
             out = sys.stdout.buffer
-            live = _follows(options)  # a follow prints each record as it comes
-            if live and stderr_is_tty():
+            if _follows(options) and stderr_is_tty():
                 info("following new records (-e stops at the end; Ctrl-C quits)")
-            lines: list[bytes] = []  # written together: a write per record cost a system call each
+            lines: list[bytes] = []
+            batches = consume_batches(g.clients(), options)
             with whole:
                 try:
-                    for env in envelopes:
+                    for batch in batches:
                         with whole.record():
-                            lines.append(render(env))
-                            count += 1
-                        if live or len(lines) >= WRITE_EVERY:
-                            whole.write(out, lines)
+                            lines.append(render(batch))
+                            count += len(batch)
+                        whole.write(out, lines)  # a batch at a time: a write per record cost a system call each
                 finally:  # every record counted is on stdout, also when cut short
                     whole.write(out, lines)
+                    batches.close()
     except KeyboardInterrupt:
         if not _follows(options):  # a cut dump must not look complete
             printed = "" if output not in ("json", "csv", "table") else ", none printed"
             raise Interrupted(f"interrupted after {count} record(s){printed}") from None
         # Ctrl-C is how a follow ends: not an error
     finally:
-        envelopes.close()
         sys.stdout.flush()
         sys.stdout.buffer.flush()
     failures = sum(getattr(d, "failures", 0) for d in (decode_key, decode_value))
@@ -194,9 +189,20 @@ def _follows(options: ConsumeOptions) -> bool:
     return not options.exit_at_end and options.to_time is None and options.max_messages is None
 
 
-def _line_renderer(output: str | None, fmt: str | None, escape: bool) -> Callable[[Mapping[str, Any]], bytes]:
-    """escape: a terminal gets keys and values with their control bytes escaped (a pipe gets the
-    bytes as they are)."""
+def _batch_renderer(output: str | None, fmt: str | None, formats: tuple[str, str], escape: bool,
+                    envelope: Callable[[Record], RecordEnvelope]) -> Callable[[Sequence[Any]], bytes]:
+    """A batch of fetched records as lines: jsonl envelopes, or the format (default: each value),
+    whole batches at once where keys and values are shown as they are (raw, or string when they
+    are UTF-8: compile_batch_format); escape: a terminal gets keys and values with their control
+    bytes escaped (a pipe gets the bytes as they are)."""
     if output == "jsonl":
-        return lambda env: (dumps(env) + "\n").encode("utf-8")
-    return compile_record_format(fmt if fmt is not None else "%s\\n", escape)
+        return lambda batch: "".join([dumps(envelope(Record.from_message(m))) + "\n" for m in batch]).encode("utf-8")
+    fmt = fmt if fmt is not None else "%s\\n"
+    one = compile_record_format(fmt, escape)
+
+    def record_by_record(batch: Sequence[Any]) -> bytes:
+        return b"".join([one(envelope(Record.from_message(m))) for m in batch])
+    if escape or not set(formats) <= {"raw", "string"}:
+        return record_by_record
+    whole = compile_batch_format(fmt, text_fields=[part for part, f in zip(("key", "value"), formats) if f == "string"])
+    return lambda batch: whole(batch) or record_by_record(batch)

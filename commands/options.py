@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Callable, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 import click
 
@@ -21,7 +21,9 @@ from kstool.commands.completion import complete_from, complete_topics
 from kstool.output import FORMATS
 from kstool.schemas.formats import SchemaOptions
 from kstool.schemas.windowed import LAYOUTS as WINDOWED_LAYOUTS
-from kstool.topologies.spec import FLAG, TOPIC, Setting
+
+if TYPE_CHECKING:
+    from kstool.topologies.spec import Setting
 
 # a command function, which the decorators here return with its options attached
 F = TypeVar("F", bound=Callable[..., Any])
@@ -164,6 +166,8 @@ DURATION = ParsedType("duration", parse_duration)
 
 def setting_option(setting: Setting, for_describe: bool = False) -> Callable[[F], F]:
     """A topology setting as a click option (`run NAME`, or `topology describe`)."""
+    from kstool.topologies.spec import FLAG, TOPIC  # here: importing them loads every topology
+
     help_text = (setting.describe_help if for_describe else setting.help) or None
     if setting.kind == FLAG:
         return click.option(setting.flag, setting.name, is_flag=True, help=help_text)

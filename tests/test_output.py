@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 
-from hypothesis import given
+from confluent_kafka import Message
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kstool.output import Column, Listing, compile_record_format, emit
+from kstool.base.serdes import decoder
+from kstool.kafka.records import Record, to_envelope
+from kstool.output import _FORMAT_TOKEN, Column, Listing, compile_batch_format, compile_record_format, emit
 from tests.conftest import cli
 from tests.helpers import create_topic, jsonl_rows, nonempty_lines, produce_records
 
@@ -52,3 +55,43 @@ def test_record_format_tokens():
     assert render(env) == b't/1@7 k={"a":1} ts=99 [h=v] 1 7 100%\n'
     raw = {**env, "key": None, "value": b"\xff\x00bin"}  # --value-format raw: bytes as they are
     assert render(raw) == b't/1@7 =\xff\x00bin ts=99 [h=v] -1 5 100%\n'
+
+
+_TOKENS = ["%k", "%s", "%t", "%p", "%o", "%T", "%h", "%K", "%S", "%%", "\\n", "\\t", "\\\\"]
+_BYTES = st.one_of(st.none(), st.binary(max_size=6), st.text(max_size=4).map(str.encode))
+_MESSAGES = st.lists(st.builds(
+    lambda key, value, partition, offset, timestamp, headers: Message(
+        topic="tópico", partition=partition, offset=offset, key=key, value=value, timestamp=timestamp,
+        headers=headers or None),
+    _BYTES, _BYTES, st.integers(0, 11), st.integers(0, 2**40), st.tuples(st.sampled_from([0, 1, 2]), st.integers(0, 2**42)),
+    st.lists(st.tuples(st.text(max_size=3), _BYTES), max_size=2)), max_size=8)
+
+
+@given(st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=3).filter(lambda t: "%" not in t and "\\" not in t)),
+                max_size=7).map("".join),
+       _MESSAGES, st.sampled_from(["raw", "string"]), st.sampled_from(["raw", "string"]))
+# two keys that are not UTF-8, but their bytes one after the other are ("é")
+@example("%k", [Message(topic="t", partition=0, offset=o, key=k) for o, k in enumerate((b"\xc3", b"\xa9"))],
+         "string", "raw")
+def test_a_batch_renders_as_its_records_one_by_one_do(fmt, messages, key_format, value_format):
+    """`consume -f`'s batch path against the record-by-record one (its oracle): the same bytes,
+    or, where keys or values are shown as text and one of them is not UTF-8, no batch at all."""
+    one = compile_record_format(fmt)
+    expected = b"".join(one(to_envelope(Record.from_message(m), decoder(key_format), decoder(value_format)))
+                        for m in messages)
+    text_fields = [part for part, f in (("key", key_format), ("value", value_format)) if f == "string"]
+    rendered = compile_batch_format(fmt, text_fields)(messages)
+    if rendered is None:
+        shown = [m.key() for m in messages if "key" in text_fields and {"%k", "%K"} & set(_FORMAT_TOKEN.findall(fmt))]
+        shown += [m.value() for m in messages if "value" in text_fields and {"%s", "%S"} & set(_FORMAT_TOKEN.findall(fmt))]
+        assert not all(_utf8(field) for field in shown)
+    else:
+        assert rendered == expected
+
+
+def _utf8(data: bytes | None) -> bool:
+    try:
+        (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, cast
+from operator import methodcaller
+from typing import Generator, Iterator, cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kstool.base.errors import UsageError
 from kstool.base.timeutil import check_time_range
@@ -17,6 +18,7 @@ from kstool.kafka.read_errors import ends_the_read
 from kstool.kafka.records import Record, position_of
 
 TP = tuple[str, int]
+BATCH = 1000  # records librdkafka hands over at most per call
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,24 @@ def _start_offsets(clients: KafkaClients, options: ConsumeOptions, tps: list[TP]
 def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
     """Yield records in per-partition order until every bounded partition is done, the
     message limit is reached, or the caller stops iterating (Ctrl-C)."""
+    taken: dict[TP, int] = {}
+    batches = consume_batches(clients, options, taken)
+    try:
+        for batch in batches:
+            for msg in batch:
+                topic, partition, offset = position = position_of(msg)
+                yield Record.from_message(msg, position)
+                taken[(topic, partition)] = offset + 1
+    finally:
+        batches.close()
+
+
+def consume_batches(clients: KafkaClients, options: ConsumeOptions,
+                    taken: dict[TP, int] | None = None) -> Generator[list[Message], None, None]:
+    """consume()'s records as librdkafka hands them over, in lists of its messages (records only,
+    each within its partition's bounds): for who renders whole batches, with no Python object
+    per record of its own. A --group commits what was taken: each batch handed over, whole, or
+    what the caller records in `taken` (the next offset per partition) as it takes records."""
     plan = plan_positions(clients, options)
     pending = {tp for tp in plan.start if tp not in plan.stop or plan.start[tp] < plan.stop[tp]}
     follow = options.to_time is None and not options.exit_at_end
@@ -124,15 +144,18 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
     consumer = clients.consumer(group_id=options.group, **BULK_READ_SETTINGS,
                                 **{"enable.partition.eof": True, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(t, p, o) for (t, p), o in plan.start.items() if (t, p) in pending])
-    seen = 0
-    progress: dict[TP, int] = {}
+    left = options.max_messages
+    progress: dict[TP, int] = {} if taken is None else taken
     try:
         while pending or follow:
             # consume() waits out its whole timeout unless it fills num_messages: a short wait
             # lets `-e` end as soon as the last partition is done (10 records: 0.7 -> 0.2 s)
-            batch = consumer.consume(num_messages=500, timeout=0.05)
+            batch = consumer.consume(num_messages=BATCH, timeout=0.05)
             if not batch:
                 _finish_drained(consumer, pending, plan.stop)
+            records: list[Message] = []
+            if (left is None or len(batch) < left) and _inside_bounds(batch, options.topic, plan.stop):
+                records, batch = batch, []
             for msg in batch:
                 err = msg.error()
                 if err is not None:
@@ -145,19 +168,24 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
                         raise clients.translate(KafkaException(err), topic=("READ", msg.topic()),
                                                 group=("READ", options.group))
                     continue
-                position = topic, partition, offset = position_of(msg)
+                topic, partition, offset = position_of(msg)
                 tp = (topic, partition)
                 end = plan.stop.get(tp)
                 if end is not None and offset >= end:
                     _finish(consumer, pending, tp)
                     continue
-                yield Record.from_message(msg, position)
-                seen += 1
-                if options.group:
-                    progress[tp] = offset + 1
+                records.append(msg)
                 if end is not None and offset + 1 >= end:
                     _finish(consumer, pending, tp)
-                if options.max_messages is not None and seen >= options.max_messages:
+                if left is not None and len(records) >= left:
+                    break
+            if records:
+                yield records
+                if taken is None and options.group:
+                    progress.update(((t, p), o + 1) for t, p, o in map(position_of, records))
+            if left is not None:
+                left -= len(records)
+                if left <= 0:
                     return
             if not pending and not follow:
                 return
@@ -165,11 +193,23 @@ def consume(clients: KafkaClients, options: ConsumeOptions) -> Iterator[Record]:
         raise clients.translate(exc) from None
     finally:
         try:
-            if progress:  # explicit offsets: finished partitions are no longer assigned
+            if progress and options.group:  # explicit offsets: finished partitions are no longer assigned
                 consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in progress.items()],
                                 asynchronous=False)
         finally:
             consumer.close()
+
+
+_ERROR, _PARTITION, _OFFSET = methodcaller("error"), methodcaller("partition"), methodcaller("offset")
+
+
+def _inside_bounds(batch: list[Message], topic: str, stop: dict[TP, int]) -> bool:
+    """Records only, none of them the last before its partition's stop offset or past it: the
+    whole batch is taken as it is (found with no Python call per record; else record by record)."""
+    if any(map(_ERROR, batch)):
+        return False
+    last = dict(zip(map(_PARTITION, batch), map(_OFFSET, batch)))  # a partition's offsets rise in a batch
+    return all(offset + 1 < stop.get((topic, partition), offset + 2) for partition, offset in last.items())
 
 
 def _finish_drained(consumer: Consumer, pending: set[TP], stop: dict[TP, int]) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from confluent_kafka import KafkaException
 
 from kstool.base.errors import NotFoundError, UsageError
 from kstool.base.serdes import SCHEMA_FORMATS, EncodeError, FieldEncoder, plain_encoder
 from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.bulk_lines import LineBatches
 from kstool.kafka.client import KafkaClients, require_partitions
 from kstool.kafka.exceptions import BadInputLine, EnvelopeError, KafkaOperationError, TopicNotFoundError
 from kstool.kafka.records import Record, from_envelope
@@ -132,7 +133,15 @@ def _partitions(clients: KafkaClients, options: ProduceOptions, result: ProduceR
             time.sleep(0.1)
 
 
-def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterable[bytes],
+def _as_they_are(clients: KafkaClients, options: ProduceOptions) -> bool:
+    """Each text line is a record as it is, stamped as it is sent and with no headers (which
+    librdkafka's batch call cannot give), nor the tail profile: written a batch at a time."""
+    return (options.input_format == "text" and options.key_format in BINARY_SAFE
+            and options.value_format in BINARY_SAFE and not options.headers and options.timestamp is None
+            and not clients.config.single_record_tail)
+
+
+def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: IO[bytes],
                   encoders: FieldEncoders | None = None) -> ProduceResult:
     """Write one record per input line, in batches. With on_error=fail the first bad line stops
     the run: every record before it is written (and flushed), nothing from it on."""
@@ -151,21 +160,36 @@ def produce_lines(clients: KafkaClients, options: ProduceOptions, stream: Iterab
     # timeout: long enough to ride out a leader's election, not librdkafka's 5 minutes
     patience: dict[str, Any] = {} if "message.timeout.ms" in clients.config.producer_conf() else {
         "message.timeout.ms": int(1000 * max(clients.timeout, WRITE_PATIENCE_S))}
-    writer = BulkWriter(clients, {options.topic: len(partitions)}, **patience)
+    lines = LineBatches(options.topic, len(partitions), options.partition,
+                        None if options.key_delimiter is None else options.key_delimiter.encode("utf-8"),
+                        fixed_key) if _as_they_are(clients, options) else None
+    writer = BulkWriter(clients, {options.topic: len(partitions)}, errors_only=lines is not None,
+                        locate=lines.locate if lines is not None else None, **patience)
 
-    def finish() -> None:
+    def flush(written_before: int = 0) -> int:
+        """Delivered since the last flush; else an error that says why, counting what earlier
+        flushes delivered."""
         try:
-            writer.flush()
+            return writer.flush(written_before=written_before)
         except KafkaOperationError as failed:
             why = write_blockers(clients, options.topic)
             if "Invalid timestamp" in str(failed):
                 why = timestamp_bounds(clients, options.topic)
             raise KafkaOperationError(f"{failed}; {why}" if why else str(failed)) from None
+
+    def finish() -> None:
+        try:
+            flush(lines.written if lines is not None else 0)
         finally:
-            result.per_partition = {p: n for (_, p), n in sorted(writer.per_partition.items())}
+            result.per_partition = ({p: n for (_, p), n in sorted(writer.per_partition.items())} if lines is None
+                                    else dict(sorted(lines.per_partition.items())))
             result.written = sum(result.per_partition.values())
 
     try:
+        if lines is not None:
+            lines.write(writer, stream, flush)
+            finish()
+            return result
         for lineno, line in _lines(stream):
             if options.input_format == "jsonl" and not line.strip():
                 continue
