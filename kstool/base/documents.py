@@ -4,7 +4,10 @@ is a change of kstool's interface."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:  # typing has it from Python 3.11 on; the annotations below are never evaluated
+    from typing_extensions import NotRequired
 
 
 class TopicRow(TypedDict):  # topics list

@@ -10,7 +10,7 @@ partitioner itself (the one librdkafka's murmur2_random uses).
 
 Timestamp 0 is a valid record timestamp (Kafka Streams keeps it), but librdkafka stamps a record
 produced with timestamp 0 with the send time. Such records go through kstool's own Produce
-request (kstool.kafka.wire_protocol), after the records before them are flushed, so each partition
+request (kstool.kafka.wire.protocol), after the records before them are flushed, so each partition
 keeps its order. Over SASL, which that client does not speak, they are stamped with the send
 time, with a warning."""
 
@@ -31,7 +31,7 @@ from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for, partitions_for
 from kstool.kafka.records import position_of
-from kstool.kafka.wire_protocol import RecordWriter, speaks_to
+from kstool.kafka.wire.protocol import RecordWriter, speaks_to
 
 _log = logging.getLogger("kstool.bulk")
 

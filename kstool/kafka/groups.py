@@ -24,8 +24,8 @@ from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.share_groups import describe_share_group, share_group_offsets
 from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group
 from kstool.kafka.timelag import time_lags_ms
-from kstool.kafka.wire_groups import GroupTypesUnsupported, list_groups_of_types
-from kstool.kafka.wire_protocol import speaks_to
+from kstool.kafka.wire.groups import GroupTypesUnsupported, list_groups_of_types
+from kstool.kafka.wire.protocol import speaks_to
 
 
 class GroupBusyError(BusyError):
@@ -85,7 +85,7 @@ def _type(kind: Any) -> str:
 def _typed_groups(clients: KafkaClients) -> list[GroupRow]:
     """The streams (KIP-1071) and share (KIP-932) groups every broker lists, which librdkafka
     does not; none from a broker that lists no groups by type (before Kafka 4.0) or where
-    kstool's own client cannot connect (wire_protocol.speaks_to)."""
+    kstool's own client cannot connect (wire.protocol.speaks_to)."""
     if not speaks_to(clients.config):
         return []
     brokers = [(cast(str, b.host), b.port) for b in clients.metadata().brokers.values()]
@@ -299,7 +299,7 @@ def _share_group_description(clients: KafkaClients, group: str, shared: dict[str
 
 def _streams_description(clients: KafkaClients, group: str) -> StreamsGroupDescription | None:
     """The streams group's description, or None when `group` is none (or the broker has no
-    streams groups, or kstool's own client cannot connect: wire_protocol.speaks_to)."""
+    streams groups, or kstool's own client cannot connect: wire.protocol.speaks_to)."""
     if not speaks_to(clients.config):
         return None
     try:
@@ -373,7 +373,7 @@ def groups_reading(clients: KafkaClients, topics: list[str], but: Callable[[str]
 
 
 def remove_members(clients: KafkaClients, group: str, member_ids: list[str]) -> None:
-    from kstool.kafka.wire_protocol import leave_group
+    from kstool.kafka.wire.protocol import leave_group
 
     leave_group(clients.config, group, member_ids)
 

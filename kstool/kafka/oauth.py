@@ -1,6 +1,6 @@
 """OAuth client credentials (RFC 6749 4.4) at an OIDC token endpoint, as librdkafka's
 `sasl.oauthbearer.method=oidc` and Kafka's OAuthBearerLoginCallbackHandler get their tokens:
-for kstool's own client (kstool.kafka.wire_sasl) and to say why a broker refused a token."""
+for kstool's own client (kstool.kafka.wire.sasl) and to say why a broker refused a token."""
 
 from __future__ import annotations
 

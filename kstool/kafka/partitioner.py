@@ -71,4 +71,5 @@ def partitions_for(keys: list[bytes], partitions: int) -> np.ndarray:
         h *= m
         h ^= h >> np.uint32(15)
         hashes[chosen] = h
-    return (hashes & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)
+    partition: np.ndarray = (hashes & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)
+    return partition

@@ -13,9 +13,9 @@ from typing import Any, Callable, cast
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import AuthorizationError, KafkaOperationError
-from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
-from kstool.kafka.wire_groups import GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, served_versions
-from kstool.kafka.wire_protocol import COORDINATOR_RETRIABLE, GROUP_KEY, Coordinated, CoordinatorRefused, error_name
+from kstool.kafka.wire.codec import NO_TAGS, Reader, compact_array, compact_string
+from kstool.kafka.wire.groups import GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, served_versions
+from kstool.kafka.wire.protocol import COORDINATOR_RETRIABLE, GROUP_KEY, Coordinated, CoordinatorRefused, error_name
 
 SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS = 77, 90, 91
 NON_EMPTY_GROUP = 68

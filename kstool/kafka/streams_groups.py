@@ -1,7 +1,7 @@
 """Streams groups (KIP-1071): the groups of Kafka Streams apps that run the streams rebalance
 protocol (`group.protocol=streams`, the default protocol of new clusters since Kafka 4.2).
 librdkafka's admin client has no call for them, so kstool asks the broker itself
-(kstool.kafka.wire_groups lists them) with StreamsGroupDescribe, as Kafka's `kafka-streams-groups.sh` does
+(kstool.kafka.wire.groups lists them) with StreamsGroupDescribe, as Kafka's `kafka-streams-groups.sh` does
 (org.apache.kafka.tools.streams.StreamsGroupCommand). StreamsGroupDescribe v1 (Kafka 4.4,
 KIP-1331) also answers with the topology description the group's members sent the broker."""
 
@@ -13,9 +13,9 @@ from typing import Any, cast
 from kstool.base.documents import StoredTopology, StoredTopologyNode, StreamsGroupDescription, StreamsGroupMember, StreamsSubtopology
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import AuthorizationError, KafkaOperationError
-from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
-from kstool.kafka.wire_groups import GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, served_versions
-from kstool.kafka.wire_protocol import COORDINATOR_RETRIABLE, GROUP_KEY, Coordinated, CoordinatorRefused, error_name
+from kstool.kafka.wire.codec import NO_TAGS, Reader, compact_array, compact_string
+from kstool.kafka.wire.groups import GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND, served_versions
+from kstool.kafka.wire.protocol import COORDINATOR_RETRIABLE, GROUP_KEY, Coordinated, CoordinatorRefused, error_name
 
 STREAMS_GROUP_DESCRIBE = 89
 # StreamsGroupDescribeResponse v1's TopologyDescriptionStatus (clients' StreamsGroupTopologyDescriptionStatus)

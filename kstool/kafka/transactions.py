@@ -1,7 +1,7 @@
 """Kafka transactions that commit records and a consumer group's offsets together: the
 exactly_once_v2 sink and `replay --transactional`. librdkafka writes them, except a transaction
 holding a record with timestamp 0, which librdkafka would stamp with the send time: that one
-goes through kstool's own client (kstool.kafka.wire_transaction) under the same transactional
+goes through kstool's own client (kstool.kafka.wire.transaction) under the same transactional
 id, and a new librdkafka producer is initialised for the next transaction. Over SASL, which that
 client does not speak, such records get the send time, with a warning."""
 
@@ -19,8 +19,8 @@ from kstool.kafka.client import KafkaClients, produce
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import while_coordinator_moves
 from kstool.kafka.partitioner import partition_for
-from kstool.kafka.wire_protocol import Record, speaks_to
-from kstool.kafka.wire_transaction import TRANSACTION_TIMEOUT_MS, commit_transaction
+from kstool.kafka.wire.protocol import Record, speaks_to
+from kstool.kafka.wire.transaction import TRANSACTION_TIMEOUT_MS, commit_transaction
 
 _log = logging.getLogger("kstool.transactions")
 

@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kstool.config import ClientConfig
-from kstool.kafka.wire_protocol import RecordWriter, leave_group
-from kstool.kafka.wire_transaction import commit_transaction
+from kstool.kafka.wire.protocol import RecordWriter, leave_group
+from kstool.kafka.wire.transaction import commit_transaction
 from tests.apache_kafka import kafka_tool
 from tests.conftest import cli
 from tests.helpers import counts_in, produce_batched, read_all, wait_until

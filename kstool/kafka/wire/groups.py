@@ -9,8 +9,8 @@ from functools import partial
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.wire_codec import NO_TAGS, Reader, compact_array, compact_string
-from kstool.kafka.wire_protocol import Connection, any_bootstrap, error_name
+from kstool.kafka.wire.codec import NO_TAGS, Reader, compact_array, compact_string
+from kstool.kafka.wire.protocol import Connection, any_bootstrap, error_name
 
 API_VERSIONS, LIST_GROUPS = 18, 16
 GROUP_AUTHORIZATION_FAILED, GROUP_ID_NOT_FOUND = 30, 69

@@ -1,8 +1,8 @@
 """A minimal Kafka wire-protocol client for what librdkafka cannot do: removing members from a
 consumer group (LeaveGroup v3, KIP-345), as Kafka's reset tool does with --force, and writing
 records whose timestamp is 0 (librdkafka stamps such a record with the send time; Produce v3
-with a magic-2 record batch keeps it), alone here or in a transaction (kstool.kafka.wire_transaction).
-PLAINTEXT, SSL (a client certificate too) and SASL listeners (PLAIN, SCRAM, OAUTHBEARER: kstool.kafka.wire_sasl)."""
+with a magic-2 record batch keeps it), alone here or in a transaction (kstool.kafka.wire.transaction).
+PLAINTEXT, SSL (a client certificate too) and SASL listeners (PLAIN, SCRAM, OAUTHBEARER: kstool.kafka.wire.sasl)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from confluent_kafka import KafkaError
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.wire_codec import Reader, encode_string, varint
-from kstool.kafka.wire_sasl import MECHANISMS, authenticate
+from kstool.kafka.wire.codec import Reader, encode_string, varint
+from kstool.kafka.wire.sasl import MECHANISMS, authenticate
 
 PRODUCE, FIND_COORDINATOR, LEAVE_GROUP = 0, 10, 13
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types

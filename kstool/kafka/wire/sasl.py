@@ -1,4 +1,4 @@
-"""SASL for kstool's own Kafka client (kstool.kafka.wire_protocol): PLAIN, SCRAM-SHA-256/512
+"""SASL for kstool's own Kafka client (kstool.kafka.wire.protocol): PLAIN, SCRAM-SHA-256/512
 (RFC 5802, RFC 7677) and OAUTHBEARER with a token of an OIDC endpoint (RFC 7628,
 kstool.kafka.oauth), as Kafka's SaslHandshake v1 and SaslAuthenticate v1 carry them. GSSAPI is
 librdkafka's alone."""
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kstool.kafka.exceptions import AuthenticationError
 from kstool.kafka.oauth import client_credentials_token
-from kstool.kafka.wire_codec import encode_bytes, encode_string
+from kstool.kafka.wire.codec import encode_bytes, encode_string
 
 if TYPE_CHECKING:
-    from kstool.kafka.wire_protocol import Connection
+    from kstool.kafka.wire.protocol import Connection
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}

@@ -11,8 +11,8 @@ from typing import Callable
 
 from kstool.config import ClientConfig
 from kstool.kafka.exceptions import KafkaOperationError
-from kstool.kafka.wire_codec import Reader, encode_string
-from kstool.kafka.wire_protocol import (
+from kstool.kafka.wire.codec import Reader, encode_string
+from kstool.kafka.wire.protocol import (
     GROUP_KEY,
     TRANSACTION_KEY,
     Coordinated,
