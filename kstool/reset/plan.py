@@ -101,13 +101,41 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
         manifest.input_topics if manifest is not None else topology[0] if topology is not None else [])
     if not inputs:
         warnings.append("no input topics given: input offsets stay as they are")
+    _refuse_while_active(options, state, members, streams is not None, warnings)
+
+    clients.require_topics([*inputs, *options.intermediate_topics])
+    existing = clients.metadata().topics
+    to_delete = _internal_topics_to_delete(options, inputs, sorted(existing) if topology is None else [
+        t for t in topology[1] if t in existing])
+    # what applying the plan asks of the ACLs, checked before anything is done
+    require_group_allowed(clients, options.app_id, "READ")
+    clients.require_allowed([*inputs, *options.intermediate_topics], "READ")
+    clients.require_allowed(to_delete, "DELETE")
+    committed = committed_offsets(clients, options.app_id)
+    changes = _input_changes(clients, options.spec, inputs, existing, committed, warnings)
+    changes += _intermediate_changes(clients, options.intermediate_topics, existing, committed)
+    local = None if options.keep_local_state else _local_state(paths, manifest, options)
+    if manifest is None and not (changes or committed or members or to_delete or local):
+        _refuse_unknown_app(clients, options)
+    if local is None and not options.keep_local_state:
+        warnings += _no_local_state(options, manifest is not None)
+    # from the topology as kafka-streams-groups.sh --delete-all-internal-topics takes them, else by name
+    return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
+                     options.spec.describe(), changes, to_delete, "topology" if topology is not None else "names",
+                     local, members, warnings)
+
+
+def _refuse_while_active(options: ResetOptions, state: str, members: list, streams_group: bool,
+                         warnings: list[str]) -> None:
+    """A reset under running instances is refused (a dry run says it would be); --force removes a
+    consumer group's members, not a streams group's."""
     active = bool(members) or state in ACTIVE_GROUP_STATES
     if active and options.plan_only:  # a dry run shows the plan a stopped app would get
-        active = False
         warnings.append(f"group {options.app_id!r} is {state} with {len(members)} member(s): the reset itself is "
                         "refused until every instance has stopped (a classic app's member stays until its "
-                        "session.timeout.ms has passed)" + ("" if streams is not None else ", or with --force"))
-    if active and streams is not None:  # LeaveGroup (--force) removes a consumer group's members, not these
+                        "session.timeout.ms has passed)" + ("" if streams_group else ", or with --force"))
+        return
+    if active and streams_group:  # LeaveGroup (--force) removes a consumer group's members, not these
         raise GroupActiveError(
             f"streams group {options.app_id!r} is {state} with {len(members)} member(s): stop every instance "
             "of the application first (a streams group's members leave as their app stops)")
@@ -122,50 +150,44 @@ def build_plan(clients: KafkaClients, options: ResetOptions) -> ResetPlan:
             f"group {options.app_id!r} is {state} but the broker does not name its members, so "
             "--force cannot remove them; stop the instances or wait for their session timeout")
 
-    clients.require_topics([*inputs, *options.intermediate_topics])
-    existing = clients.metadata().topics
-    # from the topology as kafka-streams-groups.sh --delete-all-internal-topics takes them, else by name
-    internal_from = "topology" if topology is not None else "names"
-    candidates = [t for t in topology[1] if t in existing] if topology is not None else sorted(existing)
-    detected = detect_internal_topics(options.app_id, candidates, set(inputs) | set(options.intermediate_topics))
-    if options.internal_topics is not None:
-        unknown = sorted(set(options.internal_topics) - set(detected))
-        if unknown:
-            raise ResetPlanError(f"--internal-topics must be internal topics of {options.app_id!r} "
-                                 f"(detected: {', '.join(detected) or 'none'}); not: {', '.join(unknown)}")
-        to_delete = sorted(options.internal_topics)
-    else:
-        to_delete = detected
 
-    # what applying the plan asks of the ACLs, checked before anything is done
-    require_group_allowed(clients, options.app_id, "READ")
-    clients.require_allowed([*inputs, *options.intermediate_topics], "READ")
-    clients.require_allowed(to_delete, "DELETE")
-    committed = committed_offsets(clients, options.app_id)
-    changes = _input_changes(clients, options.spec, inputs, existing, committed, warnings)
-    for topic in options.intermediate_topics:
+def _internal_topics_to_delete(options: ResetOptions, inputs: list[str], candidates: list[str]) -> list[str]:
+    """The app's internal topics among `candidates`, or those --internal-topics names (each one of them)."""
+    detected = detect_internal_topics(options.app_id, candidates, set(inputs) | set(options.intermediate_topics))
+    if options.internal_topics is None:
+        return detected
+    unknown = sorted(set(options.internal_topics) - set(detected))
+    if unknown:
+        raise ResetPlanError(f"--internal-topics must be internal topics of {options.app_id!r} "
+                             f"(detected: {', '.join(detected) or 'none'}); not: {', '.join(unknown)}")
+    return sorted(options.internal_topics)
+
+
+def _intermediate_changes(clients: KafkaClients, topics: list[str], existing: dict,
+                          committed: dict[tuple[str, int], int]) -> list[OffsetChange]:
+    """Intermediate topics are skipped to their end, as the reset tool does."""
+    changes = []
+    for topic in topics:
         tps = [(topic, p) for p in sorted(existing[topic].partitions)]
         for tp, (_, high) in sorted(clients.watermarks(tps).items()):
             current = committed.get(tp)
             changes.append(OffsetChange(tp[0], tp[1], "intermediate", current, high,
                                         None if current is None else high - current))
-    local = None if options.keep_local_state else _local_state(paths, manifest, options)
-    if manifest is None and not (changes or committed or members or to_delete or local):
-        _refuse_unknown_app(clients, options)
-    if local is None and not options.keep_local_state:
-        if options.state_dir_given:  # told where the state is, and it is not there: a typo?
-            raise ResetRefusedError(
-                f"no state of app {options.app_id!r} in {options.state_dir} (neither a kstool app "
-                "folder with its manifest nor a Kafka Streams state folder named after it); "
-                "nothing was changed. Check --state-dir, or use --keep-local-state")
-        if manifest is None:  # a Kafka Streams app: its state is where its state.dir says
-            warnings.append(f"its local state is not deleted: give --state-dir with the app's state.dir "
-                            f"(/tmp/kafka-streams by default) to delete {options.app_id}/ there, or delete it before "
-                            "the app starts again (stores left there give wrong output)")
-        else:
-            warnings.append(f"no local state of {options.app_id!r} found in {options.state_dir}")
-    return ResetPlan(options.app_id, "kstool" if manifest is not None else "kafka-streams",
-                     options.spec.describe(), changes, to_delete, internal_from, local, members, warnings)
+    return changes
+
+
+def _no_local_state(options: ResetOptions, kstool_app: bool) -> list[str]:
+    """What to say when no local state was found to delete (or refuse, where --state-dir was given)."""
+    if options.state_dir_given:  # told where the state is, and it is not there: a typo?
+        raise ResetRefusedError(
+            f"no state of app {options.app_id!r} in {options.state_dir} (neither a kstool app "
+            "folder with its manifest nor a Kafka Streams state folder named after it); "
+            "nothing was changed. Check --state-dir, or use --keep-local-state")
+    if not kstool_app:  # a Kafka Streams app: its state is where its state.dir says
+        return [f"its local state is not deleted: give --state-dir with the app's state.dir "
+                f"(/tmp/kafka-streams by default) to delete {options.app_id}/ there, or delete it before "
+                "the app starts again (stores left there give wrong output)"]
+    return [f"no local state of {options.app_id!r} found in {options.state_dir}"]
 
 
 def _share_group_plan(clients: KafkaClients, options: ResetOptions, shared: dict) -> ResetPlan:

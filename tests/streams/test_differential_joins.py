@@ -83,7 +83,7 @@ def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
              tuple(h["value"].decode() for h in e.headers or ())) for e in out if e.role == OUTPUT]
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES)
 # kstool's null result for left@0 comes at stream time 1 (its window [0-1, 0+0] has closed);
 # Kafka Streams processes right@1 with its `after` (this join's before, 1): 0 + 1 >= 1, no look yet
 @example(inputs=[("left", "a", (0, "a"), 0), ("right", "a", (0, "a"), 1)], join=("stream-stream", "left"),

@@ -23,7 +23,7 @@ from tests.streams import differential_joins as joins
 from tests.streams import differential_table_aggregates as table_aggregates
 from tests.streams import differential_windows as windows
 
-RUNS = settings(max_examples=int(os.environ.get("KSTOOL_DIFFERENTIAL_RUNS", "3")), deadline=None,
+RUNS = settings(max_examples=int(os.environ.get("KSTOOL_DIFFERENTIAL_RUNS", "3")),
                 phases=[Phase.explicit, Phase.generate],  # no shrinking: each case is a run
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 ONE_BATCH, SMALL_BATCHES = 100_000, 3  # --max-records-per-batch

@@ -63,7 +63,7 @@ def _kstool(window: str, agg: str, grace: int, emit: str, records: list[tuple[st
     return rows
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES)
 # the differences found (docs/differences-from-kafka-streams.md), smallest inputs first:
 # [3,10] is a@2's right window and a@10's left one: written twice with caches off
 @example(records=[("a", 2, 0), ("a", 10, 0)], window=SLIDING_7, agg="count", grace=0, emit="update",

@@ -27,7 +27,7 @@ operations = st.lists(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(-
                                max_size=12), max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(operations, st.integers(1, 7))
 def test_time_index_takes_what_a_sorted_list_would(batches, bucket_ms):
     state = TaskState.empty(["index"])

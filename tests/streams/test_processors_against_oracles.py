@@ -53,7 +53,7 @@ def _time_window_oracle(spec: WindowSpec, grace: int, inputs):
     return counts, late, closed
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(records, st.sampled_from(["tumbling:10ms", "hopping:10ms,5ms", "hopping:9ms,3ms"]),
        st.integers(0, 8), batch_sizes, index_buckets)
 def test_time_windows_match_the_oracle(inputs, window, grace, batch, bucket):
@@ -78,7 +78,7 @@ def test_time_windows_match_the_oracle(inputs, window, grace, batch, bucket):
         assert len(state.stores["aggregate"]) == len(set(counts) - closed)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(records, st.sampled_from(["tumbling:10ms", "hopping:9ms,3ms", "sliding:7ms", "session:5ms"]), st.integers(0, 8),
        batch_sizes, index_buckets)
 def test_text_concat_in_windows_follows_the_count(inputs, window, grace, batch, bucket):
@@ -131,7 +131,7 @@ def _session_oracle(gap: int, grace: int, inputs):
     return final, late, stream_time
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(records, st.integers(1, 8), st.integers(0, 5), batch_sizes, index_buckets)
 def test_sessions_match_the_oracle(inputs, gap, grace, batch, bucket):
     final, late, stream_time = _session_oracle(gap, grace, inputs)
@@ -170,7 +170,7 @@ def _observable(out, state) -> tuple[list, dict]:
             {k: (v.value, v.timestamp, v.stored_aux()) for k, v in state.stores["aggregate"].items()})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c"]), st.integers(0, 60),
                           st.sampled_from([1.0, 0.1, -2.5, 7.0])), max_size=40),
        st.integers(1, 8), st.integers(0, 5), batch_sizes, st.sampled_from(["update", "final"]),
@@ -192,7 +192,7 @@ steps = st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(-3, 9),
                            st.sampled_from([1.0, 0.1, -2.5, 7.0])), max_size=40)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(steps, st.lists(st.integers(0, 12), min_size=3, max_size=3), st.integers(1, 8), st.integers(0, 5),
        batch_sizes, st.sampled_from(["update", "final"]), st.sampled_from(["count", "sum", "avg"]))
 def test_sessions_of_records_mostly_in_order_equal_record_by_record(inputs, clocks_apart, gap, grace, batch, emit, agg):
@@ -218,7 +218,7 @@ sides = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_from([b"a"
                  max_size=30)  # equal key, side and time happen often: duplicates must all come out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(sides, st.integers(0, 6), st.integers(0, 6), st.integers(0, 4), st.sampled_from(["inner", "left", "outer"]),
        batch_sizes, index_buckets)
 # a late record whose window closes just at stream time still waits unmatched (found here)
@@ -286,7 +286,7 @@ table_records = st.lists(st.tuples(st.sampled_from([LEFT, RIGHT]), st.sampled_fr
                                    st.booleans()), max_size=40)  # the bool: a table tombstone
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(table_records, st.sampled_from([0, 3, 10, 100]), st.integers(0, 4), st.sampled_from(["inner", "left"]),
        batch_sizes, index_buckets)
 def test_versioned_stream_table_join_matches_the_oracle(inputs, history, grace, how, batch, bucket):
@@ -339,7 +339,7 @@ def test_versioned_stream_table_join_matches_the_oracle(inputs, history, grace, 
     assert [(e.value, e.timestamp) for e in out if e.role == OUTPUT] == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(records, st.integers(1, 15), batch_sizes, index_buckets)
 def test_sliding_windows_match_the_oracle(inputs, difference, batch, bucket):
     """SlidingWindows (KIP-450) by their definition, brute force: per key, a window [t - D, t]
@@ -370,7 +370,7 @@ table_rows = st.lists(st.tuples(st.sampled_from([b"r1", b"r2", b"r3", b"r4"]),
                                 st.sampled_from([None, b"1", b"2", b"5"]), st.integers(0, 60)), max_size=40)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(table_rows, st.sampled_from(["count", "sum"]), st.sampled_from([None, 0, 5]), st.sampled_from([None, 1, 2]),
        batch_sizes, index_buckets)
 def test_table_aggregation_matches_the_oracle(rows, agg, suppress_ms, suppress_records, batch, bucket):

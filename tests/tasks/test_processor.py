@@ -42,7 +42,7 @@ def _row_per_record(records: list[Emitted], task: int) -> pa.Table:
                      pa.array([task] * len(records), pa.int32()), pa.nulls(len(records), pa.binary())], schema=SINK_SCHEMA)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(emitted, st.sampled_from([1, 40, 4 << 20]), st.integers(0, 7))
 def test_packed_records_reach_each_target_as_rows_of_their_own_would(records, pack_bytes, task):
     with pytest.MonkeyPatch.context() as patch:

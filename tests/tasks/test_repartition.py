@@ -6,7 +6,7 @@ sink as the same records. No Kafka or Spark: the table-aggregate Spark tests run
 from __future__ import annotations
 
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kstool.contract import REPARTITION, changelog_role
@@ -26,7 +26,6 @@ emitted = st.lists(st.builds(Emitted, st.sampled_from([REPARTITION, LOG]), st.bi
                              headers=headers), max_size=80)
 
 
-@settings(deadline=None)  # the first example imports pandas
 @given(emitted, st.integers(0, 5), st.integers(1, 7), st.lists(emitted, max_size=2))
 def test_sent_records_reach_their_keys_task_in_order_and_the_rest_passes_through(records, task, tasks, earlier):
     # `earlier`: what an earlier stage's task of this number passed through this one

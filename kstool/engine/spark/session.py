@@ -100,61 +100,79 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
     (or is dropped): operators read kstool's lines; --debug shows everything. `say`: what a
     start is doing, for the person waiting on it."""
-    global _jvm_log
     java_major = require_java()
     # Python workers must run this interpreter, or they will not find confluent-kafka
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
     # Spark writes checkpoints and logs under kstool's home: private to the user, like the rest
     os.umask(0o077)
     if not options.debug:
         _quiet_pyspark_loggers()
     owned = SparkContext._active_spark_context is None
-    home = spark_home_for(options.master) if owned else None
-    jvm_cache = JvmCache(java_major, home) if owned else None
-    scratch = ScratchDir() if owned else None
-    java_options = f"{jvm_cache.java_option()} {scratch.java_option()}".strip() if jvm_cache and scratch else ""
-    settings = spark_conf(options, java_options, scratch.path if scratch else None)
-    if owned and say is not None:
-        say(f"starting Spark ({options.master}): its JVM, then Python workers"
-            + ("" if cast(JvmCache, jvm_cache).has_archive else
-               "; a first start in this kstool home, with no class-data archive yet (it is recorded after "
-               "this run: later starts take seconds less)"))
     if owned:
-        conf = SparkConf().setMaster(options.master).setAppName(app_name)
-        for key, value in settings.items():
-            conf.set(key, value)
-        if options.debug:
-            with spark_home(home):
-                context = SparkContext(conf=conf)
-        else:
-            # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
-            # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
-            # when kstool does: it watches its stdin pipe. It holds its scratch folder's lock too.
-            _jvm_log = log_file
-            with open(log_file or os.devnull, "ab") as sink, spark_home(home):
-                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink, "start_new_session": True,
-                                                             "pass_fds": (cast(ScratchDir, scratch).lock_fd,)})
-            jvm_pid = getattr(gateway, "proc", None) and gateway.proc.pid
-            cast(JvmCache, jvm_cache).started(jvm_pid)
-            if jvm_pid:
-                reap_at_exit(jvm_pid)
-            context = SparkContext(conf=conf, gateway=gateway)
-        context.setLogLevel("DEBUG" if options.debug else "ERROR")
-        spark = SparkSession(context)
+        home = spark_home_for(options.master)
+        jvm_cache, scratch = JvmCache(java_major, home), ScratchDir()
+        settings = spark_conf(options, f"{jvm_cache.java_option()} {scratch.java_option()}".strip(), scratch.path)
+        if say is not None:
+            say(f"starting Spark ({options.master}): its JVM, then Python workers"
+                + ("" if jvm_cache.has_archive else
+                   "; a first start in this kstool home, with no class-data archive yet (it is recorded after "
+                   "this run: later starts take seconds less)"))
+        spark = _start(options, app_name, settings, home, jvm_cache, scratch, log_file)
     else:
-        # a clone of its own: runs sharing the context (the engine's, the tests') may set
-        # different SQL settings at the same time. Not newSession(): a new session cannot see
-        # the Python data source, nor register it again (Spark 4.3)
-        shared = SparkSession(cast(SparkContext, SparkContext._active_spark_context))
-        spark = SparkSession(shared.sparkContext, jsparkSession=shared._jsparkSession.cloneSession())
-        for key, value in settings.items():
-            if key.startswith("spark.sql."):
-                spark.conf.set(key, value)
+        spark = _session_on_the_active_context(spark_conf(options))
+    _register_kafka_source(spark)
+    return spark, owned
+
+
+def _start(options: SparkOptions, app_name: str, settings: dict[str, str], home: Path | None, jvm_cache: JvmCache,
+           scratch: ScratchDir, log_file: Path | None):
+    global _jvm_log
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    conf = SparkConf().setMaster(options.master).setAppName(app_name)
+    for key, value in settings.items():
+        conf.set(key, value)
+    if options.debug:
+        with spark_home(home):
+            context = SparkContext(conf=conf)
+    else:
+        # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
+        # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
+        # when kstool does: it watches its stdin pipe. It holds its scratch folder's lock too.
+        _jvm_log = log_file
+        with open(log_file or os.devnull, "ab") as sink, spark_home(home):
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink, "start_new_session": True,
+                                                         "pass_fds": (scratch.lock_fd,)})
+        jvm_pid = getattr(gateway, "proc", None) and gateway.proc.pid
+        jvm_cache.started(jvm_pid)
+        if jvm_pid:
+            reap_at_exit(jvm_pid)
+        context = SparkContext(conf=conf, gateway=gateway)
+    context.setLogLevel("DEBUG" if options.debug else "ERROR")
+    return SparkSession(context)
+
+
+def _session_on_the_active_context(settings: dict[str, str]):
+    """A clone of its own: runs sharing the context (the engine's, the tests') may set different
+    SQL settings at the same time. Not newSession(): a new session cannot see the Python data
+    source, nor register it again (Spark 4.3)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    shared = SparkSession(cast(SparkContext, SparkContext._active_spark_context))
+    spark = SparkSession(shared.sparkContext, jsparkSession=shared._jsparkSession.cloneSession())
+    for key, value in settings.items():
+        if key.startswith("spark.sql."):
+            spark.conf.set(key, value)
+    return spark
+
+
+def _register_kafka_source(spark) -> None:
     from pyspark.errors import AnalysisException
 
     from kstool.engine.io.source import KafkaDataSource
@@ -164,7 +182,6 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     except AnalysisException as exc:
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):  # a shared session has it already
             raise
-    return spark, owned
 
 
 def jvm_log() -> Path | None:

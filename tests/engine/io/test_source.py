@@ -58,7 +58,7 @@ def test_a_range_reads_as_its_records_were_written(kafka, topic_name):
         assert row["headers"] == ([{"key": "h", "value": record["headers"][0][1]}] if record["headers"] else None)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5_000)), min_size=1, max_size=8), st.integers(1, 6_000))
 def test_a_batch_budget_is_split_in_proportion_and_used_whole(partitions, budget):
     start = {("t", p): first for p, (first, _) in enumerate(partitions)}

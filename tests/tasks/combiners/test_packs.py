@@ -32,7 +32,7 @@ def _arrow_batches(rows, size: int):
     return batches
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(inputs, st.booleans(), st.integers(1, 20), st.sampled_from([1, 3, 10**6]))
 def test_a_task_gets_the_records_it_would_get_row_by_row(rows, keyed_values, arrow_size, pack_bytes):
     def passed_on(key, value, ts) -> bool:  # what Spark's filters leave of a row of its own

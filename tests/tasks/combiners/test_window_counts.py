@@ -81,7 +81,7 @@ def _outcome(processor_of, batches):
     return written, late, store, state.stream_time
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 # a@12 closes [0,10) and a@30 [10,20) in one range: each final record has its closer's headers
 @example(rows=[(b"a", b"1", 5), (b"a", b"1", 12), (b"a", b"1", 30)], window="tumbling:10ms", grace=0, emit="final",
          batch_sizes=[15], range_sizes=[15], arrow_sizes=[15], every=1)
@@ -99,7 +99,7 @@ far_inputs = st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c"]), st.just(b"1
                                 st.one_of(st.integers(0, 80), st.integers(0, 80).map(lambda t: t + 10**7))), max_size=40)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(far_inputs, st.sampled_from(["hopping:10ms,5ms", "tumbling:1ms"]), st.integers(0, 8),
        st.sampled_from(["update", "final"]), cuts, cuts, cuts, header_steps)
 def test_combined_windows_far_apart_in_time_write_what_the_records_one_by_one_write(
