@@ -13,9 +13,10 @@ from kstool.apps.kafka_streams import stored_topology
 from kstool.commands.completion import complete_groups
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import F, output_option, setting_option
+from kstool.descriptions import diagram
+from kstool.descriptions.text import parse_describe
 from kstool.output import Column, Listing, emit, info, render_topology, stdout_is_tty
-from kstool.topologies import NAMES, REGISTRY, diagram, from_manifest
-from kstool.topologies.describe_text import parse_describe
+from kstool.topologies import NAMES, REGISTRY, from_manifest
 from kstool.topologies.spec import Setting
 
 DIAGRAMS = ("dot", "mermaid", *diagram.RENDERED)

@@ -14,6 +14,7 @@ from tests.helpers import REPO
 LAYERS = [
     {"kstool"},  # `kstool` itself: only __version__
     {"base"},  # errors, names, timeutil, home, serdes, store_keys, documents
+    {"descriptions"},  # any Kafka Streams app's topology as a document, and its diagram
     {"broker"},
     {"config"},
     {"kafka", "schemas"},  # siblings: record bytes from Kafka, schemas for their payloads

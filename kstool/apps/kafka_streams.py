@@ -11,11 +11,11 @@ from kstool.application.model import iter_apps
 from kstool.base.documents import KafkaStreamsAppRow
 from kstool.base.errors import NotFoundError
 from kstool.base.names import detect_internal_topics, validate_name
+from kstool.descriptions.stored import describe_document
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.groups import committed_offsets, describe_members, list_groups, topology_topics
 from kstool.kafka.streams_groups import describe_streams_group
-from kstool.topologies.stored_description import describe_document
 
 
 def kafka_streams_apps(clients: KafkaClients, state_dir: Path) -> list[KafkaStreamsAppRow]:

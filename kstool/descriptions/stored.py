@@ -1,6 +1,6 @@
 """A streams group's topology as the broker keeps it (Kafka 4.4, KIP-1331: each member sends
 its Topology#describe() through StreamsGroupTopologyDescriptionUpdate), as the same document
-`describe_text.parse_describe` makes of the app's own describe() text.
+`text.parse_describe` makes of the app's own describe() text.
 
 The broker's form loses three things describe() prints, which this module restores:
 - node order: the members send nodes sorted by name (Kafka Streams' TopologyDescriptionConverter);

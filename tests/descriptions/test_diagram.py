@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from kstool.topologies import REGISTRY, diagram
+from kstool.descriptions import diagram
+from kstool.topologies import REGISTRY
 from tests.conftest import cli
 
 # Kafka's TopologyTest.tableNamedMaterializedCountShouldPreserveTopologyStructure (lines
