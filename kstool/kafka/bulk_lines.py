@@ -1,6 +1,7 @@
 """`produce`'s text lines a batch at a time, when each line becomes a record as it is (no schema,
 no headers): the input is read in blocks, split into lines at once, and each partition's
-records go through librdkafka's batch call, with no Python call per record (kcat's speed).
+records go through librdkafka's batch call, with no Python call per record to send it or to
+report its delivery (only a dict to hand it over).
 
 Partitions are chosen here, so the counts per partition are known without a delivery report per
 record: Kafka's murmur2 for keyed records (the Java client's and librdkafka's murmur2_random), and
@@ -112,8 +113,8 @@ class LineBatches:
         """Each partition's records in the order of their lines: keyed ones where their key says,
         null keys' in turn."""
         keyed = [i for i, key in enumerate(keys) if key is not None]
-        hashed = partitions_for([keys[i] for i in keyed], self.count).tolist() if keyed else []  # type: ignore[misc]
-        chosen = dict(zip(keyed, hashed))
+        present = [key for key in keys if key is not None]
+        chosen = dict(zip(keyed, partitions_for(present, self.count).tolist() if present else []))
         by_partition: dict[int, list[int]] = {}
         for i, key in enumerate(keys):
             if key is None:
@@ -133,9 +134,10 @@ def _line_blocks(stream: IO[bytes]) -> Iterator[list[bytes]]:
         data = read(READ_BYTES)
         if not data:
             break
-        lines = (carry + data).split(b"\n")
+        block = carry + data
+        lines = block.split(b"\n")
         carry = lines.pop()
         if lines:
-            yield [line.rstrip(b"\r") for line in lines] if b"\r" in data else lines
+            yield [line.rstrip(b"\r") for line in lines] if b"\r" in block else lines
     if carry:
         yield [carry.rstrip(b"\r")]
