@@ -38,7 +38,7 @@ JOIN = TOPIC + "-join"  # and JOIN-right, the table
 TABLE = TOPIC + "-table"  # rows: a key's value is its group
 ORDERS = TOPIC + "-orders"  # rows naming a customer (ORDERS-right) in a JSON field
 # name -> (topology, its options, its input, its records a topic): sizes where the records' work,
-# not each executor's start (~6.5 CPU-s), is most of the run (bench/README.md, "Under CPU quotas")
+# not each executor's start (~6.5 CPU-s), is most of the run (bench/notes/scale-out.md, "Under CPU quotas")
 JOBS = {
     "count_per_key": ("aggregate", (), TOPIC, 10_000_000),
     "windowed_count": ("aggregate", ("--window", "tumbling:1s"), TOPIC, 10_000_000),

@@ -4,8 +4,7 @@
 One Python process, no Spark: a `ShardedStore` over a dict standing in for Spark's state (so
 the state calls' own 30-70 µs each are not in the figures), a store of `--entries` entries;
 each batch changes that many random keys: the shards read, the changes, the write-back. Best of
-two. Results: bench/results/shard-sizes-<time>.json; findings in bench/README.md ("What shards
-cost")."""
+two. Results: bench/results/shard-sizes-<time>.json; findings in bench/notes/source-combiner.md ("What shards cost")."""
 
 from __future__ import annotations
 

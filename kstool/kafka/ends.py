@@ -36,7 +36,7 @@ _END_READER: dict[str, Any] = {
 # An empty fetch at the end must come back at once, not after the 500 ms default wait. But the
 # embedded broker answers empty, without the high watermark, when finding the offset outlasts
 # the wait: at the end of a log of ~800k records in 50-record batches, written on, a 10 ms
-# wait never got an answer and 20 ms did in 35 ms (bench/README.md, "What mattered"). Partitions
+# wait never got an answer and 20 ms did in 35 ms (bench/notes/what-mattered.md). Partitions
 # still silent are asked again with a longer wait, and a broker that needed one gets it first
 # next time (a run asks for the ends every batch).
 FETCH_WAITS: tuple[tuple[int, float | None], ...] = ((10, 0.5), (100, 2.0), (1000, None))

@@ -1,8 +1,8 @@
 """Records the JVM's class-data archive (kstool.engine.spark.jvmcache) after a run, off its path.
 
 A JVM that records the archive itself (-XX:ArchiveClassesAtExit) runs slower: a first run over
-1M records took 20-22 s that way against 15.8 s without (bench/README.md, "Beside Kafka
-Streams"). So the run's JVM only lists the classes it loads (-XX:DumpLoadedClassList, free),
+1M records took 20-22 s that way against 15.8 s without (bench/notes/kafka-streams.md). So the
+run's JVM only lists the classes it loads (-XX:DumpLoadedClassList, free),
 and when kstool exits it leaves this recorder: once the run's JVM is gone (its list complete),
 a JVM of the same class path loads the listed classes without initialising them and records
 them as it exits. A later run adopts the archive. Once per kstool home and Spark version, ~25 s

@@ -21,8 +21,8 @@ _jvm_log: Path | None = None  # the file this process's JVM writes its output to
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 # Spark writes checkpoint files through Hadoop's FileContext by default, which on a local disk
 # (pyspark ships no native Hadoop library) forks `readlink` and `chmod` for each file: ~80 ms
-# per state store and batch, the largest part of a small batch (bench/README.md, "What
-# mattered"). Through FileSystem a local rename still replaces its target atomically (rename(2));
+# per state store and batch, the largest part of a small batch (bench/notes/what-mattered.md).
+# Through FileSystem a local rename still replaces its target atomically (rename(2));
 # other schemes keep FileContext, whose rename overwrites atomically where FileSystem's may not.
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 LOCAL_CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
@@ -37,7 +37,7 @@ class SparkOptions:
     debug: bool = False
     # A JVM for one command (a --once run, a state query) compiles with C1 only: on 2 cores C2's
     # compiler threads take the cores from the run's own work and cost more than their code
-    # gains, even over 5M records (bench/README.md, "What mattered"). The engine's JVM and a
+    # gains, even over 5M records (bench/notes/what-mattered.md). The engine's JVM and a
     # continuous run's live long enough for C2 to pay.
     long_lived: bool = False
 
@@ -45,7 +45,7 @@ class SparkOptions:
 def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Path | None = None) -> dict[str, str]:
     log_opt = "" if options.debug else f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     # a cluster's executors live as long as the run: C2 pays for a long one only (executors under a
-    # 0.4-core quota used 33% less CPU over 1M records with C1: bench/README.md, "Scale-out")
+    # 0.4-core quota used 33% less CPU over 1M records with C1: bench/notes/scale-out.md)
     jit = "" if options.long_lived else C1_ONLY
     conf = {
         "spark.ui.enabled": str(options.ui).lower(),
