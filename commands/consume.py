@@ -84,8 +84,10 @@ def consume(g: Globals, topic: str, start: str | None, from_time: int | None, to
     whole = _WholeRecords()
     try:
         if output in ("json", "csv", "table"):
-            rows = [to_envelope(r, decode_key, decode_value) for r in consume_records(g.clients(), options)]
-            count = len(rows)
+            rows = []
+            for record in consume_records(g.clients(), options):
+                rows.append(to_envelope(record, decode_key, decode_value))
+                count += 1  # what "interrupted after N record(s)" counts
             emit(_record_listing(rows, output), output)
         else:
             render = _batch_renderer(output, fmt, (key_format, value_format), stdout_is_tty(),
