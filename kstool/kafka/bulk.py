@@ -106,9 +106,7 @@ class BulkWriter:
     def _on_delivery(self, ref: Any, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             size = len(msg.value() or b"") + len(msg.key() or b"")
-            if ref is None and self.locate is not None and not self.failures:
-                ref = self.locate(msg.key(), msg.value())
-            self.failures.append((ref, delivery_error(err, size, self._size_limit)))
+            self.failures.append((self._named(ref, msg.key(), msg.value()), delivery_error(err, size, self._size_limit)))
             self.delivered -= self.errors_only
         else:
             self.delivered += 1
@@ -200,8 +198,14 @@ class BulkWriter:
             self.producer.poll(0.05)
 
     def _refused(self, err: KafkaError, key: bytes | None, value: bytes) -> None:
-        ref = self.locate(key, value) if self.locate is not None and not self.failures else None
-        self.failures.append((ref, delivery_error(err, len(value) + len(key or b""), self._size_limit)))
+        self.failures.append((self._named(None, key, value), delivery_error(err, len(value) + len(key or b""),
+                                                                           self._size_limit)))
+
+    def _named(self, ref: Any, key: bytes | None, value: bytes | None) -> Any:
+        """A failed record's ref; one sent without it is located, the first only (flush names it)."""
+        if ref is None and self.locate is not None and not self.failures:
+            return self.locate(key, value)
+        return ref
 
     @functools.cached_property
     def _report_rows(self) -> Any:
