@@ -98,6 +98,10 @@ class SparkCluster:
                 status = json.load(response)
         except OSError:
             return 0
+        except ValueError:
+            # Spark's WebUI.bind listens before it attaches its pages one by one: for a moment
+            # the master's "/" page answers "/json/" with HTML
+            return 0
         return sum(1 for w in status.get("workers", []) if w.get("state") == "ALIVE")
 
     def executor_log(self, index: int) -> str:
