@@ -1,6 +1,6 @@
 """A real Spark standalone cluster for tests: a master and workers started from the installed
-pyspark. Each worker runs in its own mount namespace with the kstool home hidden under an empty
-tmpfs, so it sees the driver's files as another host would: only shared paths."""
+pyspark. Each worker runs in its own mount namespace with the kstool home (and its cache) hidden
+under empty tmpfs mounts, so it sees the driver's files as another host would: only shared paths."""
 
 from __future__ import annotations
 
@@ -40,11 +40,11 @@ def unshare_problem() -> str | None:
 
 
 class SparkCluster:
-    """A master and `workers` workers of `cores` cores each. Given `hidden` (the kstool home),
-    every worker runs in its own mount namespace with its own empty tmpfs over it, so that no
-    worker sees the driver's files nor another worker's."""
+    """A master and `workers` workers of `cores` cores each. Given `hidden` (the kstool home and
+    its cache), every worker runs in its own mount namespace with its own empty tmpfs over each,
+    so that no worker sees the driver's files nor another worker's."""
 
-    def __init__(self, work: Path, hidden: Path | None, workers: int = 2, cores: int = 1):
+    def __init__(self, work: Path, hidden: list[Path], workers: int = 2, cores: int = 1):
         import pyspark
 
         self.spark_home = Path(pyspark.__file__).parent
@@ -62,7 +62,7 @@ class SparkCluster:
     def _spawn(self, name: str, args: list[str], hide: bool = False) -> subprocess.Popen:
         command = [str(self.spark_home / "bin" / "spark-class"), *args]
         if hide:  # the worker must not see the driver's kstool home
-            script = f'mount -t tmpfs tmpfs "{self.hidden}" && exec "$@"'
+            script = " && ".join([*(f'mount -t tmpfs tmpfs "{path}"' for path in self.hidden), 'exec "$@"'])
             command = ["unshare", "-m", "--propagation", "private", "bash", "-c", script, "worker", *command]
         log = open(self.work / f"{name}.log", "ab")
         # its scratch files (and its executors', which inherit its environment) here, not in /tmp,
@@ -80,7 +80,7 @@ class SparkCluster:
                 self.workers[index] = self._spawn(f"worker{index}", [
                     "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
                     "--cores", str(self.cores), "--memory", "2g", "--work-dir", str(self.worker_dir(index)),
-                    "--webui-port", str(self.worker_ui_ports[index])], hide=self.hidden is not None)
+                    "--webui-port", str(self.worker_ui_ports[index])], hide=bool(self.hidden))
         deadline = time.monotonic() + timeout
         while self.alive_workers() < len(self.workers):
             for index, worker in enumerate(self.workers):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -133,6 +132,10 @@ TEST_BROKER = os.environ.get("KSTOOL_TEST_BROKER", "apache-kafka")
 def suite_kafka(tmp_path_factory) -> Kafka:
     home = tmp_path_factory.mktemp("kstool-home")
     os.environ["KSTOOL_HOME"] = str(home)
+    # one cache for the run's workers: a JVM class-data archive is valid for one SPARK_HOME path,
+    # and a cache per worker had three (each recorded, ~25 CPU-s, and its JVMs slow until then)
+    run_dir = tmp_path_factory.getbasetemp()
+    os.environ["KSTOOL_CACHE"] = str((run_dir.parent if "PYTEST_XDIST_WORKER" in os.environ else run_dir) / "kstool-cache")
     external = os.environ.get("KSTOOL_TEST_BOOTSTRAP")
     if external:
         os.environ["KSTOOL_BOOTSTRAP_SERVERS"] = external
@@ -294,41 +297,34 @@ def topic_name(request) -> str:
 
 @pytest.fixture
 def fresh_home(tmp_path: Path, monkeypatch) -> Path:
-    """A kstool home of its own, for tests that manage an embedded broker themselves."""
+    """A kstool home of its own (its cache too), for tests that manage an embedded broker themselves."""
     home = tmp_path / "home"
     monkeypatch.setenv("KSTOOL_HOME", str(home))
+    monkeypatch.delenv("KSTOOL_CACHE", raising=False)
     monkeypatch.delenv("KSTOOL_BOOTSTRAP_SERVERS", raising=False)
     return home
 
 
 @pytest.fixture(scope="session")
-def jvm_archive(suite_kafka, tmp_path_factory) -> None:
+def jvm_archive(suite_kafka) -> None:
     """Spark's class-data archive (kstool.engine.spark.jvmcache), recorded once by a run that exits
     normally, before any other JVM of the session starts: a run that is killed leaves no
     recorder of it, so without this every start of the kill tests would load Spark's classes the slow way.
-    The xdist workers of one run share it: the first records it while the others wait, then
-    each copies it (a recording is a cold run and the archive's dump, paid once, not per worker)."""
+    The xdist workers of one run share the cache (suite_kafka): the first records the archive
+    while the others wait (a recording is a cold run and the archive's dump, paid once)."""
     from kstool.base.home import cache_dir, private_dir
     from kstool.engine.spark.java import require_java
     from kstool.engine.spark.jvmcache import JvmCache
     from kstool.engine.spark.spark_home import spark_home_for
 
-    cache = cache_dir()
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        _record_jvm_archive(cache)
-        return
-    shared = tmp_path_factory.getbasetemp().parent / "jvm-archive"  # this run's, not another's
-    shared.mkdir(exist_ok=True)
-    with open(shared / ".lock", "w") as lock:
+    cache = private_dir(cache_dir())
+    with open(cache / ".tests-recording.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not any(shared.glob("*.jsa")):
+        jvm = JvmCache(require_java(), spark_home_for("local"))
+        jvm.java_option()  # adopts a finished recording
+        if not jvm.has_archive:
             _record_jvm_archive(cache)
-            JvmCache(require_java(), spark_home_for("local")).java_option()  # adopts the recording
-            for archive in cache.glob("*.jsa"):
-                shutil.copy2(archive, shared / archive.name)
-        for archive in shared.glob("*.jsa"):
-            if not (cache / archive.name).exists():  # the recording worker's own (read-only)
-                shutil.copy2(archive, private_dir(cache) / archive.name)
+            JvmCache(require_java(), spark_home_for("local")).java_option()
 
 
 def _record_jvm_archive(cache: Path) -> None:
@@ -370,12 +366,13 @@ def spark(suite_kafka, jvm_archive, tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark_cluster(suite_kafka, tmp_path_factory):
     """One Spark standalone cluster: a master and two workers of one core each, neither of
-    which sees the kstool home nor the other's files."""
+    which sees the kstool home (nor its cache) nor the other's files."""
+    from kstool.base.home import cache_dir
     from tests.cluster import SparkCluster, unshare_problem
 
     problem = unshare_problem()
     if problem:
         pytest.skip(f"a worker that behaves as another host needs its own mount namespace: {problem}")
-    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), Path(os.environ["KSTOOL_HOME"]))
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), [Path(os.environ["KSTOOL_HOME"]), cache_dir()])
     yield cluster
     cluster.stop()

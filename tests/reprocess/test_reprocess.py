@@ -205,10 +205,11 @@ def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(
     source, output, app = topic_name, topic_name + "-out", topic_name + "-app"
     create_topic(kafka, source, 2)
     _write(kafka, source, _inputs("wordcount", FIRST)["input"])
-    args = ["--app-id", app, "--max-records-per-batch", "5"]
-    assert cli("run", "wordcount", "--input", source, "--output", output, "--once", *args).exit_code == 0
+    assert cli("run", "wordcount", "--input", source, "--output", output, "--once", "--app-id", app).exit_code == 0
     end_in_process_runs()  # a user's run --once exited before the reprocess: it rolls back the checkpoint
-    reprocess = [*KSTOOL, "reprocess", *args, "--from-time", f"@{T0}", "--yes"]
+    # small batches while the signal comes, so that most of the input is left; large ones to finish
+    cut_short, finish = ["--app-id", app, "--max-records-per-batch", "5"], ["--app-id", app, "--max-records-per-batch", "1000"]
+    reprocess = [*KSTOOL, "reprocess", *cut_short, "--from-time", f"@{T0}", "--yes"]
     proc = subprocess.Popen(reprocess, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
@@ -224,10 +225,10 @@ def test_a_reprocess_cut_short_by_sigterm_exits_143_saying_where_the_app_stands(
     assert last.endswith("--resume` finishes it (the same reprocess again would start over)"), last
     assert not any("reprocessed from" in line for line in lines), "no line says it was done"
     left = int(re.search(r"with (\d+) record\(s\) left to read", last).group(1))
-    finished = cli("reprocess", *args, "--resume", "--yes", "-o", "json")
+    finished = cli("reprocess", *finish, "--resume", "--yes", "-o", "json")
     assert finished.exit_code == 0, finished.stderr
     assert json.loads(finished.stdout)["run"]["input_records"] == left
-    again = cli("reprocess", *args, "--resume", "--yes")
+    again = cli("reprocess", *finish, "--resume", "--yes")
     assert again.exit_code == 1 and f"app {app!r} has no unfinished reprocess to resume" in again.stderr
     assert cli("run", "wordcount", "--input", source, "--output", output + "-oracle", "--app-id", app + "-oracle",
                "--once").exit_code == 0

@@ -20,6 +20,7 @@ from kstool.engine.spark.spark_home import spark_home, spark_home_for
 @pytest.fixture
 def own_home(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("KSTOOL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KSTOOL_CACHE", raising=False)  # its cache, not the session's
     monkeypatch.delenv("SPARK_HOME", raising=False)
     return tmp_path / "home"
 

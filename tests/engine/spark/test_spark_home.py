@@ -19,6 +19,7 @@ INSTALLED = Path(pyspark.__file__).parent
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("KSTOOL_HOME", str(tmp_path))
+    monkeypatch.delenv("KSTOOL_CACHE", raising=False)  # its cache, not the session's
     monkeypatch.delenv("SPARK_HOME", raising=False)
     return tmp_path
 
