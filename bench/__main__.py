@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import kafka_streams, one_liners, scale_out, scaling
-from bench import latency as continuous
+from bench import kafka_streams, latency as continuous, one_liners, scale_out, scaling
 from bench.brokers import add_broker_option, bench_broker
 from bench.load import create_topic, keyed_records, load, load_as_apps_do, text_lines
 from bench.measure import cold_env

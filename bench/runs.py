@@ -15,8 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench import latency as continuous
-from bench import scaling
+from bench import latency as continuous, scaling
 from bench.brokers import BROKERS, bench_broker
 from bench.load import create_topic, keyed_records, load, text_lines
 from bench.measure import ProcessTree, cold_env

@@ -16,8 +16,7 @@ from kstool.base.errors import Interrupted
 from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
-from kstool.kafka.consume import ConsumeOptions, StartSpec, consume_batches
-from kstool.kafka.consume import consume as consume_records
+from kstool.kafka.consume import ConsumeOptions, StartSpec, consume as consume_records, consume_batches
 from kstool.kafka.dead_letters import PREFIX, DeadLetter
 from kstool.kafka.records import Record, to_envelope
 from kstool.output import (

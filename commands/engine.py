@@ -5,16 +5,18 @@ from __future__ import annotations
 import click
 
 from kstool.commands.options import output_option
-from kstool.engine.daemon import client
-from kstool.engine.daemon.protocol import (
+from kstool.engine import (
     DEFAULT_MAX_PARKED,
     IDLE_ENV,
     EngineSettings,
+    SparkOptions,
     checked_heap,
+    engine_status,
     idle_timeout_from_env,
     parse_idle_timeout,
+    start_engine,
+    stop_engine,
 )
-from kstool.engine.spark.session import SparkOptions
 from kstool.output import Column, Listing, emit, info
 
 
@@ -40,7 +42,7 @@ def start(master: str, start_timeout: float, idle_timeout: str | None, driver_me
     """Start the engine in the background; prints its pid once it serves."""
     idle_ms = idle_timeout_from_env() if idle_timeout is None else parse_idle_timeout(idle_timeout)
     heap = checked_heap(driver_memory) if driver_memory is not None else None
-    state = client.start(EngineSettings(master, idle_ms, heap, max_parked), start_timeout)
+    state = start_engine(EngineSettings(master, idle_ms, heap, max_parked), start_timeout)
     info(f"engine started (pid {state['pid']}, master {state['master']}); log: {state['log']}")
     click.echo(state["pid"])
 
@@ -48,7 +50,7 @@ def start(master: str, start_timeout: float, idle_timeout: str | None, driver_me
 @engine.command()
 def stop() -> None:
     """Stop the engine; runs it hosts stop after their current batch."""
-    last = client.stop()
+    last = stop_engine()
     info(f"engine (pid {last['pid']}) stopped" if last["running"] else "the engine is not running")
 
 
@@ -57,7 +59,7 @@ def stop() -> None:
 def status(output: str) -> None:
     """Whether the engine runs: pid, uptime, master, JVM heap, the runs it hosts, the apps whose
     query it keeps parked between --once runs."""
-    state = client.status()
+    state = engine_status()
     row = {k: v for k, v in state.items() if k not in ("runs", "parked")}
     extra = ([Listing(state["runs"], [Column("name"), Column("client_pid", justify="right"),
                                       _column("running_s")])] if state.get("runs") else [])

@@ -12,8 +12,7 @@ import click
 
 from kstool.application.model import resolve_state_dir
 from kstool.base.errors import KstoolError, UsageError
-from kstool.base.serdes import FORMATS as SERDE_FORMATS
-from kstool.base.serdes import RECORD_FORMATS, SCHEMA_FORMATS
+from kstool.base.serdes import FORMATS as SERDE_FORMATS, RECORD_FORMATS, SCHEMA_FORMATS
 from kstool.base.timeutil import parse_duration, parse_time
 from kstool.changelog.fk_subscription import FORMAT_PREFIX as SUBSCRIPTION
 from kstool.changelog.suppress_buffer import FORMAT_PREFIX as SUPPRESS_BUFFER

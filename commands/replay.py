@@ -12,8 +12,7 @@ from kstool.commands.completion import complete_topics
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import TIME, SchemaFlags, output_option, record_format_option, schema_options
 from kstool.output import Column, Listing, emit, info, stderr_is_tty
-from kstool.replay.copy import ReplayOptions, planned_count
-from kstool.replay.copy import replay as run_replay
+from kstool.replay.copy import ReplayOptions, planned_count, replay as run_replay
 from kstool.replay.dead_letters import DeadLetterReplay, DeadLetterSummary, replay_dead_letters
 
 

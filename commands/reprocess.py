@@ -13,7 +13,7 @@ from kstool.commands.completion import complete_apps
 from kstool.commands.context import Globals, pass_globals
 from kstool.commands.options import confirm_or_refuse, output_option, yes_option
 from kstool.commands.run import KEPT_SETTINGS, EngineArgs, build_run_options, fail_if_cut_short, once_engine_options, progress_for
-from kstool.engine.daemon.client import run_here_or_in_engine
+from kstool.engine import run_here_or_in_engine
 from kstool.output import Column, Listing, dumps, emit, format_counts, info, shown_time
 
 if TYPE_CHECKING:

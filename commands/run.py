@@ -23,16 +23,16 @@ from kstool.commands.options import (
 )
 from kstool.config import parse_key_values
 from kstool.contract import Topology
-from kstool.engine.daemon.client import run_here_or_in_engine
-from kstool.engine.progress import Progress
-from kstool.engine.query.options import (
+from kstool.engine import (
     BATCH_RECORDS,
     COMBINED_BATCH_RECORDS,
     GUARANTEES,
     ON_DATA_LOSS,
     STARTING,
+    Progress,
     RunOptions,
     RunSummary,
+    run_here_or_in_engine,
 )
 from kstool.kafka.topics import BROKER_DEFAULT
 from kstool.output import RunReporter, dumps, format_counts, info
@@ -139,8 +139,7 @@ once_engine_options = gathered("engine", EngineArgs, *_ENGINE_OPTIONS)  # reproc
 
 
 def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs) -> RunOptions:
-    from kstool.engine.io.errors_policy import ErrorPolicy
-    from kstool.engine.spark.session import SparkOptions
+    from kstool.engine import ErrorPolicy, SparkOptions
 
     return RunOptions(
         app_id=validate_name(app_id), state_dir=engine.state_dir,
@@ -161,13 +160,13 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs) -
 
 
 def progress_for(app_id: str, quiet: bool) -> Progress:
-    from kstool.engine.progress import Silent
+    from kstool.engine import Silent
 
     return Silent() if quiet else RunReporter(app_id)
 
 
 def execute(g: Globals, topology: Topology, app_id: str | None, once: bool, restore_missing_state: bool, engine: EngineArgs) -> None:
-    from kstool.engine.runtime import run_app
+    from kstool.engine import run_app
     from kstool.state.restore import run_restoring
 
     options = build_run_options(g, app_id or topology.name, once, engine)
@@ -188,7 +187,7 @@ def execute(g: Globals, topology: Topology, app_id: str | None, once: bool, rest
 
 def fail_if_cut_short(summary: RunSummary, finish: str) -> None:
     from kstool.base.errors import Interrupted
-    from kstool.engine.stopping import last_stop_signal
+    from kstool.engine import last_stop_signal
 
     if summary.stopped_by_signal:
         raise Interrupted(f"interrupted: {summary.where_it_stopped()}; {finish}", last_stop_signal())

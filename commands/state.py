@@ -28,7 +28,7 @@ from kstool.commands.options import (
     schema_options,
     state_dir_option,
 )
-from kstool.engine.spark.session import SparkOptions
+from kstool.engine import SparkOptions
 from kstool.output import Column, Listing, emit, info, warn
 from kstool.state import query as ops
 from kstool.state.backend import Entry, StateBackend

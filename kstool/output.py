@@ -25,7 +25,7 @@ from kstool.base.timeutil import format_duration, format_time
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
-    from kstool.engine.progress import BatchStatus
+    from kstool.engine import BatchStatus
 
 FORMATS = ("table", "json", "jsonl", "csv")
 

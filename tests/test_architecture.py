@@ -93,6 +93,7 @@ ENGINE_LAYERS = [
     {"spark"},
     {"query"},
     {"daemon"},
+    {"hooks"},  # the two hooks bound for the packages above
     {"runtime"},
 ]
 ENGINE_RANK = {unit: rank for rank, units in enumerate(ENGINE_LAYERS) for unit in units}
@@ -121,6 +122,30 @@ def test_engine_imports_only_go_down():
             if ENGINE_RANK[target] >= ENGINE_RANK[source]:
                 back_edges.append(f"{path.relative_to(REPO)}:{line} imports {target_module}")
     assert back_edges == []
+
+
+def test_other_packages_use_the_engine_through_its_front_door():
+    """kstool.engine's own modules are its business: the rest of kstool imports the names its
+    __init__ exports, and nothing from a module below it."""
+    import kstool.engine
+
+    exported = set(kstool.engine.__all__)
+    around = [f"{path.relative_to(REPO)}:{line} {module}" for name, path in modules() if engine_unit(name) is None
+              and name != "kstool.engine" for line, module in imports(path)
+              if module.startswith("kstool.engine.") and module.removeprefix("kstool.engine.") not in exported]
+    assert around == []
+
+
+def test_the_front_door_exports_each_name_from_the_module_it_imports_it_from():
+    """Its TYPE_CHECKING imports (what mypy sees) and _EXPORTS (what runs) say the same."""
+    import kstool.engine
+
+    path = REPO / "kstool" / "engine" / "__init__.py"
+    checked = {alias.asname or alias.name: node.module for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kstool.engine.")
+               for alias in node.names}
+    assert checked == kstool.engine._EXPORTS
+    assert all(getattr(kstool.engine, name) is not None for name in kstool.engine.__all__)
 
 
 def test_the_bench_modules_import_one_another_without_a_circle():

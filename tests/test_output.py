@@ -5,8 +5,7 @@ from __future__ import annotations
 import io
 
 from confluent_kafka import Message
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from kstool.base.serdes import decoder
 from kstool.kafka.records import Record, to_envelope

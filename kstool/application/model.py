@@ -267,8 +267,8 @@ class AppLock:
     """One run per app at a time: a second run fails at once (cron must not pile up)."""
 
     def __init__(self, paths: AppPaths, use: str = RUN, *, on_taken: Callable[[AppPaths, str], None] | None):
-        """on_taken is called holding the lock: whoever takes an app passes the engine's
-        (kstool.engine.daemon.app_use.free_parked_queries), which frees its parked query."""
+        """on_taken is called holding the lock: the engine's (kstool.engine.hooks.lock_app binds
+        it) frees the app's parked query."""
         self.paths, self.use, self.on_taken = paths, use, on_taken
         self._fd: int | None = None
         self._new_app = False  # its folder made by this lock: removed again if the run never started

@@ -10,9 +10,8 @@ from pathlib import Path
 from kstool.application.model import AppPaths, existing_app, iter_apps, lock_holder, running_pids
 from kstool.base.documents import AppDescription, AppRow
 from kstool.base.names import validate_name
-from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import committed_batches, committed_offsets
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine import open_app_checkpoint
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import GroupNotFoundError
 from kstool.kafka.groups import describe_group
@@ -21,7 +20,7 @@ from kstool.kafka.groups import describe_group
 def list_apps(state_dir: Path) -> list[AppRow]:
     rows: list[AppRow] = []
     for paths, manifest in iter_apps(state_dir):
-        batch, _ = committed_offsets(app_checkpoint(paths, manifest, start_spark=start_local_spark))
+        batch, _ = committed_offsets(open_app_checkpoint(paths, manifest))
         rows.append({"app_id": manifest.app_id, "topology": manifest.topology,
                      "input_topics": manifest.input_topics, "output_topics": manifest.output_topics,
                      "last_batch": batch, **running_pids(lock_holder(paths))})
@@ -31,7 +30,7 @@ def list_apps(state_dir: Path) -> list[AppRow]:
 def describe_app(clients: KafkaClients | None, state_dir: Path, app_id: str) -> AppDescription:
     paths = AppPaths(state_dir, validate_name(app_id))
     manifest = existing_app(paths)
-    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    checkpoint = open_app_checkpoint(paths, manifest)
     batch, offsets = committed_offsets(checkpoint)
     batches = committed_batches(checkpoint)
     stored = manifest.to_dict()
@@ -89,8 +88,7 @@ def _add_records_aside(doc: dict, settings: dict) -> None:
 
 
 def _spark_plan(topology, app_id: str, debug: bool) -> str:
-    from kstool.engine.io.source_options import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME
-    from kstool.engine.spark.session import SparkOptions, build_session
+    from kstool.engine import CLIENT_CONFIG_FILE_OPTION, SOURCE_NAME, SparkOptions, build_session
 
     spark, owned = build_session(SparkOptions(master="local[1]", debug=debug), "kstool-describe")
     try:

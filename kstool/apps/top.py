@@ -19,13 +19,11 @@ from kstool.apps.exceptions import LagLimitError
 from kstool.base.documents import AppTopRow
 from kstool.base.errors import KstoolError
 from kstool.base.timeutil import now_ms
-from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.location import local_path
 from kstool.checkpoint.logs import committed_offsets
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine import open_app_checkpoint
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
-from kstool.kafka.groups import describe_group
+from kstool.kafka.groups import committed_offsets as committed_offsets_of_group, describe_group
 from kstool.kafka.timelag import time_lags_ms
 
 TP = tuple[str, int]
@@ -99,7 +97,7 @@ class Top:
         a JVM to read: there the group's offsets do."""
         if local_path(checkpoint_uri(paths, manifest.checkpoint_location)) is None:
             return committed_offsets_of_group(self.clients, manifest.app_id)
-        return committed_offsets(app_checkpoint(paths, manifest, start_spark=start_local_spark))[1]
+        return committed_offsets(open_app_checkpoint(paths, manifest))[1]
 
     def _lags(self, positions: dict[TP, int]) -> tuple[int, int | None]:
         """Records behind, and the oldest unprocessed record's age (None: it could not be read)."""

@@ -30,7 +30,7 @@ def state_missing_remedy(app_id: str) -> str:
             f"`kstool reset --app-id {app_id} --to-earliest`; then run again")
 
 
-def query_failure(failure, app_id: str) -> Exception:
+def query_failure(failure: BaseException, app_id: str) -> Exception:
     """A failed query's exception (pyspark's StreamingQueryException) as a kstool error."""
     if _source_runner_failed(failure, _DEAD_PEER):
         return SourceProcessDiedError("the query's Python source process died (the engine's or Spark's log "
@@ -50,7 +50,7 @@ _DEAD_PEER = ("java.io.EOFException", "java.net.SocketException: Connection rese
 _NOT_CONNECTED = ("org.apache.spark.SparkException: Python worker failed to connect back",)
 
 
-def _source_runner_failed(failure, how: tuple[str, ...]) -> bool:
+def _source_runner_failed(failure: BaseException, how: tuple[str, ...]) -> bool:
     """Spark's source runner failed as `how` says (the start of the Java exception): the
     exception says so only in the cause's JVM trace (pyspark keeps the cause and its trace in
     private fields, for pyspark 4.3)."""

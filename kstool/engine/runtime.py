@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 from kstool.application.metrics import MetricsLog
-from kstool.application.model import RUN, RUN_PARKED, AppLock, AppPaths, save_manifest
+from kstool.application.model import RUN, RUN_PARKED, AppPaths, save_manifest
 from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import committed_offsets, last_committed_batch
 from kstool.contract import Topology, value_schema_format
-from kstool.engine.daemon.app_use import free_parked_queries
 from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.failures import heap_named
+from kstool.engine.hooks import lock_app
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query.options import RunOptions, RunSummary
 from kstool.engine.query.outage import Outage
@@ -43,7 +43,7 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
         value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
     require_java()  # before anything changes (topics created): a run that cannot start does nothing
     use = RUN_PARKED if may_park(options) else RUN  # the engine's parked query: kept, or freed
-    with AppLock(paths, use, on_taken=free_parked_queries):
+    with lock_app(paths, use):
         progress = Recorded(progress or Silent(), MetricsLog(paths))
         plan = plan_run(clients, topology, options, paths, progress)
         summary = RunSummary(options.app_id)

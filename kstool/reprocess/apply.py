@@ -10,15 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kstool.application.model import REWRITE, AppLock, AppPaths, Manifest, existing_app, load_manifest
+from kstool.application.model import REWRITE, AppPaths, Manifest, existing_app, load_manifest
 from kstool.base.errors import KstoolError
-from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import batch_end_offsets, last_committed_batch, rollback_files
-from kstool.engine.daemon.app_use import free_parked_queries
-from kstool.engine.progress import Progress
-from kstool.engine.query.options import RunOptions, RunSummary
-from kstool.engine.runtime import run_app
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine import Progress, RunOptions, RunSummary, lock_app, open_app_checkpoint, run_app
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.reprocess.exceptions import HistoryGoneError, PlanOutdatedError, ReprocessStoppedError
@@ -70,7 +65,7 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
 def _read_to_the_end(paths: AppPaths, plan: ReprocessPlan) -> bool:
     """The app's last committed batch ends at or past where the plan stops, in every partition."""
     manifest = load_manifest(paths)
-    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark) if manifest else None
+    checkpoint = open_app_checkpoint(paths, manifest) if manifest else None
     batch = last_committed_batch(checkpoint) if checkpoint else None
     if batch is None:
         return False
@@ -81,8 +76,8 @@ def _read_to_the_end(paths: AppPaths, plan: ReprocessPlan) -> bool:
 
 def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:
     assert plan.restart_batch is not None
-    with AppLock(paths, REWRITE, on_taken=free_parked_queries):  # no query, nor a store Spark left loaded, writes to it meanwhile
-        checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    with lock_app(paths, REWRITE):  # no query, nor a store Spark left loaded, writes to it meanwhile
+        checkpoint = open_app_checkpoint(paths, manifest)
         now = last_committed_batch(checkpoint)
         if now != plan.last_batch:
             raise PlanOutdatedError(f"app {plan.app_id!r} ran since the plan was made (last batch {now}, "
@@ -100,5 +95,5 @@ def _where(paths: AppPaths) -> str:
     manifest = load_manifest(paths)
     if manifest is None:
         return "The app has no manifest yet"
-    batch = last_committed_batch(app_checkpoint(paths, manifest, start_spark=start_local_spark))
+    batch = last_committed_batch(open_app_checkpoint(paths, manifest))
     return "The app has no committed batch yet" if batch is None else f"The app stands at batch {batch}"

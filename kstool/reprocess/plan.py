@@ -21,7 +21,6 @@ import numpy as np
 from kstool.application.model import AppPaths, Manifest, existing_app, lock_holder, origin_offsets, stopped_app
 from kstool.base.errors import UsageError
 from kstool.base.timeutil import check_time_range, format_time
-from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import (
     batch_end_offsets,
@@ -30,7 +29,7 @@ from kstool.checkpoint.logs import (
     missing_state,
     rollback_files,
 )
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine import open_app_checkpoint
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.kafka.offsets import offsets_for_time
@@ -38,8 +37,7 @@ from kstool.kafka.timelag import first_timestamps
 from kstool.reprocess.exceptions import NothingToResumeError
 from kstool.reprocess.unfinished import recall
 from kstool.reset.offset_spec import ResetSpec
-from kstool.reset.plan import ResetOptions, ResetPlan
-from kstool.reset.plan import build_plan as build_reset_plan
+from kstool.reset.plan import ResetOptions, ResetPlan, build_plan as build_reset_plan
 from kstool.streams.windows import WindowSpec
 
 MODES = ("rollback", "beginning", "partial", "resume")
@@ -131,7 +129,7 @@ def build_plan(clients: KafkaClients, paths: AppPaths, from_time: int | None, to
     if manifest.restore_pending and mode == "rollback":
         raise UsageError(f"app {paths.app_id!r} waits for its state to be restored from the changelogs: run it once "
                          "first (or reprocess --from-beginning)")
-    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    checkpoint = open_app_checkpoint(paths, manifest)
     tps, ends, batches = _inputs(clients, manifest, checkpoint)
     stops = offsets_for_time(clients, tps, to_time + 1) if to_time is not None else {tp: ends[tp][1] for tp in tps}
     plan = _new_plan(paths, manifest, mode, from_time, to_time, batches, plan_only)
@@ -182,7 +180,7 @@ def _plan_resume(clients: KafkaClients, paths: AppPaths, plan_only: bool) -> Rep
     if unfinished is None:
         raise NothingToResumeError(f"app {paths.app_id!r} has no unfinished reprocess to resume (a reprocess "
                                    "that finished, or none since its last reset)")
-    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    checkpoint = open_app_checkpoint(paths, manifest)
     tps, ends, batches = _inputs(clients, manifest, checkpoint)
     stops = {tp: unfinished.stop_offsets.get(tp, ends[tp][1]) for tp in tps}
     plan = _new_plan(paths, manifest, "resume", unfinished.from_time, unfinished.to_time, batches, plan_only)

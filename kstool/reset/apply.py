@@ -8,11 +8,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kstool.application.model import REWRITE, AppLock, AppPaths, load_manifest
+from kstool.application.model import REWRITE, AppPaths, load_manifest
 from kstool.base.errors import KstoolError
-from kstool.checkpoint.files import open_checkpoint
-from kstool.engine.daemon.app_use import free_parked_queries
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine import lock_app, open_checkpoint_at
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
 from kstool.kafka.share_groups import alter_share_group_offsets
@@ -32,7 +30,7 @@ def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[
     paths = AppPaths(state_dir, plan.app_id)
     # a kstool app must not start while it is being reset: hold its run lock throughout
     # nor may a query of the engine, or a store Spark left loaded, write to its checkpoint
-    guard = AppLock(paths, REWRITE, on_taken=free_parked_queries) if plan.app_kind == "kstool" else contextlib.nullcontext()
+    guard = lock_app(paths, REWRITE) if plan.app_kind == "kstool" else contextlib.nullcontext()
     steps = [
         ("remove active members", bool(plan.members),
          lambda: remove_members(clients, plan.app_id, [m["member_id"] for m in plan.members])),
@@ -97,7 +95,7 @@ SPARK_CHECKPOINT_ENTRIES = {"metadata", "offsets", "commits", "sources", "state"
 
 def delete_checkpoint(uri: str) -> None:
     """Delete a checkpoint, only if it holds nothing but a checkpoint."""
-    checkpoint = open_checkpoint(uri, start_spark=start_local_spark)
+    checkpoint = open_checkpoint_at(uri)
     names = checkpoint.names("")
     others = [n for n in names if n.lstrip(".").removesuffix(".crc") not in SPARK_CHECKPOINT_ENTRIES]
     if others:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.model import StoreSpec
 from kstool.changelog.layouts import KeySpec, key_decoder, value_decoder
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import committed_batches
-from kstool.engine.spark.session import SparkOptions
+from kstool.engine import SparkOptions
 from kstool.state.backend import Change, Entry, key_order
 from kstool.state.exceptions import StateReadError
 from kstool.tasks.shards import decode_shard
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 class CheckpointBackend:
@@ -28,7 +31,7 @@ class CheckpointBackend:
         self.sharded = sharded and bool(store.spark_state_var)
         self.batch_id = batches[-1] if batch_id is None else batch_id
         self.description = f"checkpoint {checkpoint.uri} at batch {self.batch_id}"
-        self._spark = None
+        self._spark: SparkSession | None = None
 
     @staticmethod
     def _require_committed(batch_id: int, batches: list[int], app_id: str) -> None:
@@ -38,7 +41,7 @@ class CheckpointBackend:
 
     def _session(self):
         if self._spark is None:
-            from kstool.engine.spark.session import build_session
+            from kstool.engine import build_session
 
             self._spark, _ = build_session(self.spark_options, "kstool-state")
         return self._spark

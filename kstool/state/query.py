@@ -15,11 +15,9 @@ from kstool.base.names import changelog_topic, detect_internal_topics, validate_
 from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.changelog.layouts import KeySpec
 from kstool.changelog.operations import detect_formats, flag_formats, store_formats
-from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.checkpoint.logs import committed_batches
-from kstool.engine.daemon.client import engine_wanted
-from kstool.engine.spark.session import SparkOptions, start_local_spark
+from kstool.engine import SparkOptions, engine_wanted, open_app_checkpoint
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import AuthorizationError
 from kstool.schemas.formats import SchemaOptions
@@ -49,7 +47,7 @@ class StateSource:
 def list_stores(state_dir: Path, app_id: str) -> list[dict]:
     paths = AppPaths(state_dir, validate_name(app_id))
     manifest = existing_app(paths, StoreNotFoundError)
-    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    checkpoint = open_app_checkpoint(paths, manifest)
     batches = committed_batches(checkpoint)
     partitions = _state_partitions(checkpoint)
     return [{"store": s.name, "kind": s.kind, "spark_operator": s.operator_id, "spark_store": s.spark_store,
@@ -143,7 +141,7 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
         return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms,
                                 store.history_ms), store
-    checkpoint = app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest, start_spark=start_local_spark)
+    checkpoint = open_app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
     backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
                                 source.batch_id, sharded=manifest.state_layout >= STATE_LAYOUT_SHARDS)
     if engine_wanted(source.use_engine):
@@ -166,8 +164,7 @@ class HostedBackend:
         self.clients, self.source, self.description = clients, source, description
 
     def _read(self, method: str, *args: Any) -> Any:
-        from kstool.engine.daemon.client import run_here_or_in_engine
-        from kstool.engine.progress import Silent
+        from kstool.engine import Silent, run_here_or_in_engine
 
         return run_here_or_in_engine(query_checkpoint, self.clients, self.source, method, args,
                                      name=f"state of {self.source.app_id}", spark=None, progress=Silent())

@@ -12,18 +12,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.application.exceptions import StateMissingError
-from kstool.application.model import REWRITE, STATE_LAYOUT_STAGES, AppLock, AppPaths, existing_app, save_manifest, stopped_app
+from kstool.application.model import REWRITE, STATE_LAYOUT_STAGES, AppPaths, existing_app, save_manifest, stopped_app
 from kstool.base.errors import UsageError
 from kstool.base.names import validate_name
-from kstool.checkpoint.files import app_checkpoint
 from kstool.checkpoint.logs import committed_batches
 from kstool.contract import Topology, stage_count
-from kstool.engine.daemon.app_use import free_parked_queries
-from kstool.engine.progress import Progress, Silent
-from kstool.engine.query.options import RunOptions, RunSummary
-from kstool.engine.query.seed import read_seed
-from kstool.engine.runtime import run_app
-from kstool.engine.spark.session import start_local_spark
+from kstool.engine import (
+    Progress,
+    RunOptions,
+    RunSummary,
+    Silent,
+    lock_app,
+    open_app_checkpoint,
+    read_seed,
+    run_app,
+)
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.reset.apply import delete_checkpoint
@@ -66,7 +69,7 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
               if (t, p) in group}
     warnings = [] if inputs else [f"group {app_id!r} has no committed offsets: the next run starts "
                                   "where --from says, with the restored state"]
-    checkpoint = app_checkpoint(paths, manifest, start_spark=start_local_spark)
+    checkpoint = open_app_checkpoint(paths, manifest)
     return RestorePlan(app_id, manifest.topology, checkpoint.uri, len(committed_batches(checkpoint)),
                        changelogs, inputs, warnings)
 
@@ -75,7 +78,7 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
     """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
     paths = AppPaths(state_dir, plan.app_id)
     # no run may start meanwhile, nor may a query of the engine, or a store Spark left loaded, write to it
-    with AppLock(paths, REWRITE, on_taken=free_parked_queries):
+    with lock_app(paths, REWRITE):
         manifest = existing_app(paths)
         # marked first: a checkpoint deleted without the mark would restart empty
         manifest.restore_pending = True

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import MutableMapping
-from collections.abc import Set as AbstractSet
+from collections.abc import MutableMapping, Set as AbstractSet
 from typing import Iterable, Iterator
 
 import numpy as np

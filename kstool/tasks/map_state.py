@@ -12,7 +12,7 @@ integration tests run it).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Iterator, Protocol, cast
 
 # A chunk of requests goes out in one socket write, well below the socket buffers: the server
 # never waits for the rest of a request while kstool waits for its answers.
@@ -20,9 +20,9 @@ CHUNK_BYTES = 32 * 1024
 
 
 class BulkState(Protocol):
-    def get_many(self, keys: list[bytes]) -> dict[bytes, tuple | None]: ...
+    def get_many(self, keys: list[bytes]) -> dict[bytes, tuple[Any, ...] | None]: ...
 
-    def write_many(self, changes: Iterable[tuple[bytes, tuple | None]]) -> None: ...
+    def write_many(self, changes: Iterable[tuple[bytes, tuple[Any, ...] | None]]) -> None: ...
 
 
 class PipelinedMapState:
@@ -31,7 +31,7 @@ class PipelinedMapState:
         self.name = state._stateName
         self.api = self.client._stateful_processor_api_client
 
-    def get_many(self, keys: list[bytes]) -> dict[bytes, tuple | None]:
+    def get_many(self, keys: list[bytes]) -> dict[bytes, tuple[Any, ...] | None]:
         """getValue of each key: the stored value (a tuple of the value schema's fields), or None."""
         from pyspark.sql.streaming.proto import StateMessage_pb2 as m
 
@@ -40,11 +40,11 @@ class PipelinedMapState:
         return {key: tuple(self.api._deserialize_from_bytes(raw)) if raw else None
                 for key, raw in zip(keys, answers)}
 
-    def write_many(self, changes: Iterable[tuple[bytes, tuple | None]]) -> None:
+    def write_many(self, changes: Iterable[tuple[bytes, tuple[Any, ...] | None]]) -> None:
         """updateValue of each (key, value), removeKey of each (key, None)."""
         from pyspark.sql.streaming.proto import StateMessage_pb2 as m
 
-        def calls():
+        def calls() -> Iterator[Any]:
             for key, value in changes:
                 if value is None:
                     yield m.MapStateCall(stateName=self.name, removeKey=m.RemoveKey(userKey=self._key(key)))
@@ -56,7 +56,7 @@ class PipelinedMapState:
         self._pipeline(calls())
 
     def _key(self, key: bytes) -> bytes:
-        return self.api._serialize_to_bytes(self.client.user_key_schema, (key,))
+        return cast(bytes, self.api._serialize_to_bytes(self.client.user_key_schema, (key,)))
 
     def _pipeline(self, calls: Iterable[Any]) -> list[bytes]:
         from pyspark.errors import PySparkRuntimeError

@@ -16,14 +16,14 @@ import base64
 import functools
 import json
 from collections.abc import MutableMapping, Sequence
-from typing import TYPE_CHECKING, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 import numpy as np
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.contract import PACK, PACKED, owner_suffixes
-from kstool.engine.io.packs import pack_records
+from kstool.engine import pack_records
 from kstool.streams.headers import Headers
 from kstool.streams.task import (
     NO_TIME,
@@ -45,6 +45,8 @@ from kstool.tasks.shards import Directory, ShardedStore
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: Spark's driver-side runner that
     import pandas as pd  # reads the processor's state schemas never makes one (~0.3 CPU-s a query start)
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.stateful_processor import TimerValues
 
 # pack: a row that stands for the records packed in it (kstool.tasks.combiners.packs), else null;
 # headers: a record's as JSON text (kstool.topologies.events.headers_text), null for none
@@ -78,7 +80,7 @@ class TaskProcessor(StatefulProcessor):
                      for name in task_stores(self.processor)}
         self.meta = handle.getValueState(META, META_SCHEMA)
 
-    def handleInputRows(self, key, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         # the batch's objects are gone when _batch returns: the collector, back on, finds none to walk
         with collector_paused():
             frame = self._batch(int(key[0]), rows)
@@ -117,7 +119,7 @@ class TaskProcessor(StatefulProcessor):
         return _frame(emitted, task, passed)
 
     @collector_paused()
-    def handleInitialState(self, key, initialState: pd.DataFrame, timerValues) -> None:
+    def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: TimerValues) -> None:
         """A restore (the first batch of a new checkpoint): the task's changelog entries back in
         its stores. Stream time is the newest of their timestamps, as each update carries the
         newest record it holds; what had left a store by its newest is left out."""
@@ -168,7 +170,7 @@ def _frame(emitted: list[Emitted], task: int, passed: Sequence[bytes] = ()) -> p
     at every object to infer a type."""
     import pandas as pd
 
-    def objects(values: list) -> np.ndarray:
+    def objects(values: list[Any]) -> np.ndarray:
         column = np.empty(len(values), object)
         column[:] = values
         return column
@@ -211,26 +213,27 @@ def _unpacked(batch: list[Record], packs: list[bytes | None]) -> list[Record]:
     return records
 
 
-def run_tasks(rows, make_processor: Callable[[], Processor], seed=None, next_tasks: int | None = None):
+def run_tasks(rows: DataFrame, make_processor: Callable[[], Processor], seed: DataFrame | None = None,
+              next_tasks: int | None = None) -> DataFrame:
     """rows: a streaming DataFrame with INPUT_COLUMNS (and PARTIAL_COLUMNS where the source
     combines) -> the emitted records (OUTPUT_SCHEMA), or with `next_tasks` the rows of a next
     stage of that many tasks (kstool.tasks.repartition). seed: a restore's store entries
     (kstool.engine.query.seed.SEED_COLUMNS), applied in the first batch of a new checkpoint;
     a stage takes those of its processor's stores."""
-    initial = {}
+    initial_state = None
     if seed is not None:
         from pyspark.sql import functions as F
 
         stores = list(task_stores(make_processor()))
-        initial = {"initialState": seed.filter(F.col("store").isin(stores)).groupBy("task")}
+        initial_state = seed.filter(F.col("store").isin(stores)).groupBy("task")
     columns = INPUT_COLUMNS + (PARTIAL_COLUMNS if set(PARTIAL_COLUMNS) <= set(rows.columns) else ())
     schema = OUTPUT_SCHEMA if next_tasks is None else STAGE_INPUT_SCHEMA
     return (rows.select(*columns).groupBy("task")
             .transformWithStateInPandas(TaskProcessor(make_processor, next_tasks), schema, "Update", "None",
-                                        **initial))
+                                        initialState=initial_state))
 
 
-def run_stages(rows, make_processor: Callable[[], Staged], tasks: int, seed=None):
+def run_stages(rows: DataFrame, make_processor: Callable[[], Staged], tasks: int, seed: DataFrame | None = None) -> DataFrame:
     """run_tasks of a processor of stages: a stateful operator per stage, each stage's output
     the next one's rows over `tasks` tasks (kstool.tasks.repartition)."""
     count = len(make_processor().stages())

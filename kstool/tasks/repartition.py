@@ -10,7 +10,7 @@ offset, so the receiving task merges its senders as a repartition topic's partit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from kstool.contract import REPARTITION
-from kstool.engine.io.packs import PACK_BYTES, ipc, pack_records, pieces
+from kstool.engine import PACK_BYTES, ipc, pack_records, pieces
 from kstool.kafka.partitioner import partitions_for
 from kstool.streams.task import Emitted
 from kstool.tasks.combiners.packs import PACK_SCHEMA
@@ -41,7 +41,7 @@ def next_stage_rows(emitted: list[Emitted], task: int, tasks: int, passed: Seque
     import pandas as pd
 
     sent = [e for e in emitted if e.role == REPARTITION]
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     if sent:
         keys = [e.key or b"" for e in sent]
         targets = partitions_for(keys, tasks)

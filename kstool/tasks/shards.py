@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kstool.engine.io.packs import ipc
+from kstool.engine import ipc
 from kstool.streams.task import StoreValue
 from kstool.tasks.map_state import BulkState, PipelinedMapState
 
@@ -122,7 +122,7 @@ class ShardedStore(MutableMapping[bytes, StoreValue]):
     def write_back(self) -> None:
         """Persist the shards this batch changed, split first while the store has outgrown them."""
         self._grow()
-        writes: list[tuple[bytes, tuple | None]] = []
+        writes: list[tuple[bytes, tuple[Any, ...] | None]] = []
         for shard in sorted(self.dirty):
             entries = self.shards[shard]
             if entries:

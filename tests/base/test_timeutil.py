@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from kstool.base.errors import UsageError
 from kstool.base.timeutil import MAX_TIME_MS, format_time, parse_duration, parse_time

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from kstool.base.errors import UsageError
 from kstool.changelog.layouts import KEY_FORMATS, KeySpec

@@ -3,6 +3,7 @@ usage errors, the version, an unreachable broker."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -17,6 +18,18 @@ def test_help_does_not_import_spark_or_the_column_libraries():
             "file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.split() == ["0"], out.stderr
+
+
+def test_asking_the_engine_its_status_does_not_import_spark_or_the_column_libraries(tmp_path):
+    """The engine's front door (kstool.engine) imports a name's module on first use: `engine
+    status` needs the client's, not the query's."""
+    code = ("import sys; from kstool.commands.main import run; rc = run(['engine', 'status']); "
+            "print(rc, *sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'numpy', 'pyarrow', 'pandas'}), "
+            "file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "KSTOOL_HOME": str(tmp_path)})
+    assert out.stderr.split()[-1:] == ["0"], out.stderr
+    assert out.stdout.split() == ["RUNNING", "no"]
 
 
 def test_a_command_loads_only_its_own_module():

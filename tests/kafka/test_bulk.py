@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from kstool.config import build_client_config
 from kstool.kafka.bulk import BulkWriter

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import io
 
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from kstool.kafka.bulk_lines import _line_blocks
 from kstool.kafka.produce import _lines

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kstool.base.serdes import decoder
 from kstool.kafka.exceptions import EnvelopeError

@@ -4,8 +4,7 @@ same from its canonical spelling; anything else is the one-line usage error."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from kstool.base.errors import UsageError
 from kstool.kafka.consume import StartSpec

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kstool.reset.exceptions import ResetPlanError
 from kstool.reset.offset_spec import format_offsets_csv, parse_offsets_csv

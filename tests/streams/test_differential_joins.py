@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kstool.contract import OUTPUT
 from kstool.streams.joins.foreign_key import ForeignKeyJoin

@@ -14,14 +14,11 @@ import os
 import uuid
 from collections import Counter
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from tests.conftest import cli
 from tests.helpers import T0, create_topic, produce_keyed, read_all
-from tests.streams import differential_joins as joins
-from tests.streams import differential_table_aggregates as table_aggregates
-from tests.streams import differential_windows as windows
+from tests.streams import differential_joins as joins, differential_table_aggregates as table_aggregates, differential_windows as windows
 
 RUNS = settings(max_examples=int(os.environ.get("KSTOOL_DIFFERENTIAL_RUNS", "3")),
                 phases=[Phase.explicit, Phase.generate],  # no shrinking: each case is a run

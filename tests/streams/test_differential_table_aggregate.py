@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kstool.contract import OUTPUT
 from kstool.streams.table_aggregation import TableAggregate

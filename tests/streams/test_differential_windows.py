@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kstool.contract import OUTPUT
 from kstool.streams.sessions import SessionAggregate

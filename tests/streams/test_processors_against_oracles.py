@@ -9,8 +9,7 @@ import struct
 from collections import Counter, defaultdict
 from typing import cast
 
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kstool.contract import LATE, OUTPUT
 from kstool.streams.joins.joiners import make_joiner

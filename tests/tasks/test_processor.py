@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kstool.contract import LATE, OUTPUT, PACKED, SinkTarget
 from kstool.engine.io import packs

@@ -6,8 +6,7 @@ sink as the same records. No Kafka or Spark: the table-aggregate Spark tests run
 from __future__ import annotations
 
 import pyarrow as pa
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from kstool.contract import REPARTITION, changelog_role
 from kstool.engine.io.packs import unpacked

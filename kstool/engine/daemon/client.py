@@ -42,7 +42,7 @@ from kstool.engine.stopping import note_stop_signal
 from kstool.kafka.client import KafkaClients
 
 
-def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict:
+def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict[str, Any]:
     with connect(paths) as sock:
         sock.settimeout(timeout_s)
         send(sock, {"op": op})
@@ -50,10 +50,10 @@ def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict:
             _, value = receive(sock)
         except (EOFError, OSError) as exc:
             raise EngineError(f"the engine did not answer ({exc}); its log: {paths.log}") from None
-    return value
+    return cast(dict[str, Any], value)
 
 
-def status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> EngineStatus:
+def engine_status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> EngineStatus:
     """The engine's status document, or {"running": false}."""
     try:
         return cast(EngineStatus, _ask(paths or EnginePaths.of_home(), "status", timeout_s))
@@ -61,11 +61,11 @@ def status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> EngineS
         return EngineStatus(running=False)
 
 
-def start(settings: EngineSettings, timeout_s: float = 300.0) -> EngineStatus:
+def start_engine(settings: EngineSettings, timeout_s: float = 300.0) -> EngineStatus:
     """Start the engine in the background; returns its status once it serves."""
     paths = EnginePaths.of_home()
     with _starting(paths, timeout_s):
-        running = status(paths)
+        running = engine_status(paths)
         if running["running"]:
             raise EngineRunningError(f"the engine already runs (pid {running['pid']}, master {running['master']})")
         return _spawn(paths, settings, timeout_s)
@@ -77,11 +77,11 @@ def ensure_started(settings: EngineSettings, timeout_s: float = 300.0,
     with one engine: the second waits for the first's start, then uses its engine. `say`:
     what the start is doing."""
     paths = EnginePaths.of_home()
-    running = status(paths)
+    running = engine_status(paths)
     if running["running"]:
         return running, False
     with _starting(paths, timeout_s):
-        running = status(paths)
+        running = engine_status(paths)
         if running["running"]:
             return running, False
         return _spawn(paths, settings, timeout_s, say), True
@@ -125,7 +125,7 @@ def _spawn(paths: EnginePaths, settings: EngineSettings, timeout_s: float,
                               f"{_last_line(paths)}; its log: {paths.log}")
         if say is not None:
             said = _relay_start_lines(paths, said, say)
-        running = status(paths)
+        running = engine_status(paths)
         if running["running"]:
             return running
         time.sleep(0.1)
@@ -145,7 +145,7 @@ def _relay_start_lines(paths: EnginePaths, offset: int, say: Callable[[str], Non
     return offset + len(whole)
 
 
-def stop(timeout_s: float = 600.0) -> EngineStatus:
+def stop_engine(timeout_s: float = 600.0) -> EngineStatus:
     """Stop the engine after its hosted runs finish their current batch; returns its last status."""
     paths = EnginePaths.of_home()
     try:
@@ -174,7 +174,7 @@ def engine_wanted(use_engine: bool = True) -> bool:
     return use_engine and os.environ.get(ENGINE_ENV, "on").lower() not in ("off", "0", "false", "no")
 
 
-def run_here_or_in_engine(fn: Callable, clients: KafkaClients | None, *args: Any, name: str, spark: SparkOptions | None,
+def run_here_or_in_engine(fn: Callable[..., Any], clients: KafkaClients | None, *args: Any, name: str, spark: SparkOptions | None,
                           progress: Progress, use_engine: bool = True) -> Any:
     """fn(clients, *args, progress): in this home's engine, started now when none runs, unless
     the engine is not wanted or cannot host it (other Spark settings, another kstool); then in
@@ -188,7 +188,7 @@ def run_here_or_in_engine(fn: Callable, clients: KafkaClients | None, *args: Any
     return fn(clients, *args, progress)
 
 
-def _in_engine(fn: Callable, clients: KafkaClients | None, args: tuple, name: str, spark: SparkOptions | None,
+def _in_engine(fn: Callable[..., Any], clients: KafkaClients | None, args: tuple[Any, ...], name: str, spark: SparkOptions | None,
                progress: Progress) -> tuple[bool, Any]:
     """(True, fn's result) from the engine; or (False, why not, or None when no engine was asked)."""
     paths = EnginePaths.of_home()
@@ -212,7 +212,7 @@ def _in_engine(fn: Callable, clients: KafkaClients | None, args: tuple, name: st
         return _call(sock, paths, fn, clients, args, name, spark, progress)
 
 
-def _call(sock: socket.socket, paths: EnginePaths, fn: Callable, clients: KafkaClients | None, args: tuple, name: str,
+def _call(sock: socket.socket, paths: EnginePaths, fn: Callable[..., Any], clients: KafkaClients | None, args: tuple[Any, ...], name: str,
           spark: SparkOptions | None, progress: Progress) -> tuple[bool, Any]:
     send(sock, {"op": "call", "fn": fn, "args": args, "config": clients and clients.config, "name": name, "spark": spark,
                 "client_pid": os.getpid(), "version": __version__, "prefix": sys.prefix})
@@ -251,7 +251,7 @@ class _ForwardedStopSignals:
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
-        self.previous: dict = {}
+        self.previous: dict[int, Any] = {}
 
     def _request_stop(self, signum: int, _frame: Any) -> None:
         note_stop_signal(signum)
@@ -260,7 +260,7 @@ class _ForwardedStopSignals:
         except OSError:
             pass
 
-    def __enter__(self):
+    def __enter__(self) -> _ForwardedStopSignals:
         if threading.current_thread() is threading.main_thread():
             self.previous = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         return self

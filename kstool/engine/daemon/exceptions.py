@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from kstool.base.errors import EXIT_BUSY, BusyError, KstoolError
 
 
@@ -31,5 +33,5 @@ class RemoteError(KstoolError):
         super().__init__(message)
         self.exit_code = exit_code
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[RemoteError], tuple[str, int]]:
         return RemoteError, (str(self), self.exit_code)

@@ -44,6 +44,7 @@ from kstool.engine.daemon.protocol import (
     receive,
     send,
 )
+from kstool.engine.progress import BatchStatus
 from kstool.engine.query.parking import host_parked_queries
 from kstool.engine.spark.session import SparkOptions
 from kstool.engine.spark.state_stores import close_loaded_state_stores
@@ -78,7 +79,7 @@ class RemoteProgress:
     def message(self, text: str) -> None:
         self._forward("message", text)
 
-    def batch(self, status) -> None:
+    def batch(self, status: BatchStatus) -> None:
         self._forward("batch", status)
 
     def close(self) -> None:
@@ -117,7 +118,7 @@ class Engine:
                 "idle_timeout_s": self.settings.idle_timeout_ms / 1000,
                 "socket": str(self.paths.socket), "log": str(self.paths.log)}
 
-    def refusal(self, request: dict) -> str | None:
+    def refusal(self, request: dict[str, Any]) -> str | None:
         """Why this engine cannot host the call (the client then runs it itself), or None."""
         if request.get("version") != __version__ or request.get("prefix") != sys.prefix:
             return f"the engine runs kstool {__version__} from {sys.prefix}"
@@ -155,7 +156,7 @@ class Engine:
             elif op == "call":
                 self.host(conn, request)
 
-    def host(self, conn: socket.socket, request: dict) -> None:
+    def host(self, conn: socket.socket, request: dict[str, Any]) -> None:
         refusal = self.refusal(request)
         if refusal:
             send(conn, ("refused", refusal))
@@ -173,7 +174,7 @@ class Engine:
                 clients = KafkaClients(request["config"]) if request["config"] is not None else None
                 result = fn(clients, *args, RemoteProgress(conn, send_lock))
             # a run the engine stopped did not end as its client asked: the client says so and fails
-            reply: tuple = ("stopped" if call.by_engine else "result", result)
+            reply: tuple[str, Any] = ("stopped" if call.by_engine else "result", result)
         except KstoolError as exc:
             reply = ("error", _portable(exc))
         except BaseException as exc:  # a bug: logged here in full; the client gets kstool's one line

@@ -8,13 +8,18 @@ output."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from kstool.base.errors import UsageError
 from kstool.config import ClientConfig
 from kstool.engine.failures import BAD_RECORD, SINK, marked
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.dead_letters import APP, error_headers
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from confluent_kafka import Producer
+    from pyspark.sql import Column, DataFrame
 
 METRICS_NAME = "kstool_errors"
 # a dead letter's __streams.errors.exception: what Kafka Streams fills with the Java exception's class
@@ -38,7 +43,7 @@ class ErrorPolicy:
 VALID = "_kstool_valid"
 
 
-def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str, reason: str):
+def apply(source: DataFrame, valid: Column, policy: ErrorPolicy, config: ClientConfig, app_id: str, reason: str) -> DataFrame:
     """Mark each record valid or not (a Spark column), then fail, skip or dead-letter the bad."""
     from pyspark.sql import functions as F
 
@@ -56,9 +61,10 @@ def apply(source, valid, policy: ErrorPolicy, config: ClientConfig, app_id: str,
     return counted.filter(F.col(VALID)).drop(VALID)
 
 
-def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
+def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str
+            ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Runs on executors: dead-letters the rows marked invalid and passes the batch on."""
-    def tap(batches):
+    def tap(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
         producer = None
@@ -78,7 +84,8 @@ def dlq_tap(config: ClientConfig, topic: str, app_id: str, reason: str):
     return tap
 
 
-def _send_dead_letter(producer, topic, row, app_id, reason, failures) -> None:
+def _send_dead_letter(producer: Producer, topic: str, row: dict[str, Any], app_id: str, reason: str,
+                      failures: list[str]) -> None:
     headers = [(h["key"], h["value"]) for h in row["headers"] or []]
     headers += error_headers(INVALID_RECORD, reason, f"{INVALID_RECORD}: {reason}", row["topic"],
                              row["partition"], row["offset"])

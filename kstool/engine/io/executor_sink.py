@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 
@@ -25,6 +25,11 @@ from kstool.engine.io.sink import BatchReport, KafkaSink, late_rows, tally, targ
 from kstool.kafka.bulk import drop_shared_writer, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from kstool.engine.io.sink import BatchWriter, Encode
 
 # what each task tells the driver: rows written per topic (kind "written"), rows dropped as
 # late ("late"), and the records it held back for the tail ("held")
@@ -59,13 +64,13 @@ def produce_partition(config: ClientConfig, targets: list[SinkTarget], partition
 
 
 class ExecutorSink(KafkaSink):
-    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+    def batch_writer(self, encode: Encode, on_batch: Callable[[BatchReport], None]) -> BatchWriter:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         task = functools.partial(produce_partition, self.clients.config, self.targets, self.partition_counts)
         result_type = from_arrow_schema(RESULT_SCHEMA)
 
-        def write(batch_df, batch_id: int) -> None:
+        def write(batch_df: DataFrame, batch_id: int) -> None:
             result = encode(batch_df).mapInArrow(task, result_type).toArrow().to_pylist()
             started = time.monotonic()
             writer = self.writer()

@@ -6,6 +6,8 @@ key, value, event time, headers), and the sinks unpack it where they write."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,11 +42,11 @@ def ipc(records: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, records.schema, options=COMPRESSED) as writer:
         writer.write_batch(records)
-    return sink.getvalue().to_pybytes()
+    return cast(bytes, sink.getvalue().to_pybytes())
 
 
 def pack_records(roles: list[str], keys: list[bytes | None], values: list[bytes | None],
-                 event_times: np.ndarray, headers: list | None = None) -> list[bytes]:
+                 event_times: np.ndarray, headers: list[Any] | None = None) -> list[bytes]:
     """A task's emitted records, in their order, as packs of about PACK_BYTES each (headers:
     each record's, None for none of them)."""
     records = pa.record_batch([pa.array(roles, pa.string()), pa.array(keys, pa.binary()),

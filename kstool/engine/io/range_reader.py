@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (
     ArrayType,
@@ -116,9 +116,10 @@ class _Columns:
         self.stamps: list[int] = []  # ms
         self.headers: list[Any] = []
 
-    def add(self, msg, offset: int) -> None:
+    def add(self, msg: Message, offset: int) -> None:
         ts_type, ts = msg.timestamp()
-        headers = msg.headers()
+        # a consumer's headers are a list of pairs (the stub also allows a producer's dict)
+        headers = cast("list[tuple[str, bytes | None]] | None", msg.headers())
         self.keys.append(msg.key())
         self.values.append(msg.value())
         self.offsets.append(offset)
@@ -156,7 +157,8 @@ def _fail_if_stalled(config: ClientConfig, rng: OffsetRange, position: int, stal
         raise RuntimeError(f"{where} for {stall_limit:.0f}s (expected up to {rng.end - 1})")
 
 
-def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes | None], str | None] | None = None):
+def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes | None], str | None] | None = None
+               ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow record batches of the records in [start, end) of one partition; to_json
     decodes values with a schema into the VALUE_JSON column."""
     if rng.start >= rng.end:
@@ -200,13 +202,13 @@ def read_range(config: ClientConfig, rng: OffsetRange, to_json: Callable[[bytes 
         consumer.close()
 
 
-def _position(consumer, rng: OffsetRange) -> int:
+def _position(consumer: Consumer, rng: OffsetRange) -> int:
     """Where the consumer stands, to get past offsets with no record (transaction markers)."""
     pos = consumer.position([TopicPartition(rng.topic, rng.partition)])[0].offset
     return pos if pos >= 0 else rng.start
 
 
-def compacted(batches) -> Iterator[pa.RecordBatch]:
+def compacted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A changelog partition's store entries: its records as compaction keeps them, without
     tombstones (and records without a key)."""
     import pyarrow.compute as pc  # here: Spark's driver-side source process never needs it (~0.1 s to import)
@@ -216,7 +218,7 @@ def compacted(batches) -> Iterator[pa.RecordBatch]:
     yield from table.filter(pc.and_(table.column("key").is_valid(), table.column("value").is_valid())).to_batches()
 
 
-def keyed(batches) -> Iterator[pa.RecordBatch]:
+def keyed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A versioned store's changelog partition: every record with a key, tombstones too (its
     history, put again in order)."""
     for batch in batches:

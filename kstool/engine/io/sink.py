@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +23,13 @@ from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partitions_for
 from kstool.kafka.transactions import OutRecord, TransactionalWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    # a batch's updates into a DataFrame of key, timestamp and value columns; foreachBatch's function
+    Encode = Callable[[DataFrame], DataFrame]
+    BatchWriter = Callable[[DataFrame, int], None]
 
 
 @dataclass
@@ -80,7 +87,7 @@ def late_rows(table: pa.Table) -> int:
     return pc.sum(pc.equal(table.column("role"), LATE)).as_py() or 0
 
 
-def tally(results: list[dict], targets: list[SinkTarget]) -> tuple[dict[str, int], int]:
+def tally(results: list[dict[str, Any]], targets: list[SinkTarget]) -> tuple[dict[str, int], int]:
     """What the tasks told the driver (rows of kind "written" per topic, "late"): the records
     written per target topic, and the late rows."""
     written = {t.topic: 0 for t in targets}
@@ -109,7 +116,7 @@ class KafkaSink:
         if "partition_counts" in self.__dict__:  # else no writer was made (and the broker may be gone)
             drop_shared_writer(self.clients, self.partition_counts)
 
-    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+    def batch_writer(self, encode: Encode, on_batch: Callable[[BatchReport], None]) -> BatchWriter:
         """The foreachBatch function (runs in the driver for each micro-batch). `encode` turns
         the batch's updates into a DataFrame of key, timestamp and value columns."""
         raise NotImplementedError
@@ -128,8 +135,8 @@ class TransactionalSink(KafkaSink):
         self.app_id, self.checkpoint = app_id, checkpoint
         self.transactions = TransactionalWriter(clients, f"kstool-{app_id}", app_id, self.partition_counts)
 
-    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
-        def write(batch_df, batch_id: int) -> None:
+    def batch_writer(self, encode: Encode, on_batch: Callable[[BatchReport], None]) -> BatchWriter:
+        def write(batch_df: DataFrame, batch_id: int) -> None:
             table = unpacked(encode(batch_df).toArrow())  # runs the batch's Spark job
             started = time.monotonic()
             written = self.write_batch(table, batch_id)

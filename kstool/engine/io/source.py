@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import faulthandler
 import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
 
 from kstool.checkpoint.logs import FIRST_BATCH_MARKER
 from kstool.engine.failures import DATA_LOSS, marked
@@ -36,6 +39,9 @@ from kstool.engine.io.source_options import (
 )
 from kstool.kafka.client import KafkaClients
 
+if TYPE_CHECKING:  # the driver's source process never loads pyarrow
+    import pyarrow as pa
+
 # a parked query whose gate is shut: how long a trigger waits for a run to open it. Spark's trigger
 # loop then turns twice a minute instead of every PARK_TRIGGER_MS, which cost the engine's JVM
 # and the query's source process ~0.9% of a core per parked query (bench.engine_idle)
@@ -47,20 +53,20 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def schema(self):
+    def schema(self) -> StructType:
         return SCHEMA
 
-    def streamReader(self, schema):
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(self.options)
 
-    def reader(self, schema):
+    def reader(self, schema: StructType) -> ChangelogReader:
         return ChangelogReader(self.options)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver side: plans offset ranges. read() runs on executors from a pickled copy."""
 
-    def __init__(self, options):
+    def __init__(self, options: Mapping[str, str]):
         if not faulthandler.is_enabled():  # a crash of Spark's source process then leaves its Python stack in the log
             faulthandler.enable()
         self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
@@ -84,7 +90,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[tuple[str, int], int] | None = None
         self._kafka: KafkaClients | None = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         return {**self.__dict__, "_kafka": None}  # the executors' copies make their own clients
 
     # -- driver ----------------------------------------------------------------------------
@@ -105,7 +111,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         return nest_offsets(starting_offsets(self._clients(), self.group, self._partitions(), self.starting))
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_records_per_batch:
             return ReadMaxRows(self.max_records_per_batch)
         return ReadAllAvailable()
@@ -113,7 +119,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = input_ends(self._clients(), self.topics)
 
-    def latestOffset(self, start: Offsets, limit) -> Offsets:
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         if self.gate is not None:
             gate = wait_for_gate(self.gate, GATE_WAIT_S)
             if gate is None:
@@ -143,10 +149,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = _cap(current, end, limit.max_rows)
         return nest_offsets(end)
 
-    def reportLatestOffset(self):
+    def reportLatestOffset(self) -> Offsets | None:
         return nest_offsets(self._latest) if self._latest else None
 
-    def partitions(self, start: Offsets, end: Offsets):
+    def partitions(self, start: Offsets, end: Offsets) -> list[OffsetRange]:
         begin, finish = flatten_offsets(start), _kafka_only(flatten_offsets(end))
         firsts = self._first_offsets(begin, finish)
         ranges = []
@@ -158,7 +164,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                           min(chunk_start + self.max_records_per_task, stop)))
         return ranges
 
-    def _first_offsets(self, begin, finish) -> dict[tuple[str, int], int]:
+    def _first_offsets(self, begin: dict[tuple[str, int], int], finish: dict[tuple[str, int], int]
+                       ) -> dict[tuple[str, int], int]:
         """Where each range starts: the batch start, or the log start when records before it
         are gone (retention) or the log was recreated (only with --on-data-loss earliest)."""
         todo = [tp for tp, stop in finish.items() if stop != begin.get(tp, 0)]
@@ -188,7 +195,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             commit_offsets(self._clients(), self.group, _kafka_only(flatten_offsets(end)))
 
     # -- executors -------------------------------------------------------------------------
-    def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # our plan's partitions
         if partition.restore:
             yield from compacted(read_range(self.config, partition))
             return
@@ -201,15 +208,15 @@ class ChangelogReader(DataSourceReader):
     """A batch read of changelogs' compacted views, each partition by an executor: a restore's
     seed of per-task stores (kstool.engine.query.seed), so that no store entry passes the driver."""
 
-    def __init__(self, options):
+    def __init__(self, options: Mapping[str, str]):
         self.config = read_client_config(options[CLIENT_CONFIG_FILE_OPTION])
         self.topics = [t for t in options[SEED_TOPICS_OPTION].split(",") if t]
         self.history = {t for t in options.get(HISTORY_TOPICS_OPTION, "").split(",") if t}
 
-    def partitions(self):
+    def partitions(self) -> list[OffsetRange]:  # type: ignore[override]  # our plan's partitions
         return changelog_ranges(KafkaClients(self.config), self.topics)
 
-    def read(self, partition: OffsetRange):  # type: ignore[override]  # our plan's partitions
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # our plan's partitions
         batches = read_range(self.config, partition)
         yield from (keyed(batches) if partition.topic in self.history else compacted(batches))
 
@@ -225,7 +232,7 @@ def _kafka_only(offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], in
     return {tp: o for tp, o in offsets.items() if tp != FIRST_BATCH_MARKER}
 
 
-def _cap(start: dict, end: dict, budget: int) -> dict:
+def _cap(start: dict[tuple[str, int], int], end: dict[tuple[str, int], int], budget: int) -> dict[tuple[str, int], int]:
     """Split a record budget across partitions in proportion to what each has available, all
     of it: what rounding down leaves goes to the largest remainders (else a backlog of two
     budgets took a third batch of a few records, ~1 s). A partition with records gets one at least."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import defaultdict
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +29,11 @@ from kstool.engine.io.packs import unpacked
 from kstool.engine.io.sink import BatchReport, TransactionalSink, commit_once, late_rows, tally
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from kstool.engine.io.sink import BatchWriter, Encode
 from kstool.kafka.transactions import TransactionalWriter
 
 KAFKA_ERRORS = (KafkaOperationError, BrokerUnreachableError)  # what a transaction or the offsets' read raise
@@ -52,7 +57,7 @@ def commit_tasks(config: ClientConfig, targets: list[SinkTarget], partition_coun
         for task in pc.unique(tasks).to_pylist():
             by_task[task].append(table.filter(pc.equal(tasks, task)))
     clients = KafkaClients(config)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for task, tables in sorted(by_task.items()):
         table = pa.concat_tables(tables)
         offsets = {tp: offset for tp, offset in end.items() if tp[1] == task}
@@ -81,12 +86,12 @@ def commit_task(clients: KafkaClients, app_id: str, task: int, partition_counts:
 
 
 class TaskTransactionalSink(TransactionalSink):
-    def batch_writer(self, encode: Callable, on_batch: Callable[[BatchReport], None]):
+    def batch_writer(self, encode: Encode, on_batch: Callable[[BatchReport], None]) -> BatchWriter:
         from pyspark.sql.pandas.types import from_arrow_schema
 
         result_type = from_arrow_schema(RESULT_SCHEMA)
 
-        def write(batch_df, batch_id: int) -> None:
+        def write(batch_df: DataFrame, batch_id: int) -> None:
             end = batch_end_offsets(self.checkpoint, batch_id)
             task = functools.partial(commit_tasks, self.clients.config, self.targets, self.partition_counts,
                                      self.app_id, end)

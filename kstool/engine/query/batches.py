@@ -13,6 +13,9 @@ from kstool.engine.progress import BatchStatus, Progress
 from kstool.engine.stopping import stop_request
 
 if TYPE_CHECKING:  # the sink's module loads pyarrow, which reset, for one, does not need
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
     from kstool.checkpoint.location import CheckpointFiles
     from kstool.engine.io.sink import BatchReport
     from kstool.engine.query.options import RunSummary
@@ -20,7 +23,7 @@ if TYPE_CHECKING:  # the sink's module loads pyarrow, which reset, for one, does
 INPUT_METRICS = "kstool_input"  # the input records a batch read, where partial rows stand for several
 
 
-def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress,
+def watch(query: StreamingQuery, reports: dict[int, BatchReport], summary: RunSummary, progress: Progress,
           checkpoint: CheckpointFiles) -> None:
     """Until the query ends: caught up (--once), stopped after the current batch on
     SIGINT/SIGTERM, or failed (raised in one line)."""
@@ -30,7 +33,7 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
     with stop_request() as stop:
         while query.isActive:
             try:
-                query.awaitTermination(0.25)
+                query.awaitTermination(0.25)  # type: ignore[arg-type]  # seconds; pyspark's stub says int
             except Exception:
                 break  # failed: query.exception() below says why
             for batch_progress in progress_since(query, reported):
@@ -61,7 +64,7 @@ def watch(query, reports: dict[int, BatchReport], summary: RunSummary, progress:
         raise query_failure(failure, summary.app_id)
 
 
-def progress_since(query, last_ran: int) -> list:
+def progress_since(query: StreamingQuery, last_ran: int) -> list[StreamingQueryProgress]:
     """The progress reports to look at when batch `last_ran` is the last one seen to run: the
     latest alone when no batch can have run since, else all that Spark keeps (a backlog's
     batches can end between two looks). recentProgress makes each kept report JSON at every
@@ -72,7 +75,7 @@ def progress_since(query, last_ran: int) -> list:
     return [latest] if latest["batchId"] <= last_ran + 1 else query.recentProgress
 
 
-def ran_a_batch(batch_progress) -> bool:
+def ran_a_batch(batch_progress: StreamingQueryProgress) -> bool:
     """Whether a progress report is a batch's. A trigger that found nothing to do reports too, with
     the id of the batch it would have run (noDataProgressEventInterval): that batch has not run."""
     return "addBatch" in (batch_progress["durationMs"] or {})
@@ -93,7 +96,7 @@ def _say_if_interrupted(checkpoint: CheckpointFiles, progress: Progress) -> None
         progress.message(f"batch {interrupted} was interrupted by the stop: the next run does it again")
 
 
-def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
+def account(batch_progress: StreamingQueryProgress, reports: dict[int, BatchReport], seen: set[int], summary: RunSummary,
             progress: Progress, gated: bool = False) -> None:
     """One batch's progress, once (seen: the batches accounted). A trigger that ran no batch
     reports the id of the batch it would have run: were it taken for that batch once the sink
@@ -131,7 +134,7 @@ def account(batch_progress, reports: dict[int, BatchReport], seen: set[int], sum
                                summary.lag, bad, report.late if report else 0))
 
 
-def _observed(batch_progress, name: str, field_name: str) -> int:
+def _observed(batch_progress: StreamingQueryProgress, name: str, field_name: str) -> int:
     row = (batch_progress["observedMetrics"] or {}).get(name)  # a Row, when the metric exists
     try:
         return int(row[field_name] or 0) if row is not None else 0
@@ -139,7 +142,7 @@ def _observed(batch_progress, name: str, field_name: str) -> int:
         return 0
 
 
-def _lag(batch_progress) -> int | None:
+def _lag(batch_progress: StreamingQueryProgress) -> int | None:
     try:
         source = batch_progress["sources"][0]
         end = json.loads(source["endOffset"]) if isinstance(source["endOffset"], str) else source["endOffset"]
@@ -147,7 +150,6 @@ def _lag(batch_progress) -> int | None:
         latest = json.loads(latest) if isinstance(latest, str) else latest
         if not latest:
             return None
-        return sum(max(o - end.get(t, {}).get(p, 0), 0) for t, parts in latest.items()
-                   for p, o in parts.items())
+        return int(sum(max(o - end.get(t, {}).get(p, 0), 0) for t, parts in latest.items() for p, o in parts.items()))
     except (KeyError, IndexError, TypeError, ValueError):
         return None

@@ -9,7 +9,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from kstool.config import ClientConfig
 from kstool.contract import PARTIAL, RESTORED, CombinerSpec, Topology, combiner_of, runs_per_task, value_schema_format
@@ -31,6 +31,12 @@ from kstool.engine.query.run_plan import RunPlan
 from kstool.engine.query.seed import seed_entries
 from kstool.schemas.formats import SchemaOptions
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
+
+    from kstool.engine.io.sink import BatchWriter
+
 
 @dataclass(frozen=True)
 class SourceInput:
@@ -42,7 +48,7 @@ class SourceInput:
 
 @dataclass
 class BuiltQuery:
-    stream: Any  # pyspark's DataStreamWriter, without a trigger
+    stream: DataStreamWriter  # without a trigger
     reports: dict[int, BatchReport]  # the sink's report per batch id, as batches are written
 
 
@@ -56,7 +62,7 @@ def source_input(config: ClientConfig, topology: Topology, options: RunOptions) 
     return SourceInput(dataclasses.replace(config, schema_registry=given.registry), value_schema)
 
 
-def build_query(spark, topology: Topology, plan: RunPlan, sink: KafkaSink, inputs: SourceInput,
+def build_query(spark: SparkSession, topology: Topology, plan: RunPlan, sink: KafkaSink, inputs: SourceInput,
                 gate: Path | None = None) -> BuiltQuery:
     """gate: a parked query's gate file (kstool.engine.query.parking), which its source reads up to."""
     client_config_file = str(write_client_config(inputs.config, plan.paths.client_config))
@@ -83,8 +89,8 @@ def _combiner(topology: Topology, options: RunOptions) -> CombinerSpec | None:
     return combiner
 
 
-def _source(spark, topology: Topology, plan: RunPlan, inputs: SourceInput, client_config_file: str,
-            combiner: CombinerSpec | None, gate: Path | None):
+def _source(spark: SparkSession, topology: Topology, plan: RunPlan, inputs: SourceInput, client_config_file: str,
+            combiner: CombinerSpec | None, gate: Path | None) -> DataFrame:
     options, seed = plan.options, plan.seed
     reader = spark.readStream.format(SOURCE_NAME).option(CLIENT_CONFIG_FILE_OPTION, client_config_file)
     if inputs.value_schema is not None:
@@ -115,7 +121,7 @@ def _source(spark, topology: Topology, plan: RunPlan, inputs: SourceInput, clien
     return source.observe(INPUT_METRICS, F.sum(F.coalesce(F.col(PARTIAL)["records"], F.lit(1))).alias("records"))
 
 
-def _checked(source, topology: Topology, plan: RunPlan, config: ClientConfig):
+def _checked(source: DataFrame, topology: Topology, plan: RunPlan, config: ClientConfig) -> DataFrame:
     """The source with --on-error applied to the records the topology cannot process."""
     from pyspark.sql import functions as F
 
@@ -126,7 +132,7 @@ def _checked(source, topology: Topology, plan: RunPlan, config: ClientConfig):
     return errors_policy.apply(source, valid, options.on_error, config, options.app_id, topology.invalid_reason)
 
 
-def _batch_writer(sink: KafkaSink, topology: Topology, plan: RunPlan, reports: dict[int, BatchReport]) -> Callable:
+def _batch_writer(sink: KafkaSink, topology: Topology, plan: RunPlan, reports: dict[int, BatchReport]) -> BatchWriter:
     def report(batch: BatchReport) -> None:
         reports[batch.batch_id] = batch
 
@@ -134,12 +140,13 @@ def _batch_writer(sink: KafkaSink, topology: Topology, plan: RunPlan, reports: d
     return writer if plan.seed is None else _restoring(writer, report)
 
 
-def _restoring(write: Callable, on_batch: Callable[[BatchReport], None]) -> Callable:
+def _restoring(write: BatchWriter, on_batch: Callable[[BatchReport], None]) -> BatchWriter:
     """The foreachBatch function of a restore's run: its first batch only puts the stores
     back (its updates restate the changelogs, so nothing is written), then `write` goes on."""
-    def first_batch_restores(batch_df, batch_id: int) -> None:
+    def first_batch_restores(batch_df: DataFrame, batch_id: int) -> None:
         if batch_id != 0:
-            return write(batch_df, batch_id)
+            write(batch_df, batch_id)
+            return
         batch_df.write.format("noop").mode("overwrite").save()  # runs the batch: the state is kept
         on_batch(BatchReport(batch_id, {}, 0.0, restored=True))
     return first_batch_restores

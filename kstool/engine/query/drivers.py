@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from kstool.checkpoint.logs import last_committed_batch
 from kstool.contract import Topology
@@ -21,6 +21,9 @@ from kstool.engine.query.build import BuiltQuery
 from kstool.engine.query.options import RunSummary
 from kstool.engine.query.run_plan import RunPlan
 from kstool.kafka.client import KafkaClients
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 _log = logging.getLogger("kstool.engine")
 
@@ -62,7 +65,7 @@ def drive_parked(build: Callable[..., BuiltQuery], key: str, parked_queries: par
         parking.drive(parked, parked_queries, opened_ms, paths, checkpoint, summary, progress)
 
 
-def _start(stream, app_id: str):
+def _start(stream: DataStreamWriter, app_id: str) -> StreamingQuery:
     try:
         return stream.start()
     except Exception as exc:  # e.g. a checkpoint Spark cannot open: its own message, in one line

@@ -71,7 +71,7 @@ class RunSummary:
     stopped_by_signal: bool = False
     lag: int | None = None  # records left to read after the last batch, as Spark last saw the input
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     def where_it_stopped(self) -> str:

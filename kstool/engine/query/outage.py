@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kstool.base.errors import BrokerUnreachableError
@@ -47,7 +48,7 @@ class Outage:
         text = str(failure)
         return text.splitlines()[0] if any(sign in text for sign in LOST_BROKER_SIGNS) else None
 
-    def wait(self, clients: KafkaClients, reason: str, last_batch: int | None, say) -> None:
+    def wait(self, clients: KafkaClients, reason: str, last_batch: int | None, say: Callable[[str], None]) -> None:
         """Wait until the brokers answer; raise when they have not for the whole timeout. A
         run that fails again before committing a batch is still in the same outage."""
         if self.since is None or last_batch != self.resumed_at:

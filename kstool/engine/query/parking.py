@@ -33,9 +33,12 @@ from kstool.engine.query.batches import account, progress_since, ran_a_batch
 from kstool.engine.stopping import stop_request
 
 if TYPE_CHECKING:  # the lock's hook loads this module wherever an app is taken: it stays light
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
     from kstool.application.model import AppPaths
     from kstool.checkpoint.location import CheckpointFiles
     from kstool.contract import Topology
+    from kstool.engine.io.sink import BatchReport
     from kstool.engine.progress import Progress
     from kstool.engine.query.options import RunSummary
     from kstool.kafka.client import KafkaClients
@@ -52,7 +55,7 @@ class ParkedQuery:
     query: Any  # pyspark's StreamingQuery
     gate: Path
     last_batch: int | None = None  # the checkpoint's last committed batch when the query was parked
-    reports: dict = field(default_factory=dict)  # the sink's BatchReport per batch id
+    reports: dict[int, BatchReport] = field(default_factory=dict)  # the sink's report per batch id
 
     def open_gate(self, target: dict[str, dict[str, int]]) -> int:
         """Ask for everything up to `target`; returns the time (epoch ms) after which a trigger
@@ -195,7 +198,7 @@ def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, pa
     parked_queries.park(paths.root, parked)
 
 
-def _started_ms(batch_progress) -> int:
+def _started_ms(batch_progress: StreamingQueryProgress) -> int:
     """When a trigger began (its progress' timestamp, ISO-8601 with milliseconds, UTC)."""
     stamp = datetime.strptime(batch_progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
     return int(stamp.replace(tzinfo=timezone.utc).timestamp() * 1000)

@@ -32,8 +32,7 @@ from kstool.engine.query.prepare import prepare
 from kstool.engine.query.seed import Seed, plan_seed
 from kstool.engine.spark.session import run_session, start_local_spark
 from kstool.kafka.client import KafkaClients
-from kstool.kafka.groups import SETTLE_S, commit_offsets, starting_offsets
-from kstool.kafka.groups import committed_offsets as committed_offsets_of_group
+from kstool.kafka.groups import SETTLE_S, commit_offsets, committed_offsets as committed_offsets_of_group, starting_offsets
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ count the entries and check that each record belongs to its store."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -18,6 +19,11 @@ from kstool.base.errors import KstoolError
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.consume import ConsumeOptions, consume
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from kstool.kafka.records import Record
 
 KEY_SUFFIX = {"window": 8, "session": 16}  # bytes after the record key: start; end and start
 NUMBERS = ("long", "double", "number")  # 8-byte values
@@ -47,7 +53,7 @@ def plan_seed(manifest: Manifest, per_task: bool) -> Seed:
                 tuple(store.changelog_topic for store in manifest.stores if store.history_ms is not None))
 
 
-def seed_entries(spark, client_config_file: str, seed: Seed):
+def seed_entries(spark: SparkSession, client_config_file: str, seed: Seed) -> DataFrame:
     """The per-task stores' entries as a DataFrame of SEED_COLUMNS, read by the executors."""
     from pyspark.sql import functions as F
 
@@ -64,7 +70,7 @@ def seed_entries(spark, client_config_file: str, seed: Seed):
 def read_seed(clients: KafkaClients, manifest: Manifest) -> pa.Table:
     """The latest value of each key of each store's changelog, per partition; tombstones drop
     the key (Kafka's compaction, done here). A versioned store's changelog is read whole."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for store in manifest.stores:
         records = list(consume(clients, ConsumeOptions(store.changelog_topic, exit_at_end=True)))
         for record in records:
@@ -79,7 +85,7 @@ def read_seed(clients: KafkaClients, manifest: Manifest) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SEED_COLUMNS)
 
 
-def _check_layout(store: StoreSpec, record) -> None:
+def _check_layout(store: StoreSpec, record: Record) -> None:
     key, value = record.key or b"", record.value
     if len(key) <= KEY_SUFFIX.get(store.kind, 0) or (value is not None and store.value_format in NUMBERS
                                                       and len(value) != 8):

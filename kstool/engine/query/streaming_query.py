@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from typing import TYPE_CHECKING
 
 from kstool.checkpoint.location import local_path
 from kstool.contract import LATE, SinkTarget, Topology
@@ -18,6 +19,9 @@ from kstool.engine.query.drivers import drive_fresh, drive_parked
 from kstool.engine.query.options import RunSummary
 from kstool.engine.query.run_plan import RunPlan
 from kstool.kafka.client import KafkaClients
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def make_sink(clients: KafkaClients, topology: Topology, plan: RunPlan) -> KafkaSink:
@@ -57,7 +61,7 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
         # closes its stdin. Waiting for that would add seconds to every cron run.
 
 
-def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progress: Progress):
+def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progress: Progress) -> SparkSession:
     from kstool.engine.query.shuffle import shuffle_partitions_for
     from kstool.engine.spark.session import checkpoint_conf, run_session
 

@@ -7,13 +7,16 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from kstool.engine.spark.java import require_java
 from kstool.engine.spark.jvm_reaper import reap_at_exit
 from kstool.engine.spark.jvmcache import JvmCache
 from kstool.engine.spark.scratch import ScratchDir
 from kstool.engine.spark.spark_home import spark_home, spark_home_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -87,14 +90,14 @@ def _quiet_pyspark_loggers() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def run_session(options: SparkOptions, app_id: str, log_file: Path, say: Callable[[str], None] | None = None):
+def run_session(options: SparkOptions, app_id: str, log_file: Path, say: Callable[[str], None] | None = None) -> SparkSession:
     """A run's Spark session (on the JVM a first call started, when there was one)."""
     spark, _ = build_session(options, app_name=f"kstool-{app_id}", log_file=log_file, say=say)
     return spark
 
 
 def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Path | None = None,
-                  say: Callable[[str], None] | None = None):
+                  say: Callable[[str], None] | None = None) -> tuple[SparkSession, bool]:
     """Return (spark, owned). Starts Spark unless a SparkContext is already active in this
     process (tests share one), in which case a new session on it gets this run's SQL settings
     and `owned` is False: the caller must not stop it. The JVM's own output goes to log_file
@@ -128,7 +131,7 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
 
 
 def _start(options: SparkOptions, app_name: str, settings: dict[str, str], home: Path | None, jvm_cache: JvmCache,
-           scratch: ScratchDir, log_file: Path | None):
+           scratch: ScratchDir, log_file: Path | None) -> SparkSession:
     global _jvm_log
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
@@ -157,7 +160,7 @@ def _start(options: SparkOptions, app_name: str, settings: dict[str, str], home:
     return SparkSession(context)
 
 
-def _session_on_the_active_context(settings: dict[str, str]):
+def _session_on_the_active_context(settings: dict[str, str]) -> SparkSession:
     """A clone of its own: runs sharing the context (the engine's, the tests') may set different
     SQL settings at the same time. Not newSession(): a new session cannot see the Python data
     source, nor register it again (Spark 4.3)."""
@@ -172,7 +175,7 @@ def _session_on_the_active_context(settings: dict[str, str]):
     return spark
 
 
-def _register_kafka_source(spark) -> None:
+def _register_kafka_source(spark: SparkSession) -> None:
     from pyspark.errors import AnalysisException
 
     from kstool.engine.io.source import KafkaDataSource
@@ -194,7 +197,7 @@ def jvm_heap_bytes() -> int:
     from pyspark import SparkContext
 
     jvm = cast(Any, cast(SparkContext, SparkContext._active_spark_context)._jvm)
-    return jvm.java.lang.Runtime.getRuntime().maxMemory()
+    return int(jvm.java.lang.Runtime.getRuntime().maxMemory())
 
 
 def start_local_spark() -> object:

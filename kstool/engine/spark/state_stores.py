@@ -13,6 +13,10 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _log = logging.getLogger("kstool.engine")
 MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
@@ -38,16 +42,16 @@ def close_loaded_state_stores() -> None:
     context._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()  # type: ignore[union-attr]
 
 
-def _queries_running(session) -> bool:
+def _queries_running(session: SparkSession) -> bool:
     """A query of any session on this context: runs share it in sessions of their own (clones,
     kstool.engine.spark.session), and a session's `streams` lists only its own queries."""
     return not session._jsparkSession.sharedState().activeStreamingQueries().isEmpty()
 
 
-def _interval_s(session) -> float:
+def _interval_s(session: SparkSession) -> float:
     from kstool.base.timeutil import parse_duration
 
     try:
-        return parse_duration(session.conf.get(MAINTENANCE_INTERVAL, "60s")) / 1000
+        return parse_duration(session.conf.get(MAINTENANCE_INTERVAL, "60s") or "60s") / 1000
     except Exception:
         return 60.0

@@ -7,11 +7,13 @@ whatever the processor does); a pack is one row. For processors that need every 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kstool.contract import PARTIAL
-from kstool.engine.io.packs import HEADERS_TYPE, PACK_BYTES, ipc, pieces
+from kstool.engine import HEADERS_TYPE, PACK_BYTES, ipc, pieces
 
 PACK_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
                          ("offset", pa.int64()), ("headers", HEADERS_TYPE)])
@@ -53,7 +55,7 @@ def _packs(stamps_ms: list[int], offsets: list[int], packs: list[bytes]) -> pa.T
                      "offset": pa.array(offsets, pa.int64()), PARTIAL: partial})
 
 
-def unpack(pack: bytes) -> tuple[list, list, list, list, list]:
+def unpack(pack: bytes) -> tuple[list[bytes | None], list[bytes | None], list[int], list[int], list[Any]]:
     """A pack's (keys, values, timestamps in ms, offsets, headers), in offset order."""
     table = pa.ipc.open_stream(pack).read_all()
     return tuple(table.column(name).to_pylist() for name in PACK_SCHEMA.names)  # type: ignore[return-value]

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kstool.engine.io.packs import HEADERS_TYPE
+from kstool.engine import HEADERS_TYPE
 from kstool.streams.windows import WindowSpec
 from kstool.tasks.combiners.partials import partials_table
 

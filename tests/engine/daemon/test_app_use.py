@@ -1,8 +1,9 @@
 """Every use of an app frees the warm engine's parked query on it, and every checkpoint can start
 the Spark that reads it on a Hadoop file system: AppLock and the checkpoint openers take their
-hooks as required arguments (a forgotten one fails at once), and here each call in kstool passes
-the engine's own (None would silently leave a parked query writing to a checkpoint being reset;
-tests/engine/daemon/test_engine.py shows the engine giving the query up)."""
+hooks as required arguments (a forgotten one fails at once), kstool.engine.hooks binds the
+engine's own once (None would silently leave a parked query writing to a checkpoint being reset;
+tests/engine/daemon/test_engine.py shows the engine giving the query up), and the packages above
+the engine call what it bound, not the openers."""
 
 from __future__ import annotations
 
@@ -31,9 +32,7 @@ def _calls() -> list[tuple[str, str, ast.Call]]:
 
 def test_every_app_lock_and_checkpoint_in_kstool_passes_the_engines_hook():
     calls = _calls()
-    assert {place.split(":")[0] for place, _, _ in calls} >= {
-        "kstool/engine/runtime.py", "kstool/reset/apply.py", "kstool/state/restore.py",
-        "kstool/reprocess/apply.py", "kstool/apps/top.py", "kstool/engine/query/run_plan.py"}
+    assert {place.split(":")[0] for place, _, _ in calls} == {"kstool/engine/hooks.py", "kstool/engine/query/run_plan.py"}
     wrong = []
     for place, function, call in calls:
         keyword, hook = HOOKS[function]
@@ -42,6 +41,15 @@ def test_every_app_lock_and_checkpoint_in_kstool_passes_the_engines_hook():
         if not (isinstance(passed, ast.Name) and passed.id == hook):
             wrong.append(f"{place} {function} without {keyword}={hook}")
     assert wrong == []
+
+
+def test_the_operations_take_apps_and_open_checkpoints_through_the_bound_hooks():
+    bound = {"lock_app", "open_app_checkpoint", "open_checkpoint_at"}
+    users = {str(path.relative_to(REPO)) for path in (REPO / "kstool").rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in bound}
+    assert users >= {"kstool/engine/runtime.py", "kstool/reset/apply.py", "kstool/state/restore.py",
+                     "kstool/reprocess/apply.py", "kstool/apps/top.py", "kstool/state/query.py"}
 
 
 def test_an_app_lock_without_its_hook_is_refused(tmp_path):

@@ -9,8 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kstool.config import ClientConfig
 from kstool.engine.io.range_reader import OffsetRange, read_range

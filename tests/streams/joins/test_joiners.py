@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kstool.streams.joins.joiners import HOWS, make_joiner
 from kstool.streams.joins.stream_table import StreamTableJoin

@@ -6,8 +6,7 @@ stream time and seqnums, batch after batch."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kstool.contract import OUTPUT
 from kstool.streams.joins import stream_stream_batches

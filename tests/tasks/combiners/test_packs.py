@@ -6,8 +6,7 @@ test_windowed_aggregate.py run both ways through Spark."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kstool.engine.io.combining import combined
 from kstool.engine.io.range_reader import OffsetRange

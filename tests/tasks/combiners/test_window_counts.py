@@ -10,8 +10,7 @@ import random
 
 import pyarrow as pa
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from kstool.contract import LATE
 from kstool.engine.io.combining import combined
