@@ -57,7 +57,11 @@ class SparkCluster:
             "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
             "--webui-port", str(self.ui_port)])
         self.workers: list[subprocess.Popen | None] = [None] * workers
-        self.start_workers()
+        try:
+            self.start_workers()
+        except BaseException:  # no fixture gets the cluster to stop: what started stops here
+            self.stop()
+            raise
 
     def _spawn(self, name: str, args: list[str], hide: bool = False) -> subprocess.Popen:
         command = [str(self.spark_home / "bin" / "spark-class"), *args]

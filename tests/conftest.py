@@ -367,12 +367,13 @@ def spark(suite_kafka, jvm_archive, tmp_path_factory):
 def spark_cluster(suite_kafka, tmp_path_factory):
     """One Spark standalone cluster: a master and two workers of one core each, neither of
     which sees the kstool home (nor its cache) nor the other's files."""
-    from kstool.base.home import cache_dir
+    from kstool.base.home import cache_dir, private_dir
     from tests.cluster import SparkCluster, unshare_problem
 
     problem = unshare_problem()
     if problem:
         pytest.skip(f"a worker that behaves as another host needs its own mount namespace: {problem}")
-    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), [Path(os.environ["KSTOOL_HOME"]), cache_dir()])
+    hidden = [Path(os.environ["KSTOOL_HOME"]), private_dir(cache_dir())]  # mount points: they must exist
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), hidden)
     yield cluster
     cluster.stop()
