@@ -44,8 +44,6 @@ class Change:
 class StateBackend(Protocol):
     """Read-only, and safe while the app runs: it reads the last committed state."""
 
-    description: str
-
     def entries(self) -> list[Entry]:
         """Every entry of the store, sorted by key."""
 

@@ -40,7 +40,6 @@ class ChangelogBackend:
         self.history_ms = history_ms  # a versioned table's: each key's latest version is its newest by time
         self.retention_ms = retention_ms  # a window or session store's: older windows are gone
         self.warnings: list[str] = []  # what the reads could not know, for the command to say
-        self.description = f"changelog topic {topic}"
         self._entries: list[Entry] | None = None
         self.expired: list[Entry] = []  # windows the changelog holds past the retention: the store's are gone
 

@@ -30,7 +30,6 @@ class CheckpointBackend:
         # a per-task store's entries in shards (kstool.tasks.shards), or an entry per key
         self.sharded = sharded and bool(store.spark_state_var)
         self.batch_id = batches[-1] if batch_id is None else batch_id
-        self.description = f"checkpoint {checkpoint.uri} at batch {self.batch_id}"
         self._spark: SparkSession | None = None
 
     @staticmethod

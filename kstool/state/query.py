@@ -7,7 +7,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, existing_app, load_manifest
 from kstool.base.errors import UsageError
@@ -141,42 +141,69 @@ def open_backend(clients: KafkaClients | None, source: StateSource) -> tuple[Sta
             raise UnsupportedQueryError("--batch-id reads the checkpoint; drop --from-changelog")
         return ChangelogBackend(_online(clients), store.changelog_topic, store_formats(store), store.window_size_ms,
                                 store.history_ms), store
-    checkpoint = open_app_checkpoint(AppPaths(source.state_dir, source.app_id), manifest)
-    backend = CheckpointBackend(source.app_id, checkpoint, store, source.spark or SparkOptions(master="local[1]"),
-                                source.batch_id, sharded=manifest.state_layout >= STATE_LAYOUT_SHARDS)
-    if engine_wanted(source.use_engine):
-        return HostedBackend(clients, source, backend.description), store
-    return backend, store
+    if engine_wanted(source.use_engine):  # opened where the read runs: the checkpoint is read once
+        return HostedBackend(clients, source), store
+    return _checkpoint_backend(source, manifest, store), store
 
 
-def query_checkpoint(clients: KafkaClients | None, source: StateSource, method: str, args: tuple,
-                     progress: object = None) -> Any:
-    """One read of a checkpoint-backed store: what the warm engine runs for HostedBackend."""
-    backend, _ = open_backend(clients, dataclasses.replace(source, use_engine=False))
-    return getattr(backend, method)(*args)
+def _checkpoint_backend(source: StateSource, manifest: Manifest, store: StoreSpec) -> CheckpointBackend:
+    checkpoint = open_app_checkpoint(AppPaths(source.state_dir, cast(str, source.app_id)), manifest)
+    return CheckpointBackend(cast(str, source.app_id), checkpoint, store, source.spark or SparkOptions(master="local[1]"),
+                             source.batch_id, sharded=manifest.state_layout >= STATE_LAYOUT_SHARDS)
+
+
+# the reads of a store, as values that cross to the warm engine (pickled) and run there
+@dataclass(frozen=True)
+class Entries:
+    def __call__(self, backend: StateBackend) -> list[Entry]:
+        return backend.entries()
+
+
+@dataclass(frozen=True)
+class Lookup:
+    keys: list[Any]
+
+    def __call__(self, backend: StateBackend) -> list[Entry]:
+        return backend.lookup(self.keys)
+
+
+@dataclass(frozen=True)
+class Changes:
+    from_batch: int
+    to_batch: int | None
+
+    def __call__(self, backend: StateBackend) -> list[Change]:
+        return backend.changes(self.from_batch, self.to_batch)
+
+
+def read_checkpoint(clients: KafkaClients | None, source: StateSource, read: Entries | Lookup | Changes,
+                    progress: object = None) -> list[Entry] | list[Change]:
+    """One read of a checkpoint-backed store, where it runs (the warm engine, or this process)."""
+    manifest, store = _store(source.state_dir, cast(str, source.app_id), source.store)
+    return read(_checkpoint_backend(source, manifest, store))
 
 
 class HostedBackend:
     """A checkpoint-backed store read in the warm engine (kstool.engine.daemon; started when
     none runs), else in this process: the same reads, without starting Spark here."""
 
-    def __init__(self, clients: KafkaClients | None, source: StateSource, description: str):
-        self.clients, self.source, self.description = clients, source, description
+    def __init__(self, clients: KafkaClients | None, source: StateSource):
+        self.clients, self.source = clients, source
 
-    def _read(self, method: str, *args: Any) -> Any:
+    def _read(self, read: Entries | Lookup | Changes) -> Any:
         from kstool.engine import Silent, run_here_or_in_engine
 
-        return run_here_or_in_engine(query_checkpoint, self.clients, self.source, method, args,
+        return run_here_or_in_engine(read_checkpoint, self.clients, self.source, read,
                                      name=f"state of {self.source.app_id}", spark=None, progress=Silent())
 
     def entries(self) -> list[Entry]:
-        return self._read("entries")
+        return cast("list[Entry]", self._read(Entries()))
 
     def lookup(self, keys: list[Any]) -> list[Entry]:
-        return self._read("lookup", keys)
+        return cast("list[Entry]", self._read(Lookup(keys)))
 
     def changes(self, from_batch: int, to_batch: int | None) -> list[Change]:
-        return self._read("changes", from_batch, to_batch)
+        return cast("list[Change]", self._read(Changes(from_batch, to_batch)))
 
 
 def typed_key(text: str, source: StateSource, store: StoreSpec | None) -> Any:

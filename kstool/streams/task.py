@@ -215,9 +215,12 @@ class SavedIndex(Protocol):
 class Processor(Protocol):
     stores: tuple[str, ...]  # Kafka Streams' stores: changelogged, queried by `kstool state`
     indexes: tuple[str, ...]  # lookup aids for the stores (kstool.streams.indexes): derived, not logged
-    # roles whose records go through Kafka Streams' record cache: per batch, only each key's
-    # last record (KTable updates); empty for KStream results
-    cached_roles: frozenset[str]
+    @property
+    def cached_roles(self) -> frozenset[str]:
+        """Roles whose records go through Kafka Streams' record cache: per batch, only each key's
+        last record (KTable updates); empty for KStream results (read-only: a class attribute or
+        a property)."""
+        ...
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """A task's batch, in processing order."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
@@ -33,6 +33,10 @@ from kstool.topologies.one_input import OneInput
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
 from kstool.topologies.text_aggregate import TextAggregation
 from kstool.topologies.windowed_aggregate import EMIT_MODES, KEY_FORMATS, WindowedAggregation
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame
 
 
 @dataclass
@@ -64,14 +68,14 @@ class KeyedAggregation(OneInput):
         return [SinkTarget(self.output_topic, "out_value"),  # one serde: the store holds the output
                 SinkTarget(changelog_topic(app_id, STORE), "out_value", headers=False)]
 
-    def valid_record(self):
+    def valid_record(self) -> Column:
         return self.numbers.valid()
 
     @property
     def combiner(self) -> CombinerSpec | None:
         return combiners.number_spec(self.agg, self.group_by, self.input_value_format)
 
-    def build(self, source, tasks: int = 1):
+    def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
         from pyspark.sql import functions as F
 
         # a restore's store entries: the aggregate so far as one number (a count: that many
@@ -99,18 +103,18 @@ class KeyedAggregation(OneInput):
             aggregate.alias("result"), F.min(whole).alias("whole"), F.max("timestamp").alias("timestamp"),
             *(last_headers(),) if self.forwards_headers else ())
 
-    def encode(self, updates):
+    def encode(self, updates: DataFrame) -> DataFrame:
         headers = f", headers {updates.schema['headers'].dataType.simpleString()}" if self.forwards_headers else ""
         return updates.select("group_key", "result", "whole", "timestamp", *(("headers",) if headers else ())).mapInArrow(
             functools.partial(_encode_batches, self.agg, self.value_format),
             "key binary, timestamp timestamp, out_value binary" + headers)
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
                                     self.group_by, f"groupBy(key).agg({self.agg})", final=False)
 
 
-def _encode_batches(agg: str, value_format: str, batches):
+def _encode_batches(agg: str, value_format: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs where the rows are (executors): results as the output's bytes (the store's too)."""
     import pyarrow as pa
 

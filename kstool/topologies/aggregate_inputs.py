@@ -13,6 +13,7 @@ as Kafka Streams ignores them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
@@ -20,6 +21,9 @@ from kstool.base.serdes import SCHEMA_FORMATS
 from kstool.contract import RESTORED, VALUE_JSON
 from kstool.streams.accumulators import AGGREGATIONS
 from kstool.streams.key_mappers import KeyMapper, key_mapper
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 INPUT_FORMATS = ("text", "long", "double", "json", *SCHEMA_FORMATS)
 VALUE_FORMATS = ("auto", "string", "json")
@@ -44,7 +48,7 @@ class NumberInput:
         if self.value_field and self.input_value_format == "text":
             self.input_value_format = "json"
 
-    def parameters(self) -> dict:
+    def parameters(self) -> dict[str, Any]:
         return {"agg": self.agg, "value_field": self.value_field, "group_by": self.group_by,
                 "input_value_format": self.input_value_format}
 
@@ -53,13 +57,13 @@ class NumberInput:
         """Values whose number and group key are fields (JSON, or decoded to it)."""
         return self.input_value_format in ("json", *SCHEMA_FORMATS)
 
-    def json_text(self):
+    def json_text(self) -> Column:
         """The value as JSON text (Avro and Protobuf values decoded by the source)."""
         from pyspark.sql import functions as F
 
         return F.col(VALUE_JSON if self.input_value_format in SCHEMA_FORMATS else "value").cast("string")
 
-    def number(self):
+    def number(self) -> Column:
         """The record's number as a double (null when it is not one)."""
         from pyspark.sql import functions as F
 
@@ -72,7 +76,7 @@ class NumberInput:
             return F.get_json_object(self.json_text(), path).try_cast("double")
         return F.trim(F.col("value").cast("string")).try_cast("double")
 
-    def group_key(self):
+    def group_key(self) -> Column:
         from pyspark.sql import functions as F
 
         mapper = self.group_mapper
@@ -83,7 +87,7 @@ class NumberInput:
         fields = F.split(F.col("value").cast("string"), _java_literal(mapper.separator.decode()))
         return F.encode(F.try_element_at(fields, F.lit(mapper.index + 1)), "UTF-8")
 
-    def valid(self):
+    def valid(self) -> Column:
         from pyspark.sql import functions as F
 
         # null values and null group keys are ignored (build drops them), as in Kafka Streams
@@ -99,7 +103,7 @@ def _java_literal(text: str) -> str:
 
 
 def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, group_by: str,
-             spark: str, final: bool) -> dict:
+             spark: str, final: bool) -> dict[str, Any]:
     """Topology#describe() of groupBy(...).aggregate(...) [.suppress(untilWindowCloses)]."""
     aggregate = "KSTREAM-AGGREGATE-0000000002"
     select = "KSTREAM-SELECTKEY-0000000001" if group_by != "key" else None
@@ -125,7 +129,7 @@ def describe(name: str, input_topic: str, output_topic: str, store: StoreSpec, g
                         "key_format": store.key_format, "value_format": store.value_format}]}
 
 
-def restored_number(value_format: str):
+def restored_number(value_format: str) -> Column:
     """A restored store entry's value (kstool.contract.RESTORED rows) as the aggregation's
     number, read with the store's serde (kstool.streams.accumulators.store_format): 8 bytes as
     kstool's `number` (a count's long reads as one), else the number as text."""
@@ -138,14 +142,14 @@ def restored_number(value_format: str):
     return F.when(high.isin(0, 0xFFF), decode_long(value).cast("double")).otherwise(decode_double(value))
 
 
-def decode_long(column):
+def decode_long(column: Column) -> Column:
     """Kafka's LongSerializer bytes -> long, in Spark SQL (null unless 8 bytes)."""
     from pyspark.sql import functions as F
 
     return F.when(F.length(column) == 8, F.conv(F.hex(column), 16, -10).cast("long"))
 
 
-def decode_double(column):
+def decode_double(column: Column) -> Column:
     """Kafka's DoubleSerializer bytes -> double, in Spark SQL (exact; no Python per record)."""
     from pyspark.sql import functions as F
 
@@ -159,7 +163,7 @@ def decode_double(column):
     return F.when(F.length(column) == 8, sign * value)
 
 
-def last_headers_columns():
+def last_headers_columns() -> tuple[Column, Column]:
     """A row's headers and its place in processing order: the micro-batch (its time, the same
     for all its rows and later for later ones), then its offset; none for a restored store
     entry, which forwards nothing."""
@@ -169,7 +173,7 @@ def last_headers_columns():
     return F.col("headers"), F.when(~F.col(RESTORED), processed).alias("processed")
 
 
-def last_headers():
+def last_headers() -> Column:
     """A group's headers: its last record's, which Kafka Streams forwards with the update (its
     record cache keeps the last update's context). Within a micro-batch, of records from
     several partitions the one with the highest offset."""

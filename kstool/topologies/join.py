@@ -11,7 +11,7 @@ input has partitions (Spark's shuffle stands in for the repartition topics).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
@@ -27,6 +27,9 @@ from kstool.tasks.combiners import pack_spec
 from kstool.topologies import events
 from kstool.topologies.join_kinds import BY_KEY, KIND_CHOICES, STAGES, TABLE_IN_EVERY_TASK, JoinKind, kind_of
 from kstool.topologies.spec import DURATION, FLAG, TOPIC, Setting, TopologyType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 # the join stores' kinds (their changelog key layouts)
 _STORE_KINDS = {"join-left": "window", "join-right": "window", "join-unmatched": "key-value",
@@ -97,7 +100,7 @@ class Join:
             return self.before, self.after
         return cast(int, self.within), cast(int, self.within)  # checked in __post_init__
 
-    def processor(self):
+    def processor(self) -> Any:  # a kstool.streams.task.Processor; Staged for the kinds in stages
         return self.kind_entry().processor(self, make_joiner(self.joiner, self.separator))
 
     def stores(self, app_id: str) -> list[StoreSpec]:
@@ -136,7 +139,7 @@ class Join:
         packs = self.input_value_format == "bytes" and self.tasks_are_partitions
         return pack_spec(keyed_values=False) if packs else None
 
-    def valid_record(self):
+    def valid_record(self) -> Column:
         from pyspark.sql import functions as F
 
         if self.input_value_format == "bytes":
@@ -144,7 +147,7 @@ class Join:
         decoded = F.col("value").isNull() | F.col(VALUE_JSON).isNotNull()  # a tombstone has nothing to decode
         return events.valid_time("record") & decoded
 
-    def build(self, source, tasks: int = 1, seed=None):
+    def build(self, source: DataFrame, tasks: int = 1, seed: DataFrame | None = None) -> DataFrame:
         from pyspark.sql import functions as F
 
         from kstool.tasks.processor import run_stages, run_tasks
@@ -163,10 +166,10 @@ class Join:
         rows = events.keyed_rows(source, task, side, value)
         return run_tasks(rows, self.processor, seed)
 
-    def encode(self, updates):
+    def encode(self, updates: DataFrame) -> DataFrame:
         return events.encode(updates)
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         stores = self.stores(app_id)
         kind = self.kind_entry()
         return {"topology": self.name, "sub_topologies": [{"id": 0, "nodes": kind.nodes(self, kind, [s.name for s in stores])}],

@@ -5,8 +5,12 @@ per task (kstool.tasks) how their updates reach the sink."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kstool.topologies import events
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 @dataclass
@@ -26,5 +30,5 @@ class OneInput:
 
 @dataclass
 class OneInputPerTask(OneInput):
-    def encode(self, updates):
+    def encode(self, updates: DataFrame) -> DataFrame:
         return events.encode(updates)

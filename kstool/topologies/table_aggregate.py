@@ -13,7 +13,7 @@ query (kstool.tasks.repartition) instead of through a topic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
@@ -26,6 +26,9 @@ from kstool.topologies import events
 from kstool.topologies.aggregate_inputs import VALUE_FORMATS
 from kstool.topologies.one_input import OneInputPerTask
 from kstool.topologies.spec import DURATION, TOPIC, Setting, TopologyType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 SINK = "KSTREAM-SINK-0000000009"
 
@@ -83,7 +86,7 @@ class TableAggregation(OneInputPerTask):
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, self.processor().stores)
 
-    def valid_record(self):
+    def valid_record(self) -> Column:
         from pyspark.sql import functions as F
 
         text = F.col("value").cast("string")
@@ -95,7 +98,7 @@ class TableAggregation(OneInputPerTask):
             ok = ok & number.try_cast("double").isNotNull()
         return F.col("value").isNull() | F.coalesce(ok, F.lit(False))
 
-    def build(self, source, tasks: int = 1, seed=None):
+    def build(self, source: DataFrame, tasks: int = 1, seed: DataFrame | None = None) -> DataFrame:
         from pyspark.sql import functions as F
 
         from kstool.tasks.processor import run_stages
@@ -103,7 +106,7 @@ class TableAggregation(OneInputPerTask):
         rows = events.keyed_rows(source, F.col("partition"), F.lit(0), F.col("value"))
         return run_stages(rows, self.processor, tasks, seed)
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         """Topology#describe() of table(...).groupBy(...).count() [.suppress(...)].toStream().to(...):
         two sub-topologies joined by a repartition topic (Kafka's TopologyTest
         tableNamedMaterializedCountShouldPreserveTopologyStructure)."""

@@ -6,7 +6,7 @@ would give the new key; the aggregated text is the value, or its `--value-field`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.model import StoreSpec
 from kstool.base.names import changelog_topic
@@ -16,6 +16,9 @@ from kstool.streams.window_aggregation import STORE
 from kstool.topologies import aggregate_inputs, events
 from kstool.topologies.aggregate_inputs import NumberInput
 from kstool.topologies.one_input import OneInputPerTask
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 
 @dataclass
@@ -50,10 +53,10 @@ class TextAggregation(OneInputPerTask):
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
         return events.sink_targets(self.output_topic, app_id, [STORE])
 
-    def valid_record(self):
+    def valid_record(self) -> Column:
         return self.fields.valid()
 
-    def build(self, source, tasks: int = 1, seed=None):
+    def build(self, source: DataFrame, tasks: int = 1, seed: DataFrame | None = None) -> DataFrame:
         from pyspark.sql import functions as F
 
         from kstool.tasks.processor import run_tasks
@@ -65,6 +68,6 @@ class TextAggregation(OneInputPerTask):
                                  events.task(F.col("key"), self.group_by != "key", tasks), F.lit(0), text)
         return run_tasks(rows.filter(F.col("key").isNotNull() & F.col("value").isNotNull()), self.processor, seed)
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],
                                          self.group_by, f"transformWithState per task: reduce ({self.agg})", final=False)

@@ -11,7 +11,7 @@ windowed keys (key ‖ start, sessions key ‖ end ‖ start) or `--key-format j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
@@ -27,6 +27,9 @@ from kstool.tasks import combiners
 from kstool.topologies import aggregate_inputs, events
 from kstool.topologies.aggregate_inputs import NumberInput
 from kstool.topologies.one_input import OneInputPerTask
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 EMIT_MODES = ("update", "final")
 KEY_FORMATS = ("windowed", "json")
@@ -88,7 +91,7 @@ class WindowedAggregation(OneInputPerTask):
         window_bytes = 0 if self.key_format == "json" else 16 if self.spec.kind == "session" else 8
         return events.sink_targets(self.output_topic, app_id, [STORE], window_bytes)
 
-    def valid_record(self):
+    def valid_record(self) -> Column:
         return self.numbers.valid() & events.valid_time(self.time, self.numbers.json_text())
 
     @property
@@ -100,12 +103,14 @@ class WindowedAggregation(OneInputPerTask):
         return combiners.window_spec(self.spec, self.grace, self.agg, self.group_by, self.time,
                                      self.input_value_format)
 
-    def processor(self):
-        kind = {"session": SessionAggregate, "sliding": SlidingWindowAggregate}.get(self.spec.kind, WindowedAggregate)
+    def processor(self) -> WindowedAggregate | SessionAggregate | SlidingWindowAggregate:
+        kind: type[WindowedAggregate | SessionAggregate | SlidingWindowAggregate] = (
+            SessionAggregate if self.spec.kind == "session" else
+            SlidingWindowAggregate if self.spec.kind == "sliding" else WindowedAggregate)
         return kind(self.spec, self.agg, self.grace, self.emit, self.value_format, self.key_format,
                     separator=self.separator)
 
-    def build(self, source, tasks: int = 1, seed=None):
+    def build(self, source: DataFrame, tasks: int = 1, seed: DataFrame | None = None) -> DataFrame:
         from pyspark.sql import functions as F
 
         from kstool.tasks.processor import PARTIAL_COLUMNS, run_tasks
@@ -124,7 +129,7 @@ class WindowedAggregation(OneInputPerTask):
         return run_tasks(rows.filter(F.col("key").isNotNull() | F.col("count").isNotNull() | F.col("pack").isNotNull()),
                          self.processor, seed)
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         spark = (f"transformWithState per task: {self.spec.text()} windows, grace {self.grace}ms, "
                  f"event time from {self.time}, {self.agg}")
         return aggregate_inputs.describe(self.name, self.input_topic, self.output_topic, self.stores(app_id)[0],

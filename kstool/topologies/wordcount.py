@@ -9,7 +9,7 @@ value = 8-byte big-endian long, as Kafka Streams' count() writes it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstool.application.model import StoreSpec
 from kstool.base.names import changelog_topic
@@ -18,6 +18,9 @@ from kstool.tasks.combiners import NON_WORD, WORD_SPEC
 from kstool.topologies.aggregate_inputs import decode_long, last_headers, last_headers_columns
 from kstool.topologies.one_input import OneInput
 from kstool.topologies.spec import TOPIC, Setting, TopologyType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 STORE = "counts"
 VALUE_FORMATS = ("long", "string", "json")
@@ -44,12 +47,12 @@ class WordCount(OneInput):
         return [SinkTarget(self.output_topic, "out_value"),
                 SinkTarget(changelog_topic(app_id, STORE), "store_value", headers=False)]
 
-    def valid_record(self):
+    def valid_record(self) -> Column:
         from pyspark.sql import functions as F
 
         return F.coalesce(F.is_valid_utf8(F.col("value")), F.lit(True))  # null: no words
 
-    def build(self, source, tasks: int = 1):
+    def build(self, source: DataFrame, tasks: int = 1) -> DataFrame:
         from pyspark.sql import functions as F
 
         # a restore's store entries (word, count) count as that many occurrences of the word, and
@@ -67,7 +70,7 @@ class WordCount(OneInput):
                 .agg(F.sum("weight").alias("count"), F.max("timestamp").alias("timestamp"),
                      *(last_headers(),) if self.forwards_headers else ()))
 
-    def encode(self, updates):
+    def encode(self, updates: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
 
         as_long = F.unhex(F.lpad(F.hex(F.col("count")), 16, "0"))
@@ -78,7 +81,7 @@ class WordCount(OneInput):
             (as_long if self.value_format == "long" else as_text).alias("out_value"),
             as_long.alias("store_value"), *(("headers",) if self.forwards_headers else ()))
 
-    def describe(self, app_id: str) -> dict:
+    def describe(self, app_id: str) -> dict[str, Any]:
         store = self.stores(app_id)[0]
         return {
             "topology": self.name,

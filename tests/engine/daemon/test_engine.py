@@ -288,13 +288,14 @@ def test_state_reads_in_the_engine_match_reads_of_their_own(kafka, spark, engine
     app = topic_name + "-app"
     assert cli("run", "wordcount", "--input", topic_name, "--output", app + "-out", "--app-id", app,
                "--once").exit_code == 0
+    # the last: a batch the checkpoint has not committed, refused where the checkpoint is opened
     for query in (("get", "common", "w1", "nope"), ("all",), ("range", "--from", "w1", "--to", "w3"),
-                  ("changes", "--from-batch", "0")):
+                  ("changes", "--from-batch", "0"), ("get", "common", "--batch-id", "999")):
         hosted = cli("state", *query, "--app-id", app, "-o", "json")
         own = cli("state", *query, "--app-id", app, "-o", "json", "--no-engine")
         assert (hosted.exit_code, hosted.stdout, hosted.stderr) == (own.exit_code, own.stdout, own.stderr)
     assert json.loads(cli("state", "get", "common", "--app-id", app, "-o", "json").stdout)[0]["value"] == len(WORDS)
-    assert f"state of {app}: query_checkpoint" in _engine_log()
+    assert f"state of {app}: read_checkpoint" in _engine_log()
 
 
 def test_the_client_imports_neither_pyspark_nor_pandas(kafka, engine, topic_name):

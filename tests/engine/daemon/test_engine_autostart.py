@@ -82,7 +82,7 @@ def test_the_first_run_starts_the_engine_and_later_commands_reuse_it(kafka, home
     assert got.exit_code == 0 and json.loads(got.stdout)[0]["value"] == len(LINES)
     assert _status()["pid"] == status["pid"]
     log = _log(home)
-    assert log.count(f"{app}: run_app for client pid") == 2 and f"state of {app}: query_checkpoint" in log
+    assert log.count(f"{app}: run_app for client pid") == 2 and f"state of {app}: read_checkpoint" in log
     assert log.count(" ready on ") == 1
     assert _counts(kafka, app) == dict(oracle(LINES))
 
