@@ -9,7 +9,8 @@ from hypothesis import example, given, strategies as st
 
 from kstool.base.serdes import decoder
 from kstool.kafka.records import Record, to_envelope
-from kstool.output import _FORMAT_TOKEN, Column, Listing, compile_batch_format, compile_record_format, emit
+from kstool.output import Column, Listing, compile_batch_format, compile_record_format, emit
+from kstool.output.record_format import _FORMAT_TOKEN
 from tests.conftest import cli
 from tests.helpers import create_topic, jsonl_rows, nonempty_lines, produce_records
 
