@@ -24,10 +24,11 @@ kafka: install
 run: java
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
-# three workers, each with its own Apache Kafka broker, Spark session and kstool home (and an
+# four workers, each with its own Apache Kafka broker, Spark session and kstool home (and an
 # embedded broker for the tests marked embedded_tier): the Spark tests wait (JVM starts,
-# triggers, the broker), and with two a busy 2-core machine still had 16% idle
-TEST_WORKERS ?= 3
+# triggers, failovers), and with three a 2-core machine still had 13% idle (fresh clones of
+# one commit: 3 workers 1383 and 1410 s, 4 workers 1277 s)
+TEST_WORKERS ?= 4
 
 # no worker restart: xdist 3.8 hangs for good when it hands a crashed worker's files to a new one
 # (pytest-xdist#1378); a crash ends the run, its stacks printed (tests/crashes.py)
