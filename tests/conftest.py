@@ -324,7 +324,7 @@ def jvm_archive(suite_kafka) -> None:
         jvm.java_option()  # adopts a finished recording
         if not jvm.has_archive:
             _record_jvm_archive(cache)
-            JvmCache(require_java(), spark_home_for("local")).java_option()
+            jvm.java_option()  # adopts the recording
 
 
 def _record_jvm_archive(cache: Path) -> None:
