@@ -13,7 +13,8 @@ comparison contract (docs/differences-from-kafka-streams.md; records with their 
   null results among kstool's: kstool writes a record's null result once its window + grace has
   closed, where Kafka Streams 4.4 may wait longer (a coarse check before it looks: its shared
   min time + the processing side's `after` + grace must be before stream time), so kstool may
-  write a null result Kafka Streams does not (and then the join, when a partner comes late);
+  write a null result Kafka Streams does not (and then the join, when a partner comes late), or
+  write it at an earlier record (with that record's headers) than Kafka Streams does;
 - larger micro-batches: a table join's last result per key is the same (a batch writes a key's
   latest result once, as Kafka Streams' record cache does; a key without one may end with a
   tombstone on one side and nothing on the other, as the sides interleave differently); an inner
@@ -102,6 +103,9 @@ def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
 # table's goes to its subscribers (kstool wrote a tombstone for a@3)
 @example(inputs=[("left", "a", None, 3), ("left", "b", (0, "b"), 3), ("right", "b", None, 4)],
          join=("versioned-foreign-key", "left"), before=1, after=0, grace=0, batch=1)
+# left@1's window and grace close at 11: kstool writes its null result at left@12, Kafka Streams 4.4 at left@13
+@example(inputs=[("left", "a", None, ts) for ts in (0, 1, 2, 11, 12, 13)], join=("stream-stream", "left"),
+         before=0, after=4, grace=6, batch=1)
 @given(records, joins, st.integers(0, 6), st.integers(0, 6), st.integers(0, 6), st.integers(1, 7))
 def test_joins_are_kafka_streams_joins(twin, inputs, join, before, after, grace, batch):
     kind, how = join
@@ -118,7 +122,8 @@ def test_joins_are_kafka_streams_joins(twin, inputs, join, before, after, grace,
     if kind == "stream-stream" and how != "inner":
         joined = [row for row in ours if not has_null_side(row)]
         assert joined == [row for row in theirs if not has_null_side(row)]
-        assert not Counter(row for row in theirs if has_null_side(row)) - Counter(ours)
+        # a null result without the headers of the record it was written at (kstool's may be an earlier one)
+        assert not Counter(row[:3] for row in theirs if has_null_side(row)) - Counter(row[:3] for row in ours)
     else:
         assert ours == theirs
     if kind in TABLE_OUTPUTS:  # the tables end alike whatever the interleaving: so do their joins
