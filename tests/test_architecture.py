@@ -13,7 +13,8 @@ from tests.helpers import REPO
 # lowest first; the packages (or top-level modules) of kstool, and `commands`
 LAYERS = [
     {"kstool"},  # `kstool` itself: only __version__
-    {"base"},  # errors, names, timeutil, home, serdes, store_keys, documents
+    {"base"},  # errors, names, timeutil, home, serdes, documents
+    {"stores"},  # Kafka Streams' store kinds: key layouts, changelogs, restores
     {"descriptions"},  # any Kafka Streams app's topology as a document, and its diagram
     {"broker"},
     {"config"},

@@ -21,16 +21,13 @@ from kstool.base.documents import RunningPids
 from kstool.base.errors import KstoolError, NotFoundError
 from kstool.base.home import kstool_home, private_dir, read_json, write_private_json
 from kstool.base.names import validate_name
+from kstool.stores import STORE_KINDS, VERSIONED_STORE, StoreKind
+from kstool.stores.state_layouts import STATE_LAYOUT_ENTRIES
 
 MANIFEST = "app.json"
 # batches of history a checkpoint keeps (Spark's minBatchesToRetain: offsets, commits and state
 # versions), so that `reprocess` can roll an app back and `state --batch-id` can look back
 DEFAULT_HISTORY_BATCHES = 1000
-# how per-task stores sit in Spark's state: an entry per store key (checkpoints begun before the shards), shards
-# of a few thousand entries (kstool.tasks.shards), or shards where a stream-stream join's window stores keep
-# each record key's entries together, or those with a topology's stages in stateful operators of their own (a
-# table aggregation's rows and groups, a foreign-key join's three); a checkpoint keeps the layout it began with
-STATE_LAYOUT_ENTRIES, STATE_LAYOUT_SHARDS, STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_STAGES = 1, 2, 3, 4
 
 
 def default_state_dir() -> Path:
@@ -103,6 +100,11 @@ class StoreSpec:
     # versioned key-value stores: how long they keep older versions; their changelog is their
     # history (a restore replays it whole) and compaction waits that long plus a day
     history_ms: int | None = None
+
+    @property
+    def store_kind(self) -> StoreKind:
+        """What the store is (kstool.stores): its key layout, its changelog's configs, its restore."""
+        return VERSIONED_STORE if self.history_ms is not None else STORE_KINDS[self.kind]
 
 
 @dataclass

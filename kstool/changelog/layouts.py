@@ -10,16 +10,10 @@ from typing import Any, Callable
 
 from kstool.base.errors import UsageError
 from kstool.base.serdes import FORMATS, SCHEMA_FORMATS, WithSchemaId, raw
-from kstool.base.store_keys import (
-    SESSION_SUFFIX,
-    TIME_WINDOWED_SUFFIX,
-    WINDOW_SUFFIX,
-    split_session_store_key,
-    split_window_store_key,
-    windowed_key_bounds,
-)
 from kstool.changelog import fk_subscription, suppress_buffer
 from kstool.schemas.formats import Schemas, record_decoder
+from kstool.stores import SESSION_STORE, WINDOW_STORE
+from kstool.stores.windowed_keys import TIME_WINDOWED_SUFFIX, time_windowed_start, windowed_key_bounds
 
 # window and session: Kafka Streams' store keys (a changelog's); time-windowed: an aggregate's
 # output keys (TimeWindowedSerializer: key ‖ start), read here as well
@@ -171,20 +165,20 @@ def detect_layout(keys: list[bytes | None]) -> tuple[str, str]:
     present = [k for k in keys if k is not None]
     if not present:
         return "key-value", "no keys to inspect"
-    windowed = [k for k in present if len(k) >= WINDOW_SUFFIX and _plausible(split_window_store_key(k)[1])
-                and 0 <= split_window_store_key(k)[2] < 1_000_000]
-    session = [k for k in present if len(k) >= SESSION_SUFFIX
-               and _plausible((bounds := split_session_store_key(k))[1]) and _plausible(bounds[2])
+    windowed = [k for k in present if len(k) >= WINDOW_STORE.suffix and _plausible(WINDOW_STORE.start(k))
+                and 0 <= WINDOW_STORE.seqnum(k) < 1_000_000]
+    session = [k for k in present if len(k) >= SESSION_STORE.suffix
+               and _plausible((bounds := SESSION_STORE.split(k))[1]) and _plausible(bounds[2])
                and bounds[2] >= bounds[1]]
     if len(session) == len(present):
         return "session", (f"all {len(present)} keys end in two plausible timestamps, the first "
                            "(session end) not before the second (session start)")
     if len(windowed) == len(present):
-        seqs = sorted({split_window_store_key(k)[2] for k in present})
+        seqs = sorted({WINDOW_STORE.seqnum(k) for k in present})
         return "window", (f"all {len(present)} keys end in a plausible 8-byte window start and a "
                           f"4-byte sequence number (values seen: {seqs[:5]})")
     starts = [k for k in present if len(k) >= TIME_WINDOWED_SUFFIX
-              and _plausible(struct.unpack(">q", k[-TIME_WINDOWED_SUFFIX:])[0])]
+              and _plausible(time_windowed_start(k))]
     if len(starts) == len(present):
         return "time-windowed", (f"all {len(present)} keys end in a plausible 8-byte window start (an "
                                  "aggregate's output keys)")
@@ -220,6 +214,6 @@ def _is_json_document(text: str) -> bool:
 
 
 def detect_key_format(keys: list[bytes | None], layout: str) -> str:
-    trim = {"window": WINDOW_SUFFIX, "session": SESSION_SUFFIX, "time-windowed": TIME_WINDOWED_SUFFIX}.get(layout, 0)
+    trim = {"window": WINDOW_STORE.suffix, "session": SESSION_STORE.suffix, "time-windowed": TIME_WINDOWED_SUFFIX}.get(layout, 0)
     bare: list[bytes | None] = [k[:-trim] if trim else k for k in keys if k is not None]
     return detect_value_format(bare) if bare else "string"

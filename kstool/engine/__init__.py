@@ -41,6 +41,8 @@ _EXPORTS = {
     "open_app_checkpoint": "kstool.engine.hooks",
     "open_checkpoint_at": "kstool.engine.hooks",
     "lock_app": "kstool.engine.hooks",
+    "Placement": "kstool.engine.query.placement",
+    "HERE": "kstool.engine.query.placement",
     # the warm engine itself
     "start_engine": "kstool.engine.daemon.client",
     "stop_engine": "kstool.engine.daemon.client",
@@ -109,6 +111,10 @@ if TYPE_CHECKING:  # `name as name`: an explicit re-export, for mypy and ruff
         STARTING as STARTING,
         RunOptions as RunOptions,
         RunSummary as RunSummary,
+    )
+    from kstool.engine.query.placement import (
+        HERE as HERE,
+        Placement as Placement,
     )
     from kstool.engine.query.seed import (
         read_seed as read_seed,

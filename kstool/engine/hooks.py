@@ -1,13 +1,17 @@
 """The engine's two hooks, bound once for the packages above it: a checkpoint on a Hadoop file
 system is read through Spark, started here when no session runs; whoever takes an app frees the
-query the warm engine keeps parked for it (kstool.engine.daemon.app_use)."""
+query the warm engine keeps parked for it (kstool.engine.daemon.app_use), in the engine when the
+lock is taken there (its placement)."""
 
 from __future__ import annotations
+
+from functools import partial
 
 from kstool.application.model import AppLock, AppPaths, Manifest
 from kstool.checkpoint.files import app_checkpoint, open_checkpoint
 from kstool.checkpoint.location import CheckpointFiles
 from kstool.engine.daemon.app_use import free_parked_queries
+from kstool.engine.query.placement import Placement
 from kstool.engine.spark.session import start_local_spark
 
 
@@ -20,7 +24,7 @@ def open_checkpoint_at(uri: str) -> CheckpointFiles:
     return open_checkpoint(uri, start_spark=start_local_spark)
 
 
-def lock_app(paths: AppPaths, use: str) -> AppLock:
+def lock_app(paths: AppPaths, use: str, placement: Placement) -> AppLock:
     """The app's lock for `use` (kstool.application.model's RUN, REWRITE...), its parked query
-    freed once taken."""
-    return AppLock(paths, use, on_taken=free_parked_queries)
+    freed once taken, by the engine the lock is taken in or asked of it."""
+    return AppLock(paths, use, on_taken=partial(free_parked_queries, placement=placement))

@@ -10,6 +10,7 @@ shows what did complete.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from kstool.engine.hooks import lock_app
 from kstool.engine.progress import Progress, Recorded, Silent
 from kstool.engine.query.options import RunOptions, RunSummary
 from kstool.engine.query.outage import Outage
-from kstool.engine.query.parking import parked_queries
+from kstool.engine.query.placement import HERE, Placement
 from kstool.engine.query.run_plan import RunPlan, may_park, plan_run
 from kstool.engine.query.streaming_query import make_sink, run_query
 from kstool.engine.spark.java import require_java
@@ -35,7 +36,7 @@ from kstool.schemas.formats import SchemaOptions, value_json_decoder
 
 
 def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
-            progress: Progress | None = None) -> RunSummary:
+            progress: Progress | None = None, placement: Placement = HERE) -> RunSummary:
     started = time.monotonic()
     paths = AppPaths(options.state_dir, options.app_id)
     fmt = value_schema_format(topology)
@@ -43,9 +44,9 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
         value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
     require_java()  # before anything changes (topics created): a run that cannot start does nothing
     use = RUN_PARKED if may_park(options) else RUN  # the engine's parked query: kept, or freed
-    with lock_app(paths, use):
+    with lock_app(paths, use, placement):
         progress = Recorded(progress or Silent(), MetricsLog(paths))
-        plan = plan_run(clients, topology, options, paths, progress)
+        plan = plan_run(clients, topology, options, paths, placement, progress)
         summary = RunSummary(options.app_id)
         try:
             _run_through_outages(clients, topology, plan, summary, progress)
@@ -77,7 +78,7 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
         sink = None
         try:  # making the sink starts its transactions under exactly_once_v2: a coordinator lost fails it
             sink = make_sink(clients, topology, plan)
-            with heap_named(_jvm_log(plan), _more_heap):
+            with heap_named(_jvm_log(plan), functools.partial(_more_heap, plan.placement)):
                 run_query(clients, topology, plan, sink, summary, progress)
             return
         except SourceProcessDiedError as died:
@@ -104,16 +105,15 @@ def _jvm_log(plan: RunPlan) -> Path:
     return jvm_log() or plan.paths.spark_log
 
 
-def _more_heap() -> str:
+def _more_heap(placement: Placement) -> str:
     """What to do when the JVM ran out of heap; the engine first lets go of its parked queries,
     whose state and Python processes hold heap that the next run needs."""
     from kstool.engine.spark.session import jvm_heap_bytes
 
     size = f"{max(1, math.ceil(2 * jvm_heap_bytes() / 2**30))}g"
-    engine_queries = parked_queries()  # this process is the engine (a continuous run there too)
-    if engine_queries is None:
+    if placement.engine_queries is None:
         return f"To give it more, run again with --conf spark.driver.memory={size}"
-    released = engine_queries.stop_all()
+    released = placement.engine_queries.stop_all()
     return ((f"The engine let go of its {released} parked app(s). " if released else "")
             + f"To give it more heap: `kstool engine stop`, then `kstool engine start --driver-memory {size}`")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kstool.application.model import REWRITE, AppPaths, Manifest, existing_app, load_manifest
 from kstool.base.errors import KstoolError
 from kstool.checkpoint.logs import batch_end_offsets, last_committed_batch, rollback_files
-from kstool.engine import Progress, RunOptions, RunSummary, lock_app, open_app_checkpoint, run_app
+from kstool.engine import HERE, Placement, Progress, RunOptions, RunSummary, lock_app, open_app_checkpoint, run_app
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
 from kstool.reprocess.exceptions import HistoryGoneError, PlanOutdatedError, ReprocessStoppedError
@@ -34,7 +34,7 @@ class ReprocessResult:
 
 
 def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
-              progress: Progress | None = None) -> ReprocessResult:
+              progress: Progress | None = None, placement: Placement = HERE) -> ReprocessResult:
     paths = AppPaths(options.state_dir, plan.app_id)
     manifest = existing_app(paths)
     if plan.refusal is not None:
@@ -46,14 +46,14 @@ def reprocess(clients: KafkaClients, plan: ReprocessPlan, options: RunOptions,
         # a reset deletes the manifest: the app is made again where its checkpoint was
         checkpoint_location=options.checkpoint_location or manifest.checkpoint_location)
     if plan.mode == "rollback":
-        _roll_back(clients, plan, paths, manifest)
+        _roll_back(clients, plan, paths, manifest, placement)
     elif plan.mode != "resume":
         assert plan.reset is not None
-        apply_plan(clients, plan.reset, options.state_dir)
+        apply_plan(clients, plan.reset, options.state_dir, placement)
     if plan.mode != "resume":
         remember(paths, Unfinished(plan.mode, plan.from_time, plan.to_time, plan.stop_offsets()))
     try:
-        run = run_app(clients, from_manifest(manifest), options, progress)
+        run = run_app(clients, from_manifest(manifest), options, progress, placement)
     except KstoolError as exc:
         raise ReprocessStoppedError.after(exc, plan, _where(paths)) from None
     finished = not run.stopped_by_signal or _read_to_the_end(paths, plan)
@@ -74,9 +74,9 @@ def _read_to_the_end(paths: AppPaths, plan: ReprocessPlan) -> bool:
     return all(ends.get((p.topic, p.partition), 0) >= p.end for p in plan.partitions)
 
 
-def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest) -> None:
+def _roll_back(clients: KafkaClients, plan: ReprocessPlan, paths: AppPaths, manifest: Manifest, placement: Placement) -> None:
     assert plan.restart_batch is not None
-    with lock_app(paths, REWRITE):  # no query, nor a store Spark left loaded, writes to it meanwhile
+    with lock_app(paths, REWRITE, placement):  # no query, nor a store Spark left loaded, writes to it meanwhile
         checkpoint = open_app_checkpoint(paths, manifest)
         now = last_committed_batch(checkpoint)
         if now != plan.last_batch:

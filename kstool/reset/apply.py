@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kstool.application.model import REWRITE, AppPaths, load_manifest
 from kstool.base.errors import KstoolError
-from kstool.engine import lock_app, open_checkpoint_at
+from kstool.engine import HERE, Placement, lock_app, open_checkpoint_at
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets, remove_members
 from kstool.kafka.share_groups import alter_share_group_offsets
@@ -26,11 +26,11 @@ class StepResult:
     detail: str = ""
 
 
-def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path) -> list[StepResult]:
+def apply_plan(clients: KafkaClients, plan: ResetPlan, state_dir: Path, placement: Placement = HERE) -> list[StepResult]:
     paths = AppPaths(state_dir, plan.app_id)
     # a kstool app must not start while it is being reset: hold its run lock throughout
     # nor may a query of the engine, or a store Spark left loaded, write to its checkpoint
-    guard = lock_app(paths, REWRITE) if plan.app_kind == "kstool" else contextlib.nullcontext()
+    guard = lock_app(paths, REWRITE, placement) if plan.app_kind == "kstool" else contextlib.nullcontext()
     steps = [
         ("remove active members", bool(plan.members),
          lambda: remove_members(clients, plan.app_id, [m["member_id"] for m in plan.members])),

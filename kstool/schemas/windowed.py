@@ -10,7 +10,8 @@ import json
 from typing import Any, Callable
 
 from kstool.base.serdes import EncodeError, FieldEncoder, WithSchemaId, is_raw, unraw
-from kstool.base.store_keys import output_key, usable_window_time, windowed_key_bounds
+from kstool.stores.window import usable_window_time
+from kstool.stores.windowed_keys import output_key, windowed_key_bounds
 
 LAYOUTS = {"windowed": "time-windowed", "session": "session-windowed"}
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from kstool.application.model import STATE_LAYOUT_SHARDS, AppPaths, Manifest, StoreSpec, existing_app, load_manifest
+from kstool.application.model import AppPaths, Manifest, StoreSpec, existing_app, load_manifest
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic, detect_internal_topics, validate_name
 from kstool.base.serdes import SCHEMA_FORMATS
@@ -25,6 +25,7 @@ from kstool.state.backend import Change, Entry, StateBackend
 from kstool.state.changelog import ChangelogBackend, store_times
 from kstool.state.exceptions import StoreNotFoundError, UnsupportedQueryError
 from kstool.state.from_checkpoint import CheckpointBackend
+from kstool.stores.state_layouts import STATE_LAYOUT_SHARDS
 
 
 @dataclass
@@ -177,8 +178,9 @@ class Changes:
 
 
 def read_checkpoint(clients: KafkaClients | None, source: StateSource, read: Entries | Lookup | Changes,
-                    progress: object = None) -> list[Entry] | list[Change]:
-    """One read of a checkpoint-backed store, where it runs (the warm engine, or this process)."""
+                    progress: object = None, placement: object = None) -> list[Entry] | list[Change]:
+    """One read of a checkpoint-backed store, where it runs (the warm engine, or this process:
+    the same read in either place; it takes no lock, so `placement` is not needed)."""
     manifest, store = _store(source.state_dir, cast(str, source.app_id), source.store)
     return read(_checkpoint_backend(source, manifest, store))
 

@@ -12,12 +12,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kstool.application.exceptions import StateMissingError
-from kstool.application.model import REWRITE, STATE_LAYOUT_STAGES, AppPaths, existing_app, save_manifest, stopped_app
+from kstool.application.model import REWRITE, AppPaths, existing_app, save_manifest, stopped_app
 from kstool.base.errors import UsageError
 from kstool.base.names import validate_name
 from kstool.checkpoint.logs import committed_batches
 from kstool.contract import Topology, stage_count
 from kstool.engine import (
+    HERE,
+    Placement,
     Progress,
     RunOptions,
     RunSummary,
@@ -30,6 +32,7 @@ from kstool.engine import (
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import committed_offsets
 from kstool.reset.apply import delete_checkpoint
+from kstool.stores.state_layouts import STATE_LAYOUT_STAGES
 from kstool.topologies import from_manifest
 
 
@@ -74,11 +77,11 @@ def plan_restore(clients: KafkaClients, state_dir: Path, app_id: str) -> Restore
                        changelogs, inputs, warnings)
 
 
-def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
+def apply_restore(plan: RestorePlan, state_dir: Path, placement: Placement = HERE) -> None:
     """Replace the checkpoint: mark the manifest (the next run seeds), then delete it."""
     paths = AppPaths(state_dir, plan.app_id)
     # no run may start meanwhile, nor may a query of the engine, or a store Spark left loaded, write to it
-    with lock_app(paths, REWRITE):
+    with lock_app(paths, REWRITE, placement):
         manifest = existing_app(paths)
         # marked first: a checkpoint deleted without the mark would restart empty
         manifest.restore_pending = True
@@ -88,13 +91,13 @@ def apply_restore(plan: RestorePlan, state_dir: Path) -> None:
 
 
 def run_restoring(clients: KafkaClients, topology: Topology, options: RunOptions,
-                  progress: Progress | None = None) -> RunSummary:
+                  progress: Progress | None = None, placement: Placement = HERE) -> RunSummary:
     """`kstool run --restore-missing-state`: a run that finds the checkpoint's state missing
     restores it from the changelogs, then runs again."""
     progress = progress or Silent()
     try:
-        return run_app(clients, topology, options, progress)
+        return run_app(clients, topology, options, progress, placement)
     except StateMissingError as lost:
         progress.message(f"{str(lost).split('. ')[0]}; restoring the state from the changelogs")
-    apply_restore(plan_restore(clients, options.state_dir, options.app_id), options.state_dir)
-    return run_app(clients, topology, options, progress)
+    apply_restore(plan_restore(clients, options.state_dir, options.app_id), options.state_dir, placement)
+    return run_app(clients, topology, options, progress, placement)

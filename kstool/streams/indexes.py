@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from kstool.base.store_keys import WINDOW_SUFFIX
+from kstool.stores import WINDOW_STORE
 from kstool.streams.task import NO_TIME, StoreValue, TaskState
 
 META = struct.Struct(">qqq")  # next bucket to visit, live buckets, newest time added
@@ -252,7 +252,7 @@ class OwnedKeys:
     def _group(self, shard: int, entries: Iterable[bytes]) -> dict[bytes, set[bytes]]:
         owners: dict[bytes, set[bytes]] = self.owners.setdefault(shard, {})
         for store_key in entries:
-            owners.setdefault(store_key[:-WINDOW_SUFFIX], set()).add(store_key)
+            owners.setdefault(WINDOW_STORE.record_key(store_key), set()).add(store_key)
         return owners
 
     def add(self, key: bytes, store_key: bytes) -> None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from kstool.base.store_keys import output_key, session_store_key, split_session_store_key
 from kstool.contract import LATE
+from kstool.stores import SESSION_STORE
+from kstool.stores.windowed_keys import output_key
 from kstool.streams.accumulators import Acc
 from kstool.streams.headers import Headers
 from kstool.streams.indexes import KeyIndex, TimeIndex
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # numpy where batches are processed, not where a topology is 
 class SessionAggregate(WindowAggregation, RecordByRecord):
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """A changelog entry back in the store, unless its session had closed (and left it)."""
-        if split_session_store_key(key)[2] < stream_time - self.grace - self.window.size:
+        if SESSION_STORE.end(key) < stream_time - self.grace - self.window.size:
             return None
         return StoreValue(value, timestamp, self.restored_acc(value))
 
@@ -48,7 +49,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         without headers), or its final value, with those of the record that closed it."""
         value = None if acc is None else self.output(acc)
         state.emit(output_key(key, start, end, True, self.key_format), value, end,
-                   store=STORE, store_key=session_store_key(key, start, end), headers=headers)
+                   store=STORE, store_key=SESSION_STORE.key(key, start, end), headers=headers)
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
         """The batch key by key, with the results of processing it record by record (`process`,
@@ -90,7 +91,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
                 if self.emit == "update":
                     self._emit_session(state, key, session.start, session.end, None, records[position].headers)
                 continue
-            store_key = session_store_key(key, session.start, session.end)
+            store_key = SESSION_STORE.key(key, session.start, session.end)
             state.put(STORE, store_key, StoreValue(self.stored(session.acc), session.end, session.acc))
             if store_key not in by_key.get(key):
                 by_key.add(key, store_key)
@@ -129,7 +130,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         key = cast(bytes, record.key)  # records without a key never reach the aggregation
         overlapping = []
         for store_key in by_key.get(key):
-            _, start, end = split_session_store_key(store_key)
+            _, start, end = SESSION_STORE.split(store_key)
             if end >= ts - gap and start <= ts + gap and end > visible_after:
                 overlapping.append((start, end, store_key, state.get(STORE, store_key)))
         start = min([ts] + [s for s, *_ in overlapping])
@@ -147,7 +148,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
                 if self.emit == "update":
                     self._emit_session(state, key, old_start, old_end, None, record.headers)
         acc.add(self.input_of(record))
-        store_key = session_store_key(key, start, end)
+        store_key = SESSION_STORE.key(key, start, end)
         state.put(STORE, store_key, StoreValue(self.stored(acc), end, acc))
         if store_key not in by_key.get(key):
             by_key.add(key, store_key)
@@ -164,7 +165,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
             found = _SessionIndexes(KeyIndex(state, INDEX, BY_KEY), TimeIndex(state, INDEX, ENDS, self.index_bucket_ms))
             if not found.ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
                 for store_key in state.stores[STORE]:
-                    key, _, end = split_session_store_key(store_key)
+                    key, _, end = SESSION_STORE.split(store_key)
                     found.by_key.add(key, store_key)
                     found.ends.add(end, store_key)
             state.index["sessions"] = found
@@ -189,7 +190,7 @@ class SessionAggregate(WindowAggregation, RecordByRecord):
         value = state.get(STORE, store_key)
         if value is None:
             return
-        key, start, _ = split_session_store_key(store_key)
+        key, start, _ = SESSION_STORE.split(store_key)
         if self.emit == "final":
             self._emit_session(state, key, start, end, self.acc_of(value), headers)
         state.delete(STORE, store_key, end, log=False)
@@ -211,7 +212,7 @@ class _Session:
 
     @classmethod
     def stored(cls, store_key: bytes, acc: Acc) -> "_Session":
-        _, start, end = split_session_store_key(store_key)
+        _, start, end = SESSION_STORE.split(store_key)
         return cls(start, end, acc, store_key)
 
 

@@ -19,8 +19,9 @@ import copy
 from dataclasses import dataclass
 from typing import cast
 
-from kstool.base.store_keys import output_key, split_window_store_key, window_store_key
 from kstool.contract import LATE
+from kstool.stores import WINDOW_STORE
+from kstool.stores.windowed_keys import output_key
 from kstool.streams.accumulators import Acc
 from kstool.streams.headers import Headers
 from kstool.streams.indexes import KeyIndex, TimeIndex
@@ -157,7 +158,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         """The window's entry put; with --emit update forwarded with the headers of the record
         being processed (its context, as KStreamSlidingWindowAggregate forwards)."""
         acc = copy.copy(self.acc_of(entry))
-        store_key = window_store_key(key, start)
+        store_key = WINDOW_STORE.key(key, start)
         if state.get(STORE, store_key) is None:
             indexes.by_key.add(key, store_key)
             indexes.starts.add(start, store_key)
@@ -177,7 +178,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         before the record: _expire)."""
         found = []
         for store_key in indexes.by_key.get(key):
-            start = split_window_store_key(store_key)[1]
+            start = WINDOW_STORE.start(store_key)
             entry = state.get(STORE, store_key) if low <= start <= high else None
             if entry is not None:
                 found.append((start, entry))
@@ -186,7 +187,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
     def _expire(self, state: TaskState, indexes: _Indexes) -> None:
         """Windows past the store's retention leave it (without a tombstone, as a dropped segment)."""
         for _, store_key in indexes.starts.take(indexes.newest_start - self.retention + 1):
-            key = split_window_store_key(store_key)[0]
+            key = WINDOW_STORE.record_key(store_key)
             indexes.by_key.discard(key, store_key)
             state.delete(STORE, store_key, 0, log=False)
 
@@ -198,7 +199,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
         for _, store_key in sorted(closed):
             entry = state.get(STORE, store_key)
             if entry is not None:
-                key, start, _ = split_window_store_key(store_key)
+                key, start, _ = WINDOW_STORE.split(store_key)
                 self._emit(state, key, start, self.acc_of(entry), entry.timestamp, headers)
 
     def _indexes(self, state: TaskState) -> _Indexes:
@@ -209,7 +210,7 @@ class SlidingWindowAggregate(WindowAggregation, RecordByRecord):
                              TimeIndex(state, INDEX, ENDS, bucket))
             if not found.starts.exists:  # a store without its indexes (restored)
                 for store_key in list(state.stores[STORE]):
-                    key, start, _ = split_window_store_key(store_key)
+                    key, start, _ = WINDOW_STORE.split(store_key)
                     found.by_key.add(key, store_key)
                     found.starts.add(start, store_key)
                     if self.emit == "final" and start + self.window.size >= state.stream_time - self.grace:

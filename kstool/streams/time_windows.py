@@ -12,8 +12,9 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from kstool.base.store_keys import output_key, split_window_store_key, window_store_key
 from kstool.contract import LATE, OUTPUT, changelog_role
+from kstool.stores import WINDOW_STORE
+from kstool.stores.windowed_keys import output_key
 from kstool.streams.accumulators import Acc, Accumulator, output_value
 from kstool.streams.headers import Headers
 from kstool.streams.indexes import TimeIndex
@@ -28,16 +29,16 @@ if TYPE_CHECKING:  # numpy where batches are processed, not where a topology is 
 class WindowedAggregate(WindowAggregation):
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """A changelog entry back in the store, unless its window had closed (and left it)."""
-        if split_window_store_key(key)[1] + self.window.size <= stream_time - self.grace:
+        if WINDOW_STORE.start(key) + self.window.size <= stream_time - self.grace:
             return None
         return StoreValue(value, timestamp, self.restored_acc(value))
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         plain = [r for r in records if r.partial is None]
         record_of, starts = self.window.assign(timestamps(plain))
-        wanted = {window_store_key(cast(bytes, plain[index].key), start)
+        wanted = {WINDOW_STORE.key(cast(bytes, plain[index].key), start)
                   for index, start in zip(record_of.tolist(), starts.tolist())}
-        wanted.update(window_store_key(r.key, r.partial[0]) for r in records
+        wanted.update(WINDOW_STORE.key(r.key, r.partial[0]) for r in records
                       if r.partial is not None and r.key is not None and r.partial[0] is not None)
         return {STORE: wanted, INDEX: {ENDS}}
 
@@ -83,7 +84,7 @@ class WindowedAggregate(WindowAggregation):
     def _update_window(self, state: TaskState, ends: TimeIndex, key: bytes, start: int, newest: int,
                        add: Callable[[Any], object], headers: Headers) -> None:
         """A window's entry updated once per batch: `add` adds the batch's records to it."""
-        store_key = window_store_key(key, start)
+        store_key = WINDOW_STORE.key(key, start)
         old = state.get(STORE, store_key)
         acc = self.acc_of(old)
         add(acc)
@@ -145,7 +146,7 @@ class WindowedAggregate(WindowAggregation):
         changed = state.changed.setdefault(STORE, {})
         role, size, update, emitted = changelog_role(STORE), self.window.size, self.emit == "update", []
         for key, window_headers, start, count, stamp in zip(keys, headers, starts, counts, newest):
-            store_key = window_store_key(key, start)
+            store_key = WINDOW_STORE.key(key, start)
             old = table.get(store_key)
             if old is None:
                 changed.setdefault(store_key, False)
@@ -169,7 +170,7 @@ class WindowedAggregate(WindowAggregation):
             ends = TimeIndex(state, INDEX, ENDS, max(self.window.advance, self.index_bucket_ms))
             if not ends.exists:  # a store without its index (restored, or written before kstool kept indexes)
                 for store_key in state.stores[STORE]:
-                    ends.add(split_window_store_key(store_key)[1] + self.window.size, store_key)
+                    ends.add(WINDOW_STORE.start(store_key) + self.window.size, store_key)
             state.index["ends"] = ends
         return cast(TimeIndex, state.index["ends"])
 
@@ -196,7 +197,7 @@ class WindowedAggregate(WindowAggregation):
             store_key = item
             value = state.get(STORE, store_key)
             if value is not None:
-                key, start, _ = split_window_store_key(store_key)
+                key, start, _ = WINDOW_STORE.split(store_key)
                 self._emit_window(state, key, start, self.acc_of(value), value.timestamp, item_headers)
         for _, store_key in closing:
             value = state.get(STORE, store_key)

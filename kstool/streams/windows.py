@@ -1,4 +1,4 @@
-"""Window specs and Kafka Streams' window assignment (the key layouts: kstool.base.store_keys)."""
+"""Window specs and Kafka Streams' window assignment (the key layouts: kstool.stores)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.names import changelog_topic
 from kstool.contract import PARTIAL, CombinerSpec, SinkTarget
+from kstool.stores.windowed_keys import output_key_suffix
 from kstool.streams.accumulators import TEXT_AGGREGATIONS, store_format
 from kstool.streams.sessions import SessionAggregate
 from kstool.streams.sliding import SlidingWindowAggregate
@@ -87,8 +88,7 @@ class WindowedAggregation(OneInputPerTask):
                           spark_state_var=STORE, retention_ms=self.processor().retention, window_size_ms=size)]
 
     def sink_targets(self, app_id: str) -> list[SinkTarget]:
-        # key ‖ start, or a session's key ‖ end ‖ start (TimeWindowedSerializer, SessionWindowedSerializer)
-        window_bytes = 0 if self.key_format == "json" else 16 if self.spec.kind == "session" else 8
+        window_bytes = output_key_suffix(self.spec.kind == "session", self.key_format)
         return events.sink_targets(self.output_topic, app_id, [STORE], window_bytes)
 
     def valid_record(self) -> Column:

@@ -13,6 +13,7 @@ from kstool.checkpoint.location import LocalCheckpoint
 from kstool.engine import runtime
 from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.query.options import RunSummary
+from kstool.engine.query.placement import HERE
 from tests.engine.messages import Messages
 
 
@@ -36,7 +37,7 @@ def _run_dying(monkeypatch, tmp_path, batches_between_deaths: list[int]) -> tupl
     monkeypatch.setattr(runtime, "make_sink", lambda *_args: None)
     plan = SimpleNamespace(options=SimpleNamespace(broker_timeout_s=1.0),
                            checkpoint=LocalCheckpoint(tmp_path.as_uri(), tmp_path),
-                           paths=SimpleNamespace(spark_log=tmp_path / "spark.log"))
+                           paths=SimpleNamespace(spark_log=tmp_path / "spark.log"), placement=HERE)
     messages = Messages()
     runtime._run_through_outages(None, None, plan, RunSummary("app"), messages)  # type: ignore[arg-type]
     return messages, starts

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kstool.application.model import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS, STATE_LAYOUT_STAGES
+from kstool.stores.state_layouts import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS, STATE_LAYOUT_STAGES
 from tests.conftest import cli
 from tests.helpers import T0, as_long, create_topic, end_offsets, latest_per_key, produce_keyed, produce_records, produce_values, read_all
 from tests.oracles import word_counts

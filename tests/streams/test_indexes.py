@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kstool.base.store_keys import window_store_key
+from kstool.stores import WINDOW_STORE
 from kstool.streams.indexes import KeyIndex, OwnedKeys, TimeIndex
 from kstool.streams.joins.joiners import make_joiner
 from kstool.streams.joins.stream_stream import StreamStreamJoin
@@ -90,15 +90,15 @@ def test_key_index_keeps_each_keys_store_keys_across_batches():
 def test_owned_keys_are_found_in_the_store_itself():
     """A join's window store keys (key ‖ time ‖ seqnum) grouped by record key; add and discard
     follow the batch's own puts and deletes; nothing is written anywhere."""
-    store = {window_store_key(b"x", 1, 1): StoreValue(b"1", 1), window_store_key(b"x", 2, 2): StoreValue(b"2", 2),
-             window_store_key(b"xy", 1, 3): StoreValue(b"3", 1)}
+    store = {WINDOW_STORE.key(b"x", 1, 1): StoreValue(b"1", 1), WINDOW_STORE.key(b"x", 2, 2): StoreValue(b"2", 2),
+             WINDOW_STORE.key(b"xy", 1, 3): StoreValue(b"3", 1)}
     before = dict(store)
     owned = OwnedKeys(store)
-    assert owned.get(b"x") == {window_store_key(b"x", 1, 1), window_store_key(b"x", 2, 2)}
-    assert owned.get(b"xy") == {window_store_key(b"xy", 1, 3)} and owned.get(b"z") == set()
-    owned.add(b"z", window_store_key(b"z", 5, 4))
-    owned.discard(b"x", window_store_key(b"x", 1, 1))
-    assert owned.get(b"z") == {window_store_key(b"z", 5, 4)} and owned.get(b"x") == {window_store_key(b"x", 2, 2)}
+    assert owned.get(b"x") == {WINDOW_STORE.key(b"x", 1, 1), WINDOW_STORE.key(b"x", 2, 2)}
+    assert owned.get(b"xy") == {WINDOW_STORE.key(b"xy", 1, 3)} and owned.get(b"z") == set()
+    owned.add(b"z", WINDOW_STORE.key(b"z", 5, 4))
+    owned.discard(b"x", WINDOW_STORE.key(b"x", 1, 1))
+    assert owned.get(b"z") == {WINDOW_STORE.key(b"z", 5, 4)} and owned.get(b"x") == {WINDOW_STORE.key(b"x", 2, 2)}
     owned.save()
     assert store == before
 

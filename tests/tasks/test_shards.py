@@ -12,9 +12,9 @@ from typing import cast
 import pyarrow as pa
 import pytest
 
-from kstool.base.store_keys import WINDOW_SUFFIX, window_store_key
 from kstool.contract import owner_suffixes
 from kstool.engine.io import packs
+from kstool.stores import WINDOW_STORE
 from kstool.streams.indexes import OwnedKeys
 from kstool.streams.joins.joiners import make_joiner
 from kstool.streams.joins.stream_stream import StreamStreamJoin
@@ -182,13 +182,13 @@ def test_a_store_hashed_without_a_suffix_keeps_each_owners_entries_in_one_shard(
     """A join's window store (key ‖ time ‖ seqnum) hashed by record key: after the splits of
     50,000 entries, each record key's entries sit in the shard owner_entries reads, and
     nowhere else; a store hashed by the whole key refuses the question."""
-    entries = {window_store_key(b"key-%d" % (i % 5_000), i, i): StoreValue(b"v", i) for i in range(50_000)}
-    state, directory = sharded(entries, WINDOW_SUFFIX)
+    entries = {WINDOW_STORE.key(b"key-%d" % (i % 5_000), i, i): StoreValue(b"v", i) for i in range(50_000)}
+    state, directory = sharded(entries, WINDOW_STORE.suffix)
     assert directory.shards >= 50_000 / SHARD_ENTRIES
     for owner in (b"key-0", b"key-4999", b"key-1234"):
         store = store_of(state, directory)
         shard, found = store.owner_entries(owner)
-        owned = {k for k in entries if k[:-WINDOW_SUFFIX] == owner}
+        owned = {k for k in entries if k[:-WINDOW_STORE.suffix] == owner}
         assert len(owned) == 10 and owned <= set(found)
         assert state.lookups == 1  # one shard read
         state.lookups = 0
@@ -232,7 +232,7 @@ def test_a_shard_round_trips_values_timestamps_and_bookkeeping():
 def test_a_shard_written_uncompressed_reads_and_is_rewritten_compressed(monkeypatch):
     """Apps whose shards were written before they were compressed go on: a batch reads them as
     they are, and the shards it changes are written compressed (under half their size here)."""
-    entries = {window_store_key(b"k%d" % i, 1_700_000_000_000 + i, i): StoreValue(b"v%d" % i, 1_700_000_000_000 + i)
+    entries = {WINDOW_STORE.key(b"k%d" % i, 1_700_000_000_000 + i, i): StoreValue(b"v%d" % i, 1_700_000_000_000 + i)
                for i in range(SHARD_ENTRIES)}
     with monkeypatch.context() as before:  # as kstool wrote a shard before
         before.setattr(packs, "COMPRESSED", pa.ipc.IpcWriteOptions())
@@ -278,8 +278,8 @@ def test_new_entries_put_at_once_land_where_their_keys_hash_and_a_held_key_puts_
 def test_many_owners_entries_are_found_with_their_shards_read_at_once():
     """OwnedKeys.get_many over a store hashed by record key: each owner's entries, as get()
     finds them in the store held whole, from one read of the shards they are in."""
-    entries = {window_store_key(b"key-%d" % (i % 5_000), i, i): StoreValue(b"v", i) for i in range(50_000)}
-    state, directory = sharded(entries, WINDOW_SUFFIX)
+    entries = {WINDOW_STORE.key(b"key-%d" % (i % 5_000), i, i): StoreValue(b"v", i) for i in range(50_000)}
+    state, directory = sharded(entries, WINDOW_STORE.suffix)
     owners = [b"key-%d" % i for i in range(0, 5_000, 7)] + [b"absent", b"key-3", b"key-7"]
     calls = []
     get_many = state.get_many

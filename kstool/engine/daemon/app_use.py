@@ -1,7 +1,8 @@
 """The hook on the app lock (kstool.application.model.AppLock.on_taken): whatever takes an app
 (a run, reset, restore, reprocess; in the engine or in a process of its own) first frees the
 query the warm engine keeps parked for it (kstool.engine.query.parking), so a checkpoint is never used
-by two queries; in this process when it is the engine, else in the engine of this kstool home."""
+by two queries; in this process when the lock is taken in the engine (its placement says so), else in
+the engine of this kstool home."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pathlib import Path
 from kstool.application.model import REWRITE, RUN, AppPaths
 from kstool.engine.daemon.exceptions import EngineError, EngineNotRunningError
 from kstool.engine.daemon.protocol import EnginePaths, connect, receive, send
-from kstool.engine.query import parking
+from kstool.engine.query.placement import Placement
 
 
-def free_parked_queries(paths: AppPaths, use: str) -> None:
-    queries = parking.parked_queries()
-    if queries is not None:  # this process is the engine
+def free_parked_queries(paths: AppPaths, use: str, placement: Placement) -> None:
+    queries = placement.engine_queries
+    if queries is not None:
         if use == REWRITE:  # a parked query of any app keeps its state stores open
             queries.stop_all()
         elif use == RUN:

@@ -37,6 +37,7 @@ from kstool.engine.daemon.protocol import (
     send,
 )
 from kstool.engine.progress import Progress
+from kstool.engine.query.placement import HERE
 from kstool.engine.spark.session import SparkOptions
 from kstool.engine.stopping import note_stop_signal
 from kstool.kafka.client import KafkaClients
@@ -176,16 +177,16 @@ def engine_wanted(use_engine: bool = True) -> bool:
 
 def run_here_or_in_engine(fn: Callable[..., Any], clients: KafkaClients | None, *args: Any, name: str, spark: SparkOptions | None,
                           progress: Progress, use_engine: bool = True) -> Any:
-    """fn(clients, *args, progress): in this home's engine, started now when none runs, unless
-    the engine is not wanted or cannot host it (other Spark settings, another kstool); then in
-    this process, saying why when an engine was there to use."""
+    """fn(clients, *args, progress, placement=...): in this home's engine, started now when none
+    runs, unless the engine is not wanted or cannot host it (other Spark settings, another kstool);
+    then in this process (HERE), saying why when an engine was there to use."""
     if engine_wanted(use_engine):
         hosted, outcome = _in_engine(fn, clients, args, name, spark, progress)
         if hosted:
             return outcome
         if outcome:
             progress.message(f"running without the engine: {outcome}")
-    return fn(clients, *args, progress)
+    return fn(clients, *args, progress, placement=HERE)
 
 
 def _in_engine(fn: Callable[..., Any], clients: KafkaClients | None, args: tuple[Any, ...], name: str, spark: SparkOptions | None,

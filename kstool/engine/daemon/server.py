@@ -45,7 +45,8 @@ from kstool.engine.daemon.protocol import (
     send,
 )
 from kstool.engine.progress import BatchStatus
-from kstool.engine.query.parking import host_parked_queries
+from kstool.engine.query.parking import ParkedQueries
+from kstool.engine.query.placement import Placement
 from kstool.engine.spark.session import SparkOptions
 from kstool.engine.spark.state_stores import close_loaded_state_stores
 from kstool.engine.stopping import hosted
@@ -94,7 +95,8 @@ class Engine:
         self.calls_lock = threading.Lock()
         self.closing = threading.Event()
         self.spark: Any = None
-        self.parked = host_parked_queries(settings.max_parked)
+        self.parked = ParkedQueries(settings.max_parked)
+        self.placement = Placement(self.parked)  # what a run it hosts is told: where it runs, its queries parked here
 
     def idle_s(self) -> float:
         """Seconds since the engine last hosted anything (0 while it hosts a call)."""
@@ -172,7 +174,7 @@ class Engine:
             _log.info("%s: %s for client pid %s", call.name, fn.__qualname__, call.client_pid)
             with hosted(call.stop), hosted_for(call.client_pid):
                 clients = KafkaClients(request["config"]) if request["config"] is not None else None
-                result = fn(clients, *args, RemoteProgress(conn, send_lock))
+                result = fn(clients, *args, RemoteProgress(conn, send_lock), placement=self.placement)
             # a run the engine stopped did not end as its client asked: the client says so and fails
             reply: tuple[str, Any] = ("stopped" if call.by_engine else "result", result)
         except KstoolError as exc:

@@ -129,21 +129,6 @@ class ParkedQueries:
         return len(parked)
 
 
-_engine_queries: ParkedQueries | None = None
-
-
-def host_parked_queries(limit: int) -> ParkedQueries:
-    """Called once by the engine process: its --once runs park their queries."""
-    global _engine_queries
-    _engine_queries = ParkedQueries(limit)
-    return _engine_queries
-
-
-def parked_queries() -> ParkedQueries | None:
-    """The engine's parked queries when this process is the engine, else None."""
-    return _engine_queries
-
-
 def parking_key(*parts: Any) -> str:
     """A digest of what a query is built from (settings may hold secrets: only the digest is kept)."""
     text = json.dumps([asdict(p) if hasattr(p, "__dataclass_fields__") else p for p in parts],

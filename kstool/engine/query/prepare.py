@@ -5,21 +5,13 @@ from __future__ import annotations
 
 from typing import Callable, cast
 
-from kstool.application.model import (
-    STATE_LAYOUT_STAGES,
-    AppPaths,
-    Manifest,
-    check_compatible,
-    load_manifest,
-    save_manifest,
-)
+from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
 from kstool.base.errors import UsageError
 from kstool.contract import Topology
 from kstool.engine.query.options import RunOptions
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.topics import HEALTHY, CreateTopicOptions, ensure_topic, partition_health
-
-DAY_MS = 86_400_000
+from kstool.stores.state_layouts import STATE_LAYOUT_STAGES
 
 
 def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
@@ -57,12 +49,7 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
         if create(topic):  # a typo'd --output is seen at once
             say(f"created output topic {topic} ({partitions} partition(s)): it did not exist")
     for store in topology.stores(app_id):
-        configs = {"cleanup.policy": "compact" if store.kind == "key-value" else "compact,delete"}
-        if store.retention_ms is not None:  # Kafka Streams: the store's retention + 1 day
-            configs["retention.ms"] = str(store.retention_ms + DAY_MS)
-        if store.history_ms is not None:  # Kafka Streams' VersionedChangelogTopicConfig
-            configs["min.compaction.lag.ms"] = str(store.history_ms + DAY_MS)
-        create(store.changelog_topic, configs)
+        create(store.changelog_topic, store.store_kind.changelog_configs(store.retention_ms, store.history_ms))
     records_aside = [cast(str, on_error.dlq_topic)] if on_error.kind == "dlq" else []
     records_aside += [late_topic] if late_topic else []
     for topic in records_aside:

@@ -9,30 +9,22 @@ import dataclasses
 from dataclasses import dataclass
 
 from kstool.application.exceptions import IncompatibleRunError, StateLayoutError, StateMissingError
-from kstool.application.model import (
-    STATE_LAYOUT_OWNER_SHARDS,
-    STATE_LAYOUT_SHARDS,
-    STATE_LAYOUT_STAGES,
-    AppPaths,
-    Manifest,
-    checkpoint_uri,
-    load_manifest,
-    origin_document,
-    save_manifest,
-)
+from kstool.application.model import AppPaths, Manifest, checkpoint_uri, load_manifest, origin_document, save_manifest
 from kstool.checkpoint.files import open_checkpoint
 from kstool.checkpoint.location import CheckpointFiles, local_path
 from kstool.checkpoint.logs import last_committed_batch, missing_state
 from kstool.contract import TaskTopology, Topology, owner_suffixes, runs_per_task, stage_count
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.progress import Progress
-from kstool.engine.query import parking
 from kstool.engine.query.options import RunOptions
+from kstool.engine.query.parking import ParkedQueries
+from kstool.engine.query.placement import Placement
 from kstool.engine.query.prepare import prepare
 from kstool.engine.query.seed import Seed, plan_seed
 from kstool.engine.spark.session import run_session, start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import SETTLE_S, commit_offsets, committed_offsets as committed_offsets_of_group, starting_offsets
+from kstool.stores.state_layouts import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS, STATE_LAYOUT_STAGES
 
 
 @dataclass(frozen=True)
@@ -43,10 +35,16 @@ class RunPlan:
     manifest: Manifest
     partitions: int  # of the inputs: the number of tasks
     seed: Seed | None  # a restore's: what the first batch puts back in the stores
-    parked_queries: parking.ParkedQueries | None  # the engine's, when this run parks its query there
+    placement: Placement  # in this process or in the engine, as the command chose
+
+    @property
+    def parked_queries(self) -> ParkedQueries | None:
+        """The engine's, when this run parks its query there (not a restore's first batch: a
+        restore frees the app's parked query, and its seed is special)."""
+        return self.placement.engine_queries if self.seed is None and may_park(self.options) else None
 
 
-def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
+def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths, placement: Placement,
              progress: Progress) -> RunPlan:
     """Checks, then prepares (topics, manifest); holding the app's lock. Nothing is changed
     before the checks pass."""
@@ -73,9 +71,7 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
         raise StateLayoutError(
             f"app {options.app_id!r} keeps its state in an older layout that this kstool no longer runs; "
             f"rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
-    # a restore's first batch is special: not parked (nor is one parked for the app: a restore frees them)
-    parked_queries = parking.parked_queries() if seed is None and may_park(options) else None
-    return RunPlan(options, paths, checkpoint, manifest, partitions, seed, parked_queries)
+    return RunPlan(options, paths, checkpoint, manifest, partitions, seed, placement)
 
 
 def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:

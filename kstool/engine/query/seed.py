@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from kstool.kafka.records import Record
 
-KEY_SUFFIX = {"window": 8, "session": 16}  # bytes after the record key: start; end and start
 NUMBERS = ("long", "double", "number")  # 8-byte values
 
 
@@ -50,7 +49,7 @@ class Seed:
 
 def plan_seed(manifest: Manifest, per_task: bool) -> Seed:
     return Seed({store.changelog_topic: store.name for store in manifest.stores}, per_task,
-                tuple(store.changelog_topic for store in manifest.stores if store.history_ms is not None))
+                tuple(store.changelog_topic for store in manifest.stores if store.store_kind.restore_reads_history))
 
 
 def seed_entries(spark: SparkSession, client_config_file: str, seed: Seed) -> DataFrame:
@@ -75,7 +74,7 @@ def read_seed(clients: KafkaClients, manifest: Manifest) -> pa.Table:
         records = list(consume(clients, ConsumeOptions(store.changelog_topic, exit_at_end=True)))
         for record in records:
             _check_layout(store, record)
-        if store.history_ms is not None:
+        if store.store_kind.restore_reads_history:
             kept = (r for r in records if r.key is not None)
         else:
             kept = (records[i] for i in kept_by_compaction([(r.partition, r.key) for r in records]))
@@ -86,9 +85,9 @@ def read_seed(clients: KafkaClients, manifest: Manifest) -> pa.Table:
 
 
 def _check_layout(store: StoreSpec, record: Record) -> None:
-    key, value = record.key or b"", record.value
-    if len(key) <= KEY_SUFFIX.get(store.kind, 0) or (value is not None and store.value_format in NUMBERS
-                                                      and len(value) != 8):
+    key, value = record.key, record.value
+    if key is None or len(key) < store.store_kind.suffix or (value is not None and store.value_format in NUMBERS
+                                                             and len(value) != 8):
         raise ForeignChangelogError(
             f"{store.changelog_topic} partition {record.partition} offset {record.offset} is not a record of "
             f"store {store.name!r} ({store.kind}, {store.value_format} values): is it this app's changelog? "

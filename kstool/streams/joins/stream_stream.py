@@ -9,8 +9,8 @@ import struct
 from dataclasses import dataclass
 from typing import cast
 
-from kstool.base.store_keys import WINDOW_SUFFIX, split_window_store_key, window_store_key
 from kstool.contract import LATE
+from kstool.stores import WINDOW_STORE
 from kstool.streams.headers import Headers
 from kstool.streams.indexes import MIN_BUCKET_MS, OwnedKeys, TimeIndex
 from kstool.streams.joins.joiners import Joiner, joined
@@ -51,7 +51,7 @@ class StreamStreamJoin(RecordByRecord):
     indexes: tuple[str, ...] = ("join-index",)
     cached_roles: frozenset[str] = frozenset()  # join results are a KStream: every one is written
     # window stores whose shards keep each record key's entries together (kstool.tasks.shards)
-    suffixed_stores: tuple[tuple[str, int], ...] = (("join-left", WINDOW_SUFFIX), ("join-right", WINDOW_SUFFIX))
+    suffixed_stores: tuple[tuple[str, int], ...] = (("join-left", WINDOW_STORE.suffix), ("join-right", WINDOW_STORE.suffix))
 
     @property
     def retention(self) -> int:
@@ -73,7 +73,7 @@ class StreamStreamJoin(RecordByRecord):
 
     def reads(self, records: list[Record]) -> dict[str, set[bytes]]:
         # a key of each record key's entries: its shard holds them all
-        owners = {window_store_key(r.key, 0) for r in records if r.key is not None}
+        owners = {WINDOW_STORE.key(r.key, 0) for r in records if r.key is not None}
         return {self.indexes[0]: {*EXPIRIES, UNMATCHED}, self.stores[LEFT]: owners, self.stores[RIGHT]: owners}
 
     def process_batch(self, records: list[Record], state: TaskState) -> None:
@@ -92,7 +92,7 @@ class StreamStreamJoin(RecordByRecord):
         this_key = self._store(record, state, by_key, indexes.expiries)
         matched = False
         earlier, later = self.probe(side)
-        for other_ts, store_key in sorted((split_window_store_key(k)[1], k)
+        for other_ts, store_key in sorted((WINDOW_STORE.start(k), k)
                                           for k in by_key[1 - side].get(record.key)):
             if not ts - earlier <= other_ts <= ts + later:
                 continue
@@ -150,7 +150,7 @@ class StreamStreamJoin(RecordByRecord):
         held = by_key[side].get(cast(bytes, record.key))  # keyed: see process
         while True:  # a seqnum not held with the same key and time (restored stores hold any)
             state.sequence = (state.sequence + 1) % 2**31
-            this_key = window_store_key(cast(bytes, record.key), ts, state.sequence)
+            this_key = WINDOW_STORE.key(cast(bytes, record.key), ts, state.sequence)
             if this_key not in held:
                 break
         state.put(self.stores[side], this_key, StoreValue(record.value, ts))
@@ -161,7 +161,7 @@ class StreamStreamJoin(RecordByRecord):
             state.prefetch(self.stores[side], (store_key for _, store_key in expired))
         for _, store_key in expired:
             state.delete(self.stores[side], store_key, 0, log=False)
-            by_key[side].discard(split_window_store_key(store_key)[0], store_key)
+            by_key[side].discard(WINDOW_STORE.record_key(store_key), store_key)
         return this_key
 
     def _late_key(self, record: Record, state: TaskState) -> bytes:
@@ -169,13 +169,13 @@ class StreamStreamJoin(RecordByRecord):
         takes it though the window store dropped it: KStreamKStreamJoin, `timeTo <
         streamTime` only at equality)."""
         state.sequence = (state.sequence + 1) % 2**31
-        return window_store_key(cast(bytes, record.key), record.timestamp, state.sequence)
+        return WINDOW_STORE.key(cast(bytes, record.key), record.timestamp, state.sequence)
 
     def restored(self, store: str, key: bytes, value: bytes, timestamp: int, stream_time: int) -> StoreValue | None:
         """A side's record back in its window store unless the store no longer held it (older
         than its newest - retention + 1: expired records leave the store without a
         tombstone); the unmatched store's compacted view is what still waits."""
-        if store != "join-unmatched" and split_window_store_key(key)[1] < stream_time - self.retention + 1:
+        if store != "join-unmatched" and WINDOW_STORE.start(key) < stream_time - self.retention + 1:
             return None
         return StoreValue(value, timestamp)
 
@@ -191,7 +191,7 @@ class StreamStreamJoin(RecordByRecord):
             if not found.unmatched.exists:  # stores without their index (restored, or written before kstool kept indexes)
                 for side in (LEFT, RIGHT):
                     for store_key in state.stores[self.stores[side]]:
-                        found.expiries[side].add(split_window_store_key(store_key)[1], store_key)
+                        found.expiries[side].add(WINDOW_STORE.start(store_key), store_key)
                 for store_key in state.stores["join-unmatched"]:
                     ts, side, _ = _split_unmatched_key(store_key)
                     found.unmatched.add(self._waiting_time(ts, side), store_key)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from kstool.base.store_keys import split_window_store_key, window_store_key
 from kstool.contract import LATE
+from kstool.stores import WINDOW_STORE
 from kstool.streams.task import LEFT, RIGHT, Record, StoreValue, TaskState
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class _Batch:
     def store_keys(self) -> dict[int, bytes]:
         """Each stored record's window store key (position -> key)."""
         records = self.records
-        return {position: window_store_key(cast(bytes, records[position].key), records[position].timestamp, seqnum)
+        return {position: WINDOW_STORE.key(cast(bytes, records[position].key), records[position].timestamp, seqnum)
                 for position, seqnum in zip(self.positions.tolist(), self.sequences.tolist())}
 
     def stored_entries(self, stores: tuple[str, ...], store_keys: dict[int, bytes]) -> dict[str, list[tuple[bytes, StoreValue]]]:
@@ -182,7 +182,7 @@ class _Batch:
         held_keys, held_ids, held_times, held_seqs = [], [], [], []
         for key_id, owned in enumerate(other_by_key.get_many(list(ids))):  # ids: in key_id order
             for store_key in owned:
-                _, ts, seqnum = split_window_store_key(store_key)
+                _, ts, seqnum = WINDOW_STORE.split(store_key)
                 held_keys.append(store_key)
                 held_ids.append(key_id)
                 held_times.append(ts)
@@ -260,7 +260,7 @@ def _write(join: "StreamStreamJoin", batch: _Batch, state: TaskState, store_keys
             join.partner_found(state, record, other_ts, cast(bytes, partner_key), other_value)
         if not matched and not inner and join.outer_side(record.side):
             if store_key is None and position in batch.waiting_seqs:
-                store_key = window_store_key(cast(bytes, record.key), record.timestamp, batch.waiting_seqs[position])
+                store_key = WINDOW_STORE.key(cast(bytes, record.key), record.timestamp, batch.waiting_seqs[position])
             join.no_partner(state, record, store_key, stream_time_at[position], indexes.unmatched)
 
 
