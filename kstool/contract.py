@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-from kstool.base.serdes import SCHEMA_FORMATS
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -57,17 +55,6 @@ class CombinerSpec:
     settings: dict[str, Any]
     counts_late: bool = False
     reduces: bool = True
-
-
-def combiner_of(topology: "Topology") -> CombinerSpec | None:
-    """The topology's combiner, if it has one (a `combiner` attribute or property)."""
-    return getattr(topology, "combiner", None)
-
-
-def value_schema_format(topology: "Topology") -> str | None:
-    """The schema format (avro, protobuf) of the topology's input values, if they have one."""
-    fmt = getattr(topology, "input_value_format", None)
-    return fmt if fmt in SCHEMA_FORMATS else None
 
 
 def changelog_role(store: str) -> str:

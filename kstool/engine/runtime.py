@@ -19,7 +19,7 @@ from kstool.application.metrics import MetricsLog
 from kstool.application.model import RUN, RUN_PARKED, AppPaths, save_manifest
 from kstool.base.errors import BrokerUnreachableError
 from kstool.checkpoint.logs import committed_offsets, last_committed_batch
-from kstool.contract import Topology, value_schema_format
+from kstool.contract import Topology
 from kstool.engine.exceptions import SourceProcessDiedError
 from kstool.engine.failures import heap_named
 from kstool.engine.hooks import lock_app
@@ -29,6 +29,7 @@ from kstool.engine.query.outage import Outage
 from kstool.engine.query.placement import HERE, Placement
 from kstool.engine.query.run_plan import RunPlan, may_park, plan_run
 from kstool.engine.query.streaming_query import make_sink, run_query
+from kstool.engine.query.topology_facts import TopologyFacts
 from kstool.engine.spark.java import require_java
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import commit_offsets
@@ -39,14 +40,14 @@ def run_app(clients: KafkaClients, topology: Topology, options: RunOptions,
             progress: Progress | None = None, placement: Placement = HERE) -> RunSummary:
     started = time.monotonic()
     paths = AppPaths(options.state_dir, options.app_id)
-    fmt = value_schema_format(topology)
-    if fmt is not None:  # a schema that cannot serve fails now, not after Spark started
-        value_json_decoder(fmt, (options.input_schemas or SchemaOptions()).with_texts())
+    facts = TopologyFacts.of(topology, options.app_id)
+    if facts.value_format is not None:  # a schema that cannot serve fails now, not after Spark started
+        value_json_decoder(facts.value_format, (options.input_schemas or SchemaOptions()).with_texts())
     require_java()  # before anything changes (topics created): a run that cannot start does nothing
     use = RUN_PARKED if may_park(options) else RUN  # the engine's parked query: kept, or freed
     with lock_app(paths, use, placement):
         progress = Recorded(progress or Silent(), MetricsLog(paths))
-        plan = plan_run(clients, topology, options, paths, placement, progress)
+        plan = plan_run(clients, facts, options, paths, placement, progress)
         summary = RunSummary(options.app_id)
         try:
             _run_through_outages(clients, topology, plan, summary, progress)
@@ -77,7 +78,7 @@ def _run_through_outages(clients: KafkaClients, topology: Topology, plan: RunPla
     while True:
         sink = None
         try:  # making the sink starts its transactions under exactly_once_v2: a coordinator lost fails it
-            sink = make_sink(clients, topology, plan)
+            sink = make_sink(clients, plan)
             with heap_named(_jvm_log(plan), functools.partial(_more_heap, plan.placement)):
                 run_query(clients, topology, plan, sink, summary, progress)
             return

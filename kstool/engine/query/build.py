@@ -9,10 +9,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, cast
 
 from kstool.config import ClientConfig
-from kstool.contract import PARTIAL, RESTORED, CombinerSpec, Topology, combiner_of, runs_per_task, value_schema_format
+from kstool.contract import PARTIAL, RESTORED, CombinerSpec, TaskTopology, Topology
 from kstool.engine.io import errors_policy
 from kstool.engine.io.sink import BatchReport, KafkaSink
 from kstool.engine.io.source_options import (
@@ -32,7 +32,7 @@ from kstool.engine.query.seed import seed_entries
 from kstool.schemas.formats import SchemaOptions
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter
 
     from kstool.engine.io.sink import BatchWriter
@@ -52,8 +52,8 @@ class BuiltQuery:
     reports: dict[int, BatchReport]  # the sink's report per batch id, as batches are written
 
 
-def source_input(config: ClientConfig, topology: Topology, options: RunOptions) -> SourceInput:
-    fmt = value_schema_format(topology)
+def source_input(config: ClientConfig, fmt: str | None, options: RunOptions) -> SourceInput:
+    """fmt: the schema format of the input values (TopologyFacts.value_format)."""
     if fmt is None:
         return SourceInput(config)
     given = (options.input_schemas or SchemaOptions()).with_texts()
@@ -68,28 +68,31 @@ def build_query(spark: SparkSession, topology: Topology, plan: RunPlan, sink: Ka
     client_config_file = str(write_client_config(inputs.config, plan.paths.client_config))
     if hasattr(topology, "forwards_headers") and not plan.manifest.aggregate_headers:
         topology = dataclasses.replace(topology, forwards_headers=False)  # type: ignore[type-var]
-    combiner = _combiner(topology, plan.options)
-    source = _source(spark, topology, plan, inputs, client_config_file, combiner, gate)
-    checked = _checked(source, topology, plan, inputs.config)
-    if plan.seed is not None and plan.seed.per_task and runs_per_task(topology):
-        updates = topology.build(checked, plan.partitions, seed=seed_entries(spark, client_config_file, plan.seed))
+    combiner = _combiner(plan.facts.combiner, plan.options)
+    source = _source(spark, plan, inputs, client_config_file, combiner, gate)
+    checked = _checked(source, topology.valid_record(), plan, inputs.config)
+    if plan.seed is not None and plan.seed.per_task:  # a per-task topology's seed (plan_seed)
+        seed = seed_entries(spark, client_config_file, plan.seed)
+        updates = cast(TaskTopology, topology).build(checked, plan.partitions, seed=seed)
     else:
         updates = topology.build(checked, plan.partitions)
     reports: dict[int, BatchReport] = {}
     stream = (updates.writeStream.outputMode("update")
-              .foreachBatch(_batch_writer(sink, topology, plan, reports))
+              .foreachBatch(_batch_writer(sink, topology.encode, plan, reports))
               .option("checkpointLocation", plan.checkpoint.uri).queryName(plan.options.app_id))
     return BuiltQuery(stream, reports)
 
 
-def _combiner(topology: Topology, options: RunOptions) -> CombinerSpec | None:
-    combiner = combiner_of(topology) if options.combine else None
+def _combiner(combiner: CombinerSpec | None, options: RunOptions) -> CombinerSpec | None:
+    """The topology's combiner (TopologyFacts.combiner), unless this run reads record by record."""
+    if not options.combine:
+        return None
     if combiner is not None and combiner.counts_late and options.late_topic:
         return None  # the late topic gets each late record itself
     return combiner
 
 
-def _source(spark: SparkSession, topology: Topology, plan: RunPlan, inputs: SourceInput, client_config_file: str,
+def _source(spark: SparkSession, plan: RunPlan, inputs: SourceInput, client_config_file: str,
             combiner: CombinerSpec | None, gate: Path | None) -> DataFrame:
     options, seed = plan.options, plan.seed
     reader = spark.readStream.format(SOURCE_NAME).option(CLIENT_CONFIG_FILE_OPTION, client_config_file)
@@ -101,7 +104,7 @@ def _source(spark: SparkSession, topology: Topology, plan: RunPlan, inputs: Sour
         reader = reader.option(GATE_FILE_OPTION, str(gate))
     reduces = combiner is not None and combiner.reduces
     source = (reader
-              .option("topics", ",".join(topology.input_topics()))
+              .option("topics", ",".join(plan.facts.input_topics))
               .option("group", options.app_id)
               .option("starting", options.starting)
               .option("on_data_loss", options.on_data_loss)
@@ -121,22 +124,22 @@ def _source(spark: SparkSession, topology: Topology, plan: RunPlan, inputs: Sour
     return source.observe(INPUT_METRICS, F.sum(F.coalesce(F.col(PARTIAL)["records"], F.lit(1))).alias("records"))
 
 
-def _checked(source: DataFrame, topology: Topology, plan: RunPlan, config: ClientConfig) -> DataFrame:
-    """The source with --on-error applied to the records the topology cannot process."""
+def _checked(source: DataFrame, valid: Column, plan: RunPlan, config: ClientConfig) -> DataFrame:
+    """The source with --on-error applied to the records the topology cannot process (`valid`: where it can)."""
     from pyspark.sql import functions as F
 
-    valid = topology.valid_record()
     if plan.seed is not None and not plan.seed.per_task:
         valid = F.col(RESTORED) | valid  # a store entry is no input record
     options = plan.options
-    return errors_policy.apply(source, valid, options.on_error, config, options.app_id, topology.invalid_reason)
+    return errors_policy.apply(source, valid, options.on_error, config, options.app_id, plan.facts.invalid_reason)
 
 
-def _batch_writer(sink: KafkaSink, topology: Topology, plan: RunPlan, reports: dict[int, BatchReport]) -> BatchWriter:
+def _batch_writer(sink: KafkaSink, encode: Callable[[DataFrame], DataFrame], plan: RunPlan,
+                  reports: dict[int, BatchReport]) -> BatchWriter:
     def report(batch: BatchReport) -> None:
         reports[batch.batch_id] = batch
 
-    writer = sink.batch_writer(topology.encode, report)
+    writer = sink.batch_writer(encode, report)
     return writer if plan.seed is None else _restoring(writer, report)
 
 

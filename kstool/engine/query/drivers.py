@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from kstool.checkpoint.logs import last_committed_batch
-from kstool.contract import Topology
 from kstool.engine.failures import translate
 from kstool.engine.progress import Progress
 from kstool.engine.query import parking
@@ -40,8 +39,7 @@ def drive_fresh(built: BuiltQuery, plan: RunPlan, summary: RunSummary, progress:
 
 
 def drive_parked(build: Callable[..., BuiltQuery], key: str, parked_queries: parking.ParkedQueries,
-                 clients: KafkaClients, topology: Topology, plan: RunPlan, summary: RunSummary,
-                 progress: Progress) -> None:
+                 clients: KafkaClients, plan: RunPlan, summary: RunSummary, progress: Progress) -> None:
     """key: what the query is built from (parking.parking_key): a parked query built otherwise
     cannot serve this run."""
     paths, checkpoint = plan.paths, plan.checkpoint
@@ -49,14 +47,14 @@ def drive_parked(build: Callable[..., BuiltQuery], key: str, parked_queries: par
     if parked is not None:
         _log.info("%s: resuming its parked query", plan.options.app_id)
         with _processing(summary):
-            opened_ms = parking.open_gate_to_ends(parked, clients, topology)
+            opened_ms = parking.open_gate_to_ends(parked, clients, plan.facts.input_topics)
             parking.drive(parked, parked_queries, opened_ms, paths, checkpoint, summary, progress)
         return
     built = build(gate=paths.gate)
     stream = built.stream.trigger(processingTime=f"{parking.PARK_TRIGGER_MS} milliseconds")
     parked = parking.ParkedQuery(key, None, paths.gate, reports=built.reports)
     with _processing(summary):
-        opened_ms = parking.open_gate_to_ends(parked, clients, topology)  # before the first trigger
+        opened_ms = parking.open_gate_to_ends(parked, clients, plan.facts.input_topics)  # before the first trigger
         try:
             parked.query = _start(stream, plan.options.app_id)
         except BaseException:

@@ -37,7 +37,6 @@ if TYPE_CHECKING:  # the lock's hook loads this module wherever an app is taken:
 
     from kstool.application.model import AppPaths
     from kstool.checkpoint.location import CheckpointFiles
-    from kstool.contract import Topology
     from kstool.engine.io.sink import BatchReport
     from kstool.engine.progress import Progress
     from kstool.engine.query.options import RunSummary
@@ -136,11 +135,11 @@ def parking_key(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def open_gate_to_ends(parked: ParkedQuery, clients: KafkaClients, topology: Topology) -> int:
+def open_gate_to_ends(parked: ParkedQuery, clients: KafkaClients, input_topics: list[str]) -> int:
     """Open the parked query's gate to the inputs' ends now, as availableNow would."""
     from kstool.engine.io.source_options import input_ends, nest_offsets
 
-    return parked.open_gate(nest_offsets(input_ends(clients, topology.input_topics())))
+    return parked.open_gate(nest_offsets(input_ends(clients, input_topics)))
 
 
 def drive(parked: ParkedQuery, parked_queries: ParkedQueries, opened_ms: int, paths: AppPaths,

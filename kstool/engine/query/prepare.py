@@ -7,23 +7,23 @@ from typing import Callable, cast
 
 from kstool.application.model import AppPaths, Manifest, check_compatible, load_manifest, save_manifest
 from kstool.base.errors import UsageError
-from kstool.contract import Topology
 from kstool.engine.query.options import RunOptions
+from kstool.engine.query.topology_facts import TopologyFacts
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.topics import HEALTHY, CreateTopicOptions, ensure_topic, partition_health
 from kstool.stores.state_layouts import STATE_LAYOUT_STAGES
 
 
-def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths,
+def prepare(clients: KafkaClients, facts: TopologyFacts, options: RunOptions, paths: AppPaths,
             checkpoint_location: str | None, say: Callable[[str], None]) -> tuple[int, Manifest]:
     """Returns the input partition count (the number of tasks) and the app's manifest. Says
     once which of the app's topics have partitions that are not fully replicated."""
     app_id, on_error, late_topic = options.app_id, options.on_error, options.late_topic
-    if late_topic and not topology.per_task:
-        raise UsageError(f"--late-topic is for windowed aggregations and joins; {topology.name} "
+    if late_topic and not facts.per_task:
+        raise UsageError(f"--late-topic is for windowed aggregations and joins; {facts.name} "
                          "drops no records as late")
-    wanted = Manifest(app_id, topology.name, topology.parameters(), topology.input_topics(),
-                      topology.output_topics(), topology.stores(app_id), checkpoint_location=checkpoint_location)
+    wanted = Manifest(app_id, facts.name, dict(facts.parameters), list(facts.input_topics), list(facts.output_topics),
+                      list(facts.stores), checkpoint_location=checkpoint_location)
     existing = load_manifest(paths)
     if existing is not None:
         check_compatible(existing, wanted)
@@ -38,24 +38,24 @@ def prepare(clients: KafkaClients, topology: Topology, options: RunOptions, path
         wanted.run_settings = existing.run_settings
     wanted.history_batches = options.history_batches or wanted.history_batches
     wanted.run_settings = options.settings or wanted.run_settings
-    inputs = clients.require_topics(topology.input_topics())
-    topology.check_run({topic: len(p) for topic, p in inputs.items()})
+    inputs = clients.require_topics(facts.input_topics)
+    facts.check_run({topic: len(p) for topic, p in inputs.items()})
     partitions = max(len(p) for p in inputs.values())
 
     def create(topic: str, configs: dict[str, str] | None = None) -> bool:
         return ensure_topic(clients, CreateTopicOptions(topic, partitions, options.replication_factor, configs or {}))
 
-    for topic in topology.output_topics():
+    for topic in facts.output_topics:
         if create(topic):  # a typo'd --output is seen at once
             say(f"created output topic {topic} ({partitions} partition(s)): it did not exist")
-    for store in topology.stores(app_id):
+    for store in facts.stores:
         create(store.changelog_topic, store.store_kind.changelog_configs(store.retention_ms, store.history_ms))
     records_aside = [cast(str, on_error.dlq_topic)] if on_error.kind == "dlq" else []
     records_aside += [late_topic] if late_topic else []
     for topic in records_aside:
         if create(topic):
             say(f"created topic {topic} ({partitions} partition(s)): it did not exist")
-    written = [*topology.output_topics(), *(s.changelog_topic for s in topology.stores(app_id)), *records_aside]
+    written = [*facts.output_topics, *(s.changelog_topic for s in facts.stores), *records_aside]
     for line in replication_problems(clients, [*inputs, *written]):
         say(line)
     save_manifest(paths, wanted)

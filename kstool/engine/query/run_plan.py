@@ -13,7 +13,6 @@ from kstool.application.model import AppPaths, Manifest, checkpoint_uri, load_ma
 from kstool.checkpoint.files import open_checkpoint
 from kstool.checkpoint.location import CheckpointFiles, local_path
 from kstool.checkpoint.logs import last_committed_batch, missing_state
-from kstool.contract import TaskTopology, Topology, owner_suffixes, runs_per_task, stage_count
 from kstool.engine.failures import state_missing_remedy
 from kstool.engine.progress import Progress
 from kstool.engine.query.options import RunOptions
@@ -21,15 +20,17 @@ from kstool.engine.query.parking import ParkedQueries
 from kstool.engine.query.placement import Placement
 from kstool.engine.query.prepare import prepare
 from kstool.engine.query.seed import Seed, plan_seed
+from kstool.engine.query.topology_facts import TopologyFacts
 from kstool.engine.spark.session import run_session, start_local_spark
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import SETTLE_S, commit_offsets, committed_offsets as committed_offsets_of_group, starting_offsets
-from kstool.stores.state_layouts import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS, STATE_LAYOUT_STAGES
+from kstool.stores.state_layouts import STATE_LAYOUT_STAGES
 
 
 @dataclass(frozen=True)
 class RunPlan:
     options: RunOptions  # as given, with the history the app keeps
+    facts: TopologyFacts  # what the run asked of its topology, once
     paths: AppPaths
     checkpoint: CheckpointFiles
     manifest: Manifest
@@ -44,7 +45,7 @@ class RunPlan:
         return self.placement.engine_queries if self.seed is None and may_park(self.options) else None
 
 
-def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, paths: AppPaths, placement: Placement,
+def plan_run(clients: KafkaClients, facts: TopologyFacts, options: RunOptions, paths: AppPaths, placement: Placement,
              progress: Progress) -> RunPlan:
     """Checks, then prepares (topics, manifest); holding the app's lock. Nothing is changed
     before the checks pass."""
@@ -57,21 +58,21 @@ def plan_run(clients: KafkaClients, topology: Topology, options: RunOptions, pat
     if location is not None or options.spark.master.startswith("local"):  # what executors see
         _check_state(checkpoint, options.app_id)
     _check_checkpoint_kept(clients, paths, checkpoint)
-    partitions, manifest = prepare(clients, topology, options, paths, location, progress.message)
+    partitions, manifest = prepare(clients, facts, options, paths, location, progress.message)
     options = dataclasses.replace(options, history_batches=manifest.history_batches)
     seed = None
     if manifest.restore_pending and last_committed_batch(checkpoint) is None:
-        seed = plan_seed(manifest, topology.per_task)
+        seed = plan_seed(manifest, facts.per_task)
         progress.message("restoring the stores from " + ", ".join(seed.changelogs))
     if last_committed_batch(checkpoint) is None:  # a new checkpoint: where its state starts empty
         manifest.origin = None if seed is not None else _pin_origin(clients, options, manifest)
         manifest.state_layout = STATE_LAYOUT_STAGES
         save_manifest(paths, manifest)
-    elif runs_per_task(topology) and manifest.state_layout < _layout_needed(topology):
+    elif facts.state_layout is not None and manifest.state_layout < facts.state_layout:
         raise StateLayoutError(
             f"app {options.app_id!r} keeps its state in an older layout that this kstool no longer runs; "
             f"rebuild it from the changelogs: `kstool state restore --app-id {options.app_id}`")
-    return RunPlan(options, paths, checkpoint, manifest, partitions, seed, placement)
+    return RunPlan(options, facts, paths, checkpoint, manifest, partitions, seed, placement)
 
 
 def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
@@ -85,14 +86,6 @@ def checkpoint_location(paths: AppPaths, given: str | None) -> str | None:
             f"app {existing.app_id!r} keeps its checkpoint at {existing.checkpoint_location or 'its folder'}, "
             f"not {given}; drop --checkpoint-location, or `kstool reset --app-id {existing.app_id}` to start over")
     return existing.checkpoint_location
-
-
-def _layout_needed(topology: TaskTopology) -> int:
-    """Shards; a processor whose stores shard by their keys' owners (a stream-stream join) needs those,
-    a topology of stages (table aggregation, the foreign-key join) its stages' own operators."""
-    if stage_count(topology) > 1:
-        return STATE_LAYOUT_STAGES
-    return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(topology.processor()) else STATE_LAYOUT_SHARDS
 
 
 def may_park(options: RunOptions) -> bool:

@@ -24,14 +24,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def make_sink(clients: KafkaClients, topology: Topology, plan: RunPlan) -> KafkaSink:
+def make_sink(clients: KafkaClients, plan: RunPlan) -> KafkaSink:
     options = plan.options
-    targets = topology.sink_targets(options.app_id)
+    targets = list(plan.facts.sink_targets)
     if not plan.manifest.changelog_by_task:  # an app created before changelogs were kept per task
         targets = [dataclasses.replace(t, by_task=False) for t in targets]
     if options.late_topic:  # the late record itself: its key, value and event time
         targets.append(SinkTarget(options.late_topic, "value", LATE))
-    if options.processing_guarantee == "exactly_once_v2" and topology.tasks_are_partitions:
+    if options.processing_guarantee == "exactly_once_v2" and plan.facts.tasks_are_partitions:
         from kstool.engine.io.task_transactions import TaskTransactionalSink
 
         return TaskTransactionalSink(clients, targets, options.app_id, plan.checkpoint)
@@ -44,16 +44,16 @@ def make_sink(clients: KafkaClients, topology: Topology, plan: RunPlan) -> Kafka
 
 def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: KafkaSink, summary: RunSummary,
               progress: Progress) -> None:
-    spark = _start_spark(topology, plan, summary, progress)
-    inputs = source_input(clients.config, topology, plan.options)
+    spark = _start_spark(plan, summary, progress)
+    inputs = source_input(clients.config, plan.facts.value_format, plan.options)
     build = functools.partial(build_query, spark, topology, plan, sink, inputs)
     try:
         if plan.parked_queries is None:
             drive_fresh(build(), plan, summary, progress)
         else:
-            key = parking.parking_key(topology.name, topology.parameters(), plan.options, inputs.config,
+            key = parking.parking_key(plan.facts.name, plan.facts.parameters, plan.options, inputs.config,
                                       plan.partitions, plan.checkpoint.uri, [t.topic for t in sink.targets])
-            drive_parked(build, key, plan.parked_queries, clients, topology, plan, summary, progress)
+            drive_parked(build, key, plan.parked_queries, clients, plan, summary, progress)
     finally:
         plan.paths.client_config.unlink(missing_ok=True)
         # An owned session is not stopped here: the query is stopped and its checkpoint
@@ -61,7 +61,7 @@ def run_query(clients: KafkaClients, topology: Topology, plan: RunPlan, sink: Ka
         # closes its stdin. Waiting for that would add seconds to every cron run.
 
 
-def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progress: Progress) -> SparkSession:
+def _start_spark(plan: RunPlan, summary: RunSummary, progress: Progress) -> SparkSession:
     from kstool.engine.query.shuffle import shuffle_partitions_for
     from kstool.engine.spark.session import checkpoint_conf, run_session
 
@@ -70,7 +70,7 @@ def _start_spark(topology: Topology, plan: RunPlan, summary: RunSummary, progres
     if options.spark.shuffle_partitions is None:
         # tasks of a per-task topology must not share a partition (Spark keeps this count in
         # the checkpoint, so later runs use it whatever is set here)
-        options.spark.shuffle_partitions = (shuffle_partitions_for(plan.partitions) if topology.per_task
+        options.spark.shuffle_partitions = (shuffle_partitions_for(plan.partitions) if plan.facts.per_task
                                             else plan.partitions)
     for key, value in checkpoint_conf(local_path(plan.checkpoint.uri) is not None).items():
         options.spark.conf.setdefault(key, value)  # a --conf given for it wins
