@@ -23,6 +23,7 @@ from kstool.output import (
     Column,
     Listing,
     compile_batch_format,
+    compile_batch_jsonl,
     compile_record_format,
     dumps,
     emit,
@@ -197,7 +198,10 @@ def _batch_renderer(output: str | None, fmt: str | None, formats: tuple[str, str
     are UTF-8: compile_batch_format); escape: a terminal gets keys and values with their control
     bytes escaped (a pipe gets the bytes as they are)."""
     if output == "jsonl":
-        return lambda batch: "".join([dumps(envelope(Record.from_message(m))) + "\n" for m in batch]).encode("utf-8")
+        def envelope_by_envelope(batch: Sequence[Any]) -> bytes:
+            return "".join([dumps(envelope(Record.from_message(m))) + "\n" for m in batch]).encode("utf-8")
+        lines = compile_batch_jsonl(*formats)
+        return envelope_by_envelope if lines is None else lambda batch: lines(batch) or envelope_by_envelope(batch)
     fmt = fmt if fmt is not None else "%s\\n"
     one = compile_record_format(fmt, escape)
 

@@ -9,7 +9,7 @@ from hypothesis import example, given, strategies as st
 
 from kstool.base.serdes import decoder
 from kstool.kafka.records import Record, to_envelope
-from kstool.output import Column, Listing, compile_batch_format, compile_record_format, emit
+from kstool.output import Column, Listing, compile_batch_format, compile_batch_jsonl, compile_record_format, dumps, emit
 from kstool.output.record_format import _FORMAT_TOKEN
 from tests.conftest import cli
 from tests.helpers import create_topic, jsonl_rows, nonempty_lines, produce_records
@@ -87,6 +87,27 @@ def test_a_batch_renders_as_its_records_one_by_one_do(fmt, messages, key_format,
         assert not all(_utf8(field) for field in shown)
     else:
         assert rendered == expected
+
+
+@given(_MESSAGES, st.sampled_from(["raw", "string"]), st.sampled_from(["raw", "string"]))
+# a key that is not UTF-8, JSON's escapes in a value, a record without a timestamp
+@example([Message(topic="t\"", partition=0, offset=1, key=b"\xc3", value='"\\\n\x00é'.encode(), timestamp=(0, 5))],
+         "string", "string")
+def test_a_batch_of_jsonl_envelopes_is_their_envelopes_one_by_one(messages, key_format, value_format):
+    """`consume -o jsonl`'s batch path against dumps(to_envelope(...)), its oracle: the same
+    bytes, or no batch at all where a record has headers."""
+    structured = {"raw": "bytes", "string": "string"}  # how consume decodes them for an envelope
+    expected = "".join(dumps(to_envelope(Record.from_message(m), decoder(structured[key_format]),
+                                         decoder(structured[value_format]))) + "\n" for m in messages).encode("utf-8")
+    rendered = compile_batch_jsonl(key_format, value_format)(messages)  # type: ignore[misc]
+    if rendered is None:
+        assert any(m.headers() is not None for m in messages)
+    else:
+        assert rendered == expected
+
+
+def test_jsonl_batches_are_for_text_and_raw_keys_and_values_only():
+    assert compile_batch_jsonl("string", "long") is None and compile_batch_jsonl("json", "raw") is None
 
 
 def _utf8(data: bytes | None) -> bool:

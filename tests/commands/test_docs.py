@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import cast
 
 import click
 import pytest
@@ -112,3 +113,54 @@ def test_the_docs_runs_each_have_an_app_of_their_own():
     assert len(runs) >= 10, runs
     shared = {app: sorted(settings) for app, settings in runs.items() if len(settings) > 1}
     assert not shared, f"examples that share an app id with other settings: {shared}"
+
+
+def _shell_examples() -> list[tuple[str, list[str]]]:
+    """(page, words) of each kstool command in the ```sh blocks of docs/: a pipeline's kstool
+    parts, its comment and shell syntax left out; lines with placeholders (`...`, `[`) skipped."""
+    import shlex
+
+    found = []
+    for page in sorted((REPO / "docs").glob("*.md")):
+        for block in re.findall(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                if "kstool " not in line or "..." in line or " [--" in line:
+                    continue
+                lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+                lexer.whitespace_split, lexer.commenters = True, "#"
+                tokens = list(lexer)
+                # each command of a pipeline or list, from its `kstool` on (after a cron schedule, `VAR=...`)
+                commands = [[]]
+                for token in tokens:
+                    if token in ("|", "||", "&&", ";", ">", "<"):
+                        commands.append([])
+                    else:
+                        commands[-1].append(token)
+                for words in commands:
+                    while words and (words[0] in "**" or words[0].isdigit() or "=" in words[0]):
+                        words = words[1:]  # a cron schedule, VAR=value
+                    if words[:1] == ["kstool"]:
+                        found.append((page.name, words[1:]))
+    return found
+
+
+def test_every_kstool_command_in_the_docs_parses():
+    """Each example's command and options exist and take the values shown (parsed by the command
+    tree as the console script would, not run: its topics and registries are the reader's)."""
+    examples = _shell_examples()
+    assert len(examples) >= 40
+    import warnings
+
+    refused = []
+    for page, words in examples:
+        try:
+            ctx = cli.make_context("kstool", list(words))
+            with warnings.catch_warnings():  # a group's subcommand is in protected_args until Click 9, in args then
+                warnings.filterwarnings("ignore", "'protected_args'", DeprecationWarning)
+                while isinstance(ctx.command, click.Group) and (ctx.protected_args or ctx.args):
+                    name, command, rest = ctx.command.resolve_command(ctx, [*ctx.protected_args, *ctx.args])
+                    ctx = command.make_context(cast(str, name), rest, parent=ctx)
+        except click.ClickException as exc:
+            if not re.search("does not exist|No such file", exc.format_message()):  # a file of the reader's
+                refused.append(f"{page}: kstool {' '.join(words)}: {exc.format_message()}")
+    assert refused == []
