@@ -103,6 +103,11 @@ def _kstool(kind, how, before, after, grace, inputs, batch: int) -> list[tuple]:
 # table's goes to its subscribers (kstool wrote a tombstone for a@3)
 @example(inputs=[("left", "a", None, 3), ("left", "b", (0, "b"), 3), ("right", "b", None, 4)],
          join=("versioned-foreign-key", "left"), before=1, after=0, grace=0, batch=1)
+# a tombstone at the latest version's own time deletes it, and an older put becomes the latest again:
+# left b@1 joins right b@0 (RocksDBVersionedStore keeps no tombstone that no older version's validTo holds)
+@example(inputs=[("right", "b", (1, "b"), 1), ("right", "b", None, 1), ("right", "b", (3, "b"), 0),
+                 ("left", "b", (0, "b"), 1)], join=("versioned-stream-table", "inner"), before=1, after=0, grace=0,
+         batch=1)
 # left@1's window and grace close at 11: kstool writes its null result at left@12, Kafka Streams 4.4 at left@13
 @example(inputs=[("left", "a", None, ts) for ts in (0, 1, 2, 11, 12, 13)], join=("stream-stream", "left"),
          before=0, after=4, grace=6, batch=1)
