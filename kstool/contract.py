@@ -5,7 +5,7 @@ the topologies all depend on it and never on each other's insides."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, TypeGuard
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -144,16 +144,20 @@ def runs_per_task(topology: Topology) -> TypeGuard[TaskTopology]:
 
 
 def stage_count(topology: Topology) -> int:
-    """How many stages of tasks the topology runs: its processor's stages, if it has them (Kafka
-    Streams' sub-topologies joined by repartition topics, kstool.tasks.repartition)."""
-    stages = getattr(topology.processor(), "stages", None) if runs_per_task(topology) else None
-    return len(stages()) if stages is not None else 1
+    """How many stages of tasks the topology runs (Kafka Streams' sub-topologies joined by
+    repartition topics, kstool.tasks.repartition)."""
+    return len(stages_of(topology.processor())) if runs_per_task(topology) else 1
+
+
+def stages_of(processor: object) -> Sequence[Any]:
+    """A processor's stages, run in that order: its optional stages(), else itself alone."""
+    return processor.stages() if hasattr(processor, "stages") else (processor,)  # type: ignore[no-any-return]
 
 
 def store_operators(processor: object) -> dict[str, int]:
-    """Each store's stateful operator in the query: a processor of stages (its optional
-    stages(), run in that order) has one per stage, which Spark numbers from the sink's end."""
-    stages = processor.stages() if hasattr(processor, "stages") else (processor,)
+    """Each store's stateful operator in the query: a processor of stages has one per stage,
+    which Spark numbers from the sink's end."""
+    stages = stages_of(processor)
     return {store: len(stages) - 1 - index for index, stage in enumerate(stages) for store in stage.stores}
 
 

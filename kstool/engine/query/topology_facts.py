@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from kstool.application.model import StoreSpec
 from kstool.base.serdes import SCHEMA_FORMATS
-from kstool.contract import CombinerSpec, SinkTarget, Topology, owner_suffixes
+from kstool.contract import CombinerSpec, SinkTarget, Topology, owner_suffixes, stages_of
 from kstool.stores.state_layouts import STATE_LAYOUT_OWNER_SHARDS, STATE_LAYOUT_SHARDS, STATE_LAYOUT_STAGES
 
 
@@ -46,7 +46,6 @@ def _state_layout(processor: object | None) -> int | None:
     each owner's entries together (a stream-stream join's window stores); or plain shards."""
     if processor is None:
         return None
-    stages = getattr(processor, "stages", None)
-    if stages is not None and len(stages()) > 1:
+    if len(stages_of(processor)) > 1:
         return STATE_LAYOUT_STAGES
     return STATE_LAYOUT_OWNER_SHARDS if owner_suffixes(processor) else STATE_LAYOUT_SHARDS
