@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,17 +18,25 @@ from pathlib import Path
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports: their sockets are all open while the OS picks them (one at a
-    time, a port just closed can come back before a JVM binds it: the master's UI port was
-    once a worker's, and the master's status came back as the worker's page)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """`count` distinct free ports, picked at random below the kernel's ephemeral range: a port
+    the OS hands out (bind to 0) is one any client's connection may take as its own before the
+    JVM we give it to binds it (an Apache Kafka broker's listener once was, "Address already in
+    use", and its worker's 360 tests errored), and a port just closed can come back for the
+    next asker (the Spark master's UI port was once a worker's)."""
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    pick = random.SystemRandom()
+    ports: list[int] = []
+    while len(ports) < count:
+        port = pick.randrange(max(1024, ephemeral_low - 20000), ephemeral_low)
+        if port in ports:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use
+        ports.append(port)
+    return ports
 
 
 def unshare_problem() -> str | None:
