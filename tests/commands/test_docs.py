@@ -164,3 +164,28 @@ def test_every_kstool_command_in_the_docs_parses():
             if not re.search("does not exist|No such file", exc.format_message()):  # a file of the reader's
                 refused.append(f"{page}: kstool {' '.join(words)}: {exc.format_message()}")
     assert refused == []
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_docs_links_reach_their_pages_and_headings():
+    """Every relative link in README.md and docs/ names a file that exists and, with a #, one of
+    that file's headings (a link to a section moved to another page once went nowhere)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.MULTILINE)
+                if anchor not in {_anchor(h) for h in headings}:
+                    broken.append(f"{page.name}: {target}")
+    assert not broken, broken
