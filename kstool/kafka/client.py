@@ -18,6 +18,7 @@ from kstool.base.names import validate_topic
 from kstool.config import ClientConfig
 from kstool.kafka.ends import read_ends
 from kstool.kafka.exceptions import AuthenticationError, AuthorizationError, KafkaOperationError, TopicNotFoundError
+from kstool.kafka.read_errors import LEADER_MOVING
 
 _log = logging.getLogger("kstool.kafka")
 
@@ -26,14 +27,6 @@ _UNREACHABLE = {
     KafkaError._ALL_BROKERS_DOWN,
     KafkaError._TIMED_OUT,
     KafkaError._RESOLVE,
-}
-
-
-# a partition's leader moving (a node lost or restarted): asked again, its answer comes
-_LEADER_MOVING = {
-    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH,
-    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_ENOUGH_REPLICAS,
-    KafkaError.OFFSET_NOT_AVAILABLE,  # a new leader whose high watermark is not caught up yet
 }
 
 
@@ -326,19 +319,32 @@ class KafkaClients:
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec,
                       answered_only: bool = False) -> dict[tuple[str, int], int]:
-        futures = self.admin().list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout)
-        out = {}
-        for tp, future in futures.items():
-            try:
-                offset = future.result().offset
-            except KafkaException as exc:
-                code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
-                if answered_only and code in _UNREACHABLE | _LEADER_MOVING:
-                    continue
-                raise self.translate(exc) from None
-            if offset >= 0 or not answered_only:  # a leader gone but still named answers -1001
-                out[(tp.topic, tp.partition)] = offset
+        """A partition whose leader is moving (a node lost: UNKNOWN_LEADER_EPOCH from a new leader
+        whose metadata lags the client's) is asked again until the client timeout; librdkafka's
+        ListOffsets hands such an error over where its fetcher would ask again itself."""
+        deadline, wait, out = time.monotonic() + self.timeout, 0.1, {}
+        while tps:
+            futures = self.admin().list_offsets(
+                {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout)
+            again = []
+            for tp, future in futures.items():
+                try:
+                    offset = future.result().offset
+                except KafkaException as exc:
+                    code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+                    if answered_only and code in _UNREACHABLE | LEADER_MOVING:
+                        continue
+                    if code in LEADER_MOVING and time.monotonic() + wait < deadline:
+                        again.append((tp.topic, tp.partition))
+                        continue
+                    raise self.translate(exc) from None
+                if offset >= 0 or not answered_only:  # a leader gone but still named answers -1001
+                    out[(tp.topic, tp.partition)] = offset
+            if again:
+                _log.debug("asking again for the offsets of %s: their leader is moving", again)
+                time.sleep(wait)
+                wait = min(wait * 2, 2.0)
+            tps = again
         return out
 
     def refusal(self, exc: KafkaException, **refused: tuple[str, str | None]) -> AuthorizationError | None:
