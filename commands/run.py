@@ -22,7 +22,7 @@ from kstool.commands.options import (
     state_dir_option,
 )
 from kstool.config import parse_key_values
-from kstool.contract import Topology
+from kstool.contract import DEFAULT_CACHE_MAX_BYTES, Topology
 from kstool.engine import (
     BATCH_RECORDS,
     COMBINED_BATCH_RECORDS,
@@ -75,6 +75,7 @@ class EngineArgs:
     no_header: bool
     history_batches: int | None
     replication_factor: int | None
+    statestore_cache_max_bytes: int
     # how a continuous or new app runs: not options of `reprocess`, which runs once from its plan
     trigger: str = "1s"
     starting: str = "earliest"
@@ -83,7 +84,8 @@ class EngineArgs:
 # the run options an app keeps in its manifest (the last run's, as given): `reprocess` runs the
 # app with them unless its own command line gives them (Spark --conf may hold secrets: not kept)
 KEPT_SETTINGS = ("max_records_per_batch", "on_error", "processing_guarantee", "late_topic", "on_data_loss",
-                 "broker_timeout", "master", "schema_registry", "value_schema", "no_header", "replication_factor")
+                 "broker_timeout", "master", "schema_registry", "value_schema", "no_header", "replication_factor",
+                 "statestore_cache_max_bytes")
 
 
 _RUN_MODE_OPTIONS = (
@@ -133,6 +135,10 @@ _ENGINE_OPTIONS = (
     click.option("--replication-factor", type=click.IntRange(min=1), metavar="N",
                  help="Replicas of each topic the run creates: outputs, changelogs, dead letters, late records "
                       "(Kafka Streams' replication.factor) [default: the broker's default.replication.factor]."),
+    click.option("--statestore-cache-max-bytes", type=click.IntRange(min=0), default=DEFAULT_CACHE_MAX_BYTES,
+                 show_default=True, metavar="BYTES",
+                 help="The record cache of a table-table join's tables, per task and micro-batch (Kafka Streams' "
+                      "statestore.cache.max.bytes): each key's updates collapse to its last; 0 writes every update."),
 )
 engine_options = gathered("engine", EngineArgs, *_RUN_MODE_OPTIONS, *_ENGINE_OPTIONS)
 once_engine_options = gathered("engine", EngineArgs, *_ENGINE_OPTIONS)  # reprocess
@@ -155,6 +161,7 @@ def build_run_options(g: Globals, app_id: str, once: bool, engine: EngineArgs) -
                                   no_header=engine.no_header).options(g.client_config().schema_registry),
         history_batches=engine.history_batches,
         replication_factor=engine.replication_factor or BROKER_DEFAULT,
+        cache_max_bytes=engine.statestore_cache_max_bytes,
         combine=os.environ.get("KSTOOL_COMBINE", "on") != "off",
         settings={name: getattr(engine, name) for name in KEPT_SETTINGS})
 

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 
     from kstool.application.model import StoreSpec
 
+# Kafka Streams' statestore.cache.max.bytes (its default): the record cache of a table's store
+# (kstool.streams.record_cache), per task and micro-batch in kstool; 0 writes every update
+DEFAULT_CACHE_MAX_BYTES = 10 * 1024 * 1024
+
 # An update's role says where the sink writes it (see SinkTarget.role).
 OUTPUT = "output"
 LATE = "late"  # a record dropped because its windows had closed (counted; written to --late-topic)

@@ -44,6 +44,22 @@ def reference_classes() -> Path:
     return classes
 
 
+def run_bench_app(twin: str, bootstrap: str, app: str, state_dir: str, cache_bytes: int, expected: int,
+                  output: str, inputs: list[str], timeout: float = 2400) -> dict[str, Any]:
+    """BenchApp (tests/reference/.../BenchApp.java): Kafka Streams' `twin` over the inputs as a
+    new application, in a JVM of its own, until it has read `expected` records, then closed (its
+    record caches flushed); its JSON line, with `wall_s`, the whole run's seconds."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [_java(), "-Xmx1g", f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp", f"{reference_classes()}:{kafka_jars()}/*",
+         "kstool.reference.BenchApp", twin, bootstrap, app, state_dir, str(cache_bytes), str(expected), output, *inputs],
+        capture_output=True, text=True, timeout=timeout, preexec_fn=_die_with_parent)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise AssertionError(f"Kafka Streams' {twin} failed: {done.stderr.strip()[-2000:]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "wall_s": round(wall, 2)}
+
+
 class ReferenceApp:
     """One Kafka Streams application (ReferenceApp.java names them) in a JVM of its own."""
 

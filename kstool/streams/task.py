@@ -184,10 +184,11 @@ class TaskState:
 class StoreWriter:
     """TaskState.put and delete of one store, for a processor's batch loop: the same entries,
     changed keys and changelog records, without TaskState's calls per record. Only where no
-    role is cached: the changelog records go straight out."""
+    role is cached: the changelog records go straight out (logged=False: the processor writes
+    them itself, as its own record cache flushes)."""
 
-    def __init__(self, state: TaskState, name: str):
-        self.state, self.name, self.table = state, name, state.stores[name]
+    def __init__(self, state: TaskState, name: str, logged: bool = True):
+        self.state, self.name, self.table, self.logged = state, name, state.stores[name], logged
         self.role, self.changed = changelog_role(name), state.changed.get(name)
 
     def write(self, key: bytes, value: bytes | None, timestamp: int) -> bool:
@@ -205,7 +206,8 @@ class StoreWriter:
             del table[key]
         else:
             table[key] = StoreValue(value, timestamp)
-        self.state.out.append(Emitted(self.role, key, value, timestamp, self.name, key))
+        if self.logged:
+            self.state.out.append(Emitted(self.role, key, value, timestamp, self.name, key))
         return True
 
 class SavedIndex(Protocol):

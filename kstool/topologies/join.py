@@ -60,6 +60,8 @@ class Join:
     global_key: str | None = None  # stream-global: key | field:PATH | split:SEP:N of the stream record (None: key)
     foreign_key: str | None = None  # table-table: field:PATH | split:SEP:N of the left row naming the right row
     name: str = "join"
+    # a run's setting, not a parameter: the record cache of table-table joins (RunOptions.cache_max_bytes)
+    cache_max_bytes: int = 0
     invalid_reason: str = "no usable timestamp"
     per_task: bool = True
 

@@ -174,7 +174,7 @@ KINDS = (
              frozenset({"table_history", "grace", "repartition"}), selected_by="table_history", hows=("inner", "left"),
              how_refusal=_ONE_SIDED.format("stream-table"), check=_check_history,
              spark=lambda join: f" against a versioned table (history {join.table_history}ms, grace {join.grace}ms)"),
-    JoinKind("table-table", (True, True), lambda join, joiner: TableTableJoin(join.how, joiner),
+    JoinKind("table-table", (True, True), lambda join, joiner: TableTableJoin(join.how, joiner, join.cache_max_bytes),
              frozenset({"repartition"})),
     JoinKind("table-table", (True, True),
              lambda join, joiner: ForeignKeyJoin(join.how, foreign_key_of(join), joiner, join.table_history),

@@ -82,7 +82,8 @@ def test_join_results_carry_the_headers_of_the_record_they_come_from(kafka, spar
 
     tables = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--output",
                  topic_name + "-tt", "--app-id", topic_name + "-tt-app", "--once", "--kind", "table-table",
-                 "--joiner", "concat", "--separator", "+", "--processing-guarantee", guarantee)
+                 "--joiner", "concat", "--separator", "+", "--processing-guarantee", guarantee,
+                 "--statestore-cache-max-bytes", "0")
     assert tables.exit_code == 0, tables.stderr
     assert [(m.value().decode(), m.headers()) for m in read_all(kafka, topic_name + "-tt")] == [
         ("S1+T1", [("trace", b"t1"), ("src", b"trial")]), ("S2+T2", [("empty", None)]), ("S3+T1", None)]
@@ -147,10 +148,10 @@ TABLE_RIGHT = [("a", "Ra1", 2), ("c", "Rc1", 4), ("b", "Rb1", 5), ("c", None, 8)
 
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 def test_table_table(kafka, spark, topic_name, how):
-    # every change emits the key's new join result (timestamp: the later side), a tombstone
-    # when the result is gone; inner needs both sides, left the left side, outer either.
+    # without a record cache every change emits the key's new join result (timestamp: the later
+    # side), a tombstone when the result is gone; inner needs both sides, left the left side, outer either.
     result = _run(kafka, topic_name, TABLE_LEFT, TABLE_RIGHT, "--kind", "table-table", "--how", how,
-                  "--joiner", "concat", "--separator", "+")
+                  "--joiner", "concat", "--separator", "+", "--statestore-cache-max-bytes", "0")
     assert result.exit_code == 0, result.stderr
     expected = {
         "inner": [("a", "La1+Ra1", 2), ("b", "Lb1+Rb1", 5), ("a", "La2+Ra1", 7), ("a", None, 9)],
@@ -163,6 +164,27 @@ def test_table_table(kafka, spark, topic_name, how):
     # both tables' stores log to changelogs named <app-id>-<store>-changelog
     left_log = read_all(kafka, topic_name + "-app-join-left-table-changelog")
     assert [(m.key(), m.value()) for m in left_log] == [(k.encode(), v and v.encode()) for k, v, _ in TABLE_LEFT]
+
+
+def test_table_table_with_its_record_cache_writes_what_kafka_streams_writes(kafka, spark, topic_name, tmp_path):
+    """The default record cache (statestore.cache.max.bytes, 10 MB) against Kafka Streams' own
+    outer table-table join with it (tests/reference/.../BenchApp.java): both read the inputs in
+    one go and flush once (Kafka Streams at its close, before its first 30 s commit); record for
+    record. By hand: the left table's cache flushes first, b only (a was made and deleted), then
+    the right's in the order of their last updates, a and b (c was made and deleted)."""
+    from tests.reference_apps import run_bench_app
+
+    result = _run(kafka, topic_name, TABLE_LEFT, TABLE_RIGHT, "--kind", "table-table", "--how", "outer",
+                  "--joiner", "concat", "--separator", ",")
+    assert result.exit_code == 0, result.stderr
+    ours = joined_output(kafka, topic_name + "-out")
+    assert ours == [("b", "Lb1,Rb1", 5), ("a", "null,Ra1", 2), ("b", "Lb1,Rb1", 5)]
+    run_bench_app("table-table", kafka.bootstrap, topic_name + "-ks", str(tmp_path), 10 << 20,
+                  len(TABLE_LEFT) + len(TABLE_RIGHT), topic_name + "-ks-out", [topic_name + "-l", topic_name + "-r"],
+                  timeout=300)
+    assert joined_output(kafka, topic_name + "-ks-out") == ours
+    changelog = read_all(kafka, topic_name + "-app-join-left-table-changelog")
+    assert [(m.key(), m.value()) for m in changelog] == [(b"b", b"Lb1")]
 
 
 @pytest.mark.parametrize("kind", [("--kind", "stream-stream", "--within", "1s", "--grace", "1s", "--how", "outer"),
@@ -214,7 +236,7 @@ def test_inputs_must_be_co_partitioned_unless_repartition(kafka, spark, topic_na
     assert read_all(kafka, topic_name + "-l") and not _topic_exists(kafka, topic_name + "-out")
     result = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--kind", "table-table",
                  "--output", topic_name + "-out", "--app-id", topic_name + "-app", "--once", "--repartition",
-                 "--joiner", "concat", "--separator", "+")
+                 "--joiner", "concat", "--separator", "+", "--statestore-cache-max-bytes", "0")
     assert result.exit_code == 0, result.stderr
     # the output has 2 partitions now: each key's results in order, as before
     by_key = sorted(joined_output(kafka, topic_name + "-out"), key=lambda r: r[0])

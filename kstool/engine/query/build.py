@@ -68,6 +68,8 @@ def build_query(spark: SparkSession, topology: Topology, plan: RunPlan, sink: Ka
     client_config_file = str(write_client_config(inputs.config, plan.paths.client_config))
     if hasattr(topology, "forwards_headers") and not plan.manifest.aggregate_headers:
         topology = dataclasses.replace(topology, forwards_headers=False)  # type: ignore[type-var]
+    if hasattr(topology, "cache_max_bytes"):
+        topology = dataclasses.replace(topology, cache_max_bytes=plan.options.cache_max_bytes)  # type: ignore[type-var]
     combiner = _combiner(plan.facts.combiner, plan.options)
     source = _source(spark, plan, inputs, client_config_file, combiner, gate)
     checked = _checked(source, topology.valid_record(), plan, inputs.config)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kstool.contract import DEFAULT_CACHE_MAX_BYTES
 from kstool.engine.io.errors_policy import ErrorPolicy
 from kstool.engine.spark.session import SparkOptions
 from kstool.kafka.topics import BROKER_DEFAULT
@@ -47,6 +48,9 @@ class RunOptions:
     # of the topics the run creates (outputs, changelogs, dead letters, late records): Kafka
     # Streams' replication.factor, -1 (its default) being the broker's default.replication.factor
     replication_factor: int = BROKER_DEFAULT
+    # the record cache of the tables a topology writes its updates from (Kafka Streams'
+    # statestore.cache.max.bytes; topologies with a cache_max_bytes field take it)
+    cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
     # the command line's run options, kept in the manifest for `reprocess` (run_settings)
     settings: dict[str, Any] = field(default_factory=dict)
 
