@@ -33,8 +33,7 @@ class Pending:
 
 @dataclass
 class RecordCache:
-    """The caches of a task's stores in one budget: `budget` bytes (0: no cache, every update
-    forwarded as it comes)."""
+    """The caches of a task's stores (numbered from 0) in one budget of `budget` bytes."""
     budget: int
     stores: int
     pending: list[dict[bytes, Pending]] = field(init=False)
@@ -45,7 +44,7 @@ class RecordCache:
         self.sizes = [0] * self.stores
 
     def put(self, store: int, key: bytes, value: bytes | None, timestamp: int, headers: Headers, existed: bool) -> bool:
-        """Keeps the update; True when the store's updates must be flushed now (over budget)."""
+        """Keeps the update; True when the pending updates outgrow the budget: the caller flushes."""
         pending = self.pending[store]
         last = pending.pop(key, None)  # re-inserted: the order is that of the last update
         if last is not None:
