@@ -54,13 +54,12 @@ class RecordCache:
         self.sizes[store] += len(key) + len(value or b"") + ENTRY_BYTES
         return sum(self.sizes) > self.budget
 
-    def holds_all(self, records: list[Record]) -> bool:
+    def holds_all(self, records: list[Record], last: list[Record]) -> bool:
         """Whether every update of the batch fits at once (no flush before its end): at most
-        each store's keys with the batch's longest key and value."""
-        keys = {(r.side, r.key) for r in records}
-        longest_key = max((len(key) for _, key in keys if key is not None), default=0)
+        each store's keys (`last`: last_per_key(records)) with the batch's longest key and value."""
+        longest_key = max((len(r.key) for r in last if r.key is not None), default=0)
         longest_value = max(map(len, filter(None, [r.value for r in records])), default=0)
-        return len(keys) * (longest_key + longest_value + ENTRY_BYTES) <= self.budget
+        return len(last) * (longest_key + longest_value + ENTRY_BYTES) <= self.budget
 
     def flush(self, store: int) -> list[tuple[bytes, Pending]]:
         """The store's updates to forward, in the order of their last update."""

@@ -57,8 +57,9 @@ class TableTableJoin(TableStores, RecordByRecord):
         Streams' cache); their changelogs and the join see each key's last update per flush."""
         tables = (StoreWriter(state, self.stores[LEFT], logged=False), StoreWriter(state, self.stores[RIGHT], logged=False))
         cache = RecordCache(self.cache_max_bytes, 2)
-        if cache.holds_all(records):  # flushed only at the end: each key's last update is all that counts
-            records = last_per_key(records)
+        last = last_per_key(records)
+        if cache.holds_all(records, last):  # flushed only at the end: each key's last update is all that counts
+            records = last
         for record in records:
             key, side = record.key, record.side
             if key is None:
