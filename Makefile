@@ -17,7 +17,8 @@ install: $(STAMP)
 java: install
 	@$(BIN)/python -c 'from kstool.engine.spark.java import main; main()'
 
-# Apache Kafka's jars for the tests (tests/reference/pom.xml, from Maven Central into .cache/; once)
+# Apache Kafka's jars for the tests (tests/reference/pom.xml, from Maven Central into .cache/; once),
+# and the class-data archive their JVMs start from (a broker started and stopped: ~15 s, once)
 kafka: install
 	@$(BIN)/python -m tests.apache_kafka > /dev/null
 
