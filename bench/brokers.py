@@ -34,7 +34,7 @@ def bench_broker(kind: str, env: dict) -> Iterator[str]:
         finally:
             subprocess.run([*KSTOOL, "broker", "stop"], env=env, capture_output=True)
         return
-    broker = KafkaBroker(Path(scratch_dir("kstool-bench-kafka-")), java_options=()).start()  # production's JIT
+    broker = KafkaBroker(Path(scratch_dir("kstool-bench-kafka-"))).start()
     env["KSTOOL_BOOTSTRAP_SERVERS"] = broker.bootstrap
     try:
         yield broker.bootstrap

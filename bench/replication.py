@@ -26,8 +26,7 @@ STEPS = ("load", "count_per_key", "count_per_key_exactly_once", "consume_jsonl")
 @contextmanager
 def _brokers(nodes: int) -> Iterator[str]:
     """One node, or three replicating each other: their bootstrap servers, stopped at the end."""
-    workdir = Path(scratch_dir(f"kstool-bench-{nodes}-node-"))
-    started = (KafkaBroker(workdir, java_options=()) if nodes == 1 else KafkaCluster(workdir, java_options=())).start()
+    started = (KafkaBroker if nodes == 1 else KafkaCluster)(Path(scratch_dir(f"kstool-bench-{nodes}-node-"))).start()
     try:
         yield started.bootstrap
     finally:

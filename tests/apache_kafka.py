@@ -79,21 +79,13 @@ def kafka_jars() -> Path:
     return lib
 
 
-# the tests' Kafka JVMs compile with C1 only: a test broker's start took 2.0 CPU-s instead of 3.9
-# and its idle minute 1.0 instead of 1.8 (with class sharing; the tests' traffic is small, and
-# C2's compiler threads take a 2-core machine's cores). The bench's brokers compile as
-# production brokers do (java_options=()).
-QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
-
-
 def kafka_tool(main: str, *args: str, timeout: float = 120, system: dict[str, str] | None = None
                ) -> subprocess.CompletedProcess:
     """One of Apache Kafka's command-line tools, by its main class (what bin/kafka-*.sh run:
     org.apache.kafka.tools.TopicCommand for kafka-topics.sh, ...), as a second opinion;
     `system`: Java system properties (KAFKA_OPTS' -D...)."""
     properties = [f"-D{name}={value}" for name, value in (system or {}).items()]
-    return subprocess.run([_java(), "-Xmx256m", *QUICK_JIT, *class_sharing(), *properties, "-cp", f"{kafka_jars()}/*",
-                           main, *args],
+    return subprocess.run([_java(), "-Xmx256m", *class_sharing(), *properties, "-cp", f"{kafka_jars()}/*", main, *args],
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -114,8 +106,9 @@ def class_sharing() -> list[str]:
 def record_class_archive() -> Path:
     """Once per jars and Java (`make kafka`, before any test): a broker started and stopped
     cleanly writes the classes it loaded into a class-data archive (JDK 13+'s dynamic CDS),
-    which every later Kafka JVM of the tests maps instead of loading them from the jars: a
-    broker's start took 4.0 CPU-s instead of 6.5, a tool's 0.5 instead of 1.0 (measured on a
+    which every later Kafka JVM of the tests maps instead of loading them from the jars. With
+    the suite's C1 (tests/conftest.py) a broker's start took 2.4 CPU-s instead of 4.1 (3.2 s
+    instead of 5.2), its format 1.7 instead of 2.4, a tool's 0.4 instead of 0.65 (measured on a
     2-core machine; the suite starts ~100 such JVMs on each run)."""
     archive = class_archive()
     if not archive.exists():
@@ -177,10 +170,10 @@ class KafkaBroker:
     (`secured_bootstrap`): SCRAM-SHA-512 users, a certificate made with the JDK's keytool
     (`ca_pem` verifies it); and SSL with client authentication (`mtls_bootstrap`): certificates
     signed by `client_ca`, the principal their CN. The StandardAuthorizer allows a SCRAM user or
-    a certificate only what an ACL grants. `java_options`: its JVM's (the tests' QUICK_JIT unless
-    given)."""
+    a certificate only what an ACL grants. `java_options`: more options for its JVM (the archive's
+    recording)."""
 
-    def __init__(self, workdir: Path, log_cleaner: bool = False, java_options: tuple[str, ...] = QUICK_JIT):
+    def __init__(self, workdir: Path, log_cleaner: bool = False, java_options: tuple[str, ...] = ()):
         self.workdir, self.log_cleaner, self.java_options = workdir, log_cleaner, java_options
         self.port, self.controller_port, self.secured_port, self.mtls_port, self.oauth_port = free_ports(5)
         self.oidc: OidcProvider | None = None  # the OAUTHBEARER listener's token issuer, while it runs
@@ -309,8 +302,7 @@ def _command(main: str, *args: str, system: dict[str, str] | None = None, java_o
 
 
 def _format(properties: Path, cluster_id: str) -> None:
-    formatted = subprocess.run(_command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties),
-                                        java_options=QUICK_JIT),
+    formatted = subprocess.run(_command("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)),
                                capture_output=True, text=True, timeout=READY_TIMEOUT_S)
     if formatted.returncode != 0:
         raise ReferenceMissing(f"formatting Apache Kafka's log folder failed: {formatted.stderr.strip()[-300:]}")
@@ -369,8 +361,8 @@ class KafkaCluster:
 
     NODES = (1, 2, 3)
 
-    def __init__(self, workdir: Path, java_options: tuple[str, ...] = QUICK_JIT):
-        self.workdir, self.java_options = workdir, java_options
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
         ports = free_ports(2 * len(self.NODES))
         self.ports = dict(zip(self.NODES, ports[::2]))
         self.controller_ports = dict(zip(self.NODES, ports[1::2]))
@@ -418,8 +410,7 @@ class KafkaCluster:
         for node in self.NODES:
             _format(self._properties(node), cluster_id)
         for node in self.NODES:
-            self.procs[node] = _spawn(self.workdir / f"server{node}.properties", self.log(node),
-                                      java_options=self.java_options)
+            self.procs[node] = _spawn(self.workdir / f"server{node}.properties", self.log(node))
         running = [p for p in self.procs.values() if p is not None]
         _wait_until_serving(self.bootstrap, lambda listed: listed == len(self.NODES), running, self.workdir, self.stop)
         return self
@@ -435,8 +426,7 @@ class KafkaCluster:
     def start_node(self, node: int) -> None:
         """Start a stopped node again on its ports and data, and wait until it serves."""
         assert self.procs[node] is None or self.procs[node].poll() is not None, f"node {node} is running"
-        proc = self.procs[node] = _spawn(self.workdir / f"server{node}.properties", self.log(node),
-                                         java_options=self.java_options)
+        proc = self.procs[node] = _spawn(self.workdir / f"server{node}.properties", self.log(node))
         # its own listener: a killed node stays in the others' metadata until its session times out
         _wait_until_serving(self.address(node), lambda listed: listed >= 1, [proc], self.log(node), lambda: None)
 

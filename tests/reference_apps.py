@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.apache_kafka import CACHE, QUICK_JIT, REPO, ReferenceMissing, _die_with_parent, _java, class_sharing, kafka_jars
+from tests.apache_kafka import CACHE, REPO, ReferenceMissing, _die_with_parent, _java, class_sharing, kafka_jars
 
 SOURCES = REPO / "tests" / "reference" / "src" / "main" / "java"
 LOG_CONFIG = REPO / "tests" / "reference" / "log4j2.properties"
@@ -80,8 +80,7 @@ class ReferenceApp:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with open(self.state_dir / "app.log", "ab") as log:  # the app's own copy outlives this one
             self.proc = subprocess.Popen(
-                [_java(), "-Xmx256m", *QUICK_JIT, *class_sharing(), f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-                 "-cp", classpath,
+                [_java(), "-Xmx256m", *class_sharing(), f"-Dlog4j2.configurationFile={LOG_CONFIG}", "-cp", classpath,
                  "kstool.reference.ReferenceApp", *self.args],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 text=True, start_new_session=True, preexec_fn=_die_with_parent)
