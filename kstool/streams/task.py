@@ -191,12 +191,13 @@ class StoreWriter:
         self.state, self.name, self.table, self.logged = state, name, state.stores[name], logged
         self.role, self.changed = changelog_role(name), state.changed.get(name)
 
-    def write(self, key: bytes, value: bytes | None, timestamp: int) -> bool:
-        """Put the value, or delete the key for None; False: a delete of a key not there (nothing done)."""
+    def write(self, key: bytes, value: bytes | None, timestamp: int) -> bool | None:
+        """Put the value, or delete the key for None; whether the key was there before, or None for
+        a delete of a key not there (nothing done)."""
         table = self.table
         existed = key in table
         if value is None and not existed:
-            return False
+            return None
         changed = self.changed
         if changed is None:
             changed = self.changed = self.state.changed[self.name] = {}
@@ -208,7 +209,7 @@ class StoreWriter:
             table[key] = StoreValue(value, timestamp)
         if self.logged:
             self.state.out.append(Emitted(self.role, key, value, timestamp, self.name, key))
-        return True
+        return existed
 
 class SavedIndex(Protocol):
     def save(self) -> None: ...

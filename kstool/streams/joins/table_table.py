@@ -46,7 +46,7 @@ class TableTableJoin(TableStores, RecordByRecord):
         out = state.out
         for record in records:
             key, value, side = record.key, record.value, record.side
-            if key is None or not tables[side].write(key, value, record.timestamp):
+            if key is None or tables[side].write(key, value, record.timestamp) is None:
                 continue
             result = self._result(side, key, value, record.timestamp, record.headers, gets[1 - side](key))
             if result is not None:
@@ -64,9 +64,8 @@ class TableTableJoin(TableStores, RecordByRecord):
             key, side = record.key, record.side
             if key is None:
                 continue
-            existed = key in tables[side].table
-            if tables[side].write(key, record.value, record.timestamp) and \
-                    cache.put(side, key, record.value, record.timestamp, record.headers, existed):
+            existed = tables[side].write(key, record.value, record.timestamp)
+            if existed is not None and cache.put(side, key, record.value, record.timestamp, record.headers, existed):
                 # the other table too: a row of it that the first flush joined, then deleted
                 # before its own flush, would leave that result standing (Kafka Streams' does)
                 self._flush((side, 1 - side), cache, state)
@@ -76,7 +75,7 @@ class TableTableJoin(TableStores, RecordByRecord):
         # keys changed on both sides since the last flush: a row deleted on one of them deletes its
         # result even when the other row went too (Kafka Streams' inner join then writes nothing:
         # KTableKTableInnerJoin returns on a null other side)
-        both = set(cache.pending[LEFT]) & set(cache.pending[RIGHT])
+        both = cache.pending[LEFT].keys() & cache.pending[RIGHT].keys()
         for side in sides:
             store, other = self.stores[side], state.stores[self.stores[1 - side]]
             role = changelog_role(store)
