@@ -39,6 +39,11 @@ VALUE_JSON = "value_json"
 # many of its records have it as their newest window, and the start offset of the range read
 # (kstool.tasks.combiners.window_counts.WindowCombiner); null on every other row.
 PARTIAL = "partial"
+# The source's column with the time the driver planned the micro-batch, the same on all its rows
+# (none on a restore's store entries): it places a batch's rows after every earlier batch's.
+# Spark's current_timestamp() would too, but as a literal in the generated code, so that each
+# batch compiled its code anew (bench/notes/continuous-latency.md).
+BATCH_TIME = "batch_time"
 
 
 @dataclass(frozen=True)

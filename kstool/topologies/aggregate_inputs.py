@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kstool.application.model import StoreSpec
 from kstool.base.errors import UsageError
 from kstool.base.serdes import SCHEMA_FORMATS
-from kstool.contract import RESTORED, VALUE_JSON
+from kstool.contract import BATCH_TIME, RESTORED, VALUE_JSON
 from kstool.streams.accumulators import AGGREGATIONS
 from kstool.streams.key_mappers import KeyMapper, key_mapper
 
@@ -164,12 +164,11 @@ def decode_double(column: Column) -> Column:
 
 
 def last_headers_columns() -> tuple[Column, Column]:
-    """A row's headers and its place in processing order: the micro-batch (its time, the same
-    for all its rows and later for later ones), then its offset; none for a restored store
-    entry, which forwards nothing."""
+    """A row's headers and its place in processing order: the micro-batch (BATCH_TIME), then
+    its offset; none for a restored store entry, which forwards nothing."""
     from pyspark.sql import functions as F
 
-    processed = F.struct(F.current_timestamp().alias("batch"), F.col("offset").alias("offset"))
+    processed = F.struct(F.col(BATCH_TIME).alias("batch"), F.col("offset").alias("offset"))
     return F.col("headers"), F.when(~F.col(RESTORED), processed).alias("processed")
 
 

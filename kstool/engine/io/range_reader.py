@@ -29,13 +29,14 @@ from pyspark.sql.types import (
 )
 
 from kstool.config import ClientConfig
-from kstool.contract import PARTIAL, RESTORED, VALUE_JSON
+from kstool.contract import BATCH_TIME, PARTIAL, RESTORED, VALUE_JSON
 from kstool.engine.io.packs import HEADERS_TYPE
 from kstool.kafka.client import BULK_READ_SETTINGS, KafkaClients, every_bootstrap_refuses
 from kstool.kafka.compaction import kept_by_compaction
 from kstool.kafka.read_errors import ends_the_read
 
 ARROW_BATCH_ROWS = 65_536
+BATCH_TIME_TYPE = pa.timestamp("us", tz="UTC")
 # A range's records are known to be there: a longer fetch wait costs nothing where the broker
 # returns them at once, and lets one that gathers many small batches slowly return them (the
 # embedded one answers a fetch empty when its wait runs out first: a 50 ms wait stalled reads).
@@ -60,8 +61,10 @@ SCHEMA = StructType([
                                      StructField("whole", BooleanType()), StructField("window", LongType()),
                                      StructField("latest", LongType()), StructField("range", LongType()),
                                      StructField("records", LongType()), StructField("pack", BinaryType())])),
+    StructField(BATCH_TIME, TimestampType()),
 ])
-# read() must return exactly the Arrow form Spark derives from SCHEMA
+# read() must return exactly the Arrow form Spark derives from SCHEMA: ARROW_SCHEMA's rows, which
+# the range readers make, with the batch's time appended (with_batch_time)
 # a combiner's partial (kstool.contract.PARTIAL), and `records`: the input records the range's
 # partial rows stand for, all on its first row (a line's words are in several rows); `pack`: records
 # packed whole (kstool.tasks.combiners.packs)
@@ -87,6 +90,15 @@ class OffsetRange(InputPartition):
     end: int  # exclusive
     # a changelog partition read for a restore: its compacted view, as store entries
     restore: bool = False
+    planned_us: int | None = None  # BATCH_TIME
+
+
+def with_batch_time(batches: Iterator[pa.RecordBatch], planned_us: int | None) -> Iterator[pa.RecordBatch]:
+    """ARROW_SCHEMA's batches as the source's rows: BATCH_TIME appended."""
+    for batch in batches:
+        times = (pa.nulls(batch.num_rows, BATCH_TIME_TYPE) if planned_us is None
+                 else pa.array(np.full(batch.num_rows, planned_us, np.int64), BATCH_TIME_TYPE))
+        yield batch.append_column(pa.field(BATCH_TIME, BATCH_TIME_TYPE), times)
 
 
 @functools.lru_cache(maxsize=8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,15 @@ from kstool.checkpoint.logs import FIRST_BATCH_MARKER
 from kstool.engine.failures import DATA_LOSS, marked
 from kstool.engine.io.combining import combined, combiner_from_spec
 from kstool.engine.io.gate import wait_for_gate
-from kstool.engine.io.range_reader import SCHEMA, OffsetRange, compacted, keyed, read_range, value_json_decoder_for
+from kstool.engine.io.range_reader import (
+    SCHEMA,
+    OffsetRange,
+    compacted,
+    keyed,
+    read_range,
+    value_json_decoder_for,
+    with_batch_time,
+)
 from kstool.engine.io.source_options import (
     CLIENT_CONFIG_FILE_OPTION,
     COMBINER_OPTION,
@@ -158,10 +167,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = []
         if self.seed_topics and FIRST_BATCH_MARKER in flatten_offsets(end) and FIRST_BATCH_MARKER not in begin:
             ranges += changelog_ranges(self._clients(), self.seed_topics)
+        planned_us = time.time_ns() // 1000
         for tp, stop in sorted(finish.items()):
             for chunk_start in range(firsts.get(tp, stop), stop, self.max_records_per_task):
                 ranges.append(OffsetRange(tp[0], tp[1], chunk_start,
-                                          min(chunk_start + self.max_records_per_task, stop)))
+                                          min(chunk_start + self.max_records_per_task, stop), planned_us=planned_us))
         return ranges
 
     def _first_offsets(self, begin: dict[tuple[str, int], int], finish: dict[tuple[str, int], int]
@@ -196,12 +206,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- executors -------------------------------------------------------------------------
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # our plan's partitions
+        return with_batch_time(self._rows(partition), partition.planned_us)
+
+    def _rows(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         if partition.restore:
-            yield from compacted(read_range(self.config, partition))
-            return
+            return compacted(read_range(self.config, partition))
         to_json = value_json_decoder_for(self.value_schema, self.config) if self.value_schema else None
         records = read_range(self.config, partition, to_json)
-        yield from combined(combiner_from_spec(self.combiner), partition, records) if self.combiner else records
+        return combined(combiner_from_spec(self.combiner), partition, records) if self.combiner else records
 
 
 class ChangelogReader(DataSourceReader):
@@ -218,7 +230,7 @@ class ChangelogReader(DataSourceReader):
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # our plan's partitions
         batches = read_range(self.config, partition)
-        yield from (keyed(batches) if partition.topic in self.history else compacted(batches))
+        yield from with_batch_time(keyed(batches) if partition.topic in self.history else compacted(batches), None)
 
 
 def changelog_ranges(clients: KafkaClients, topics: list[str]) -> list[OffsetRange]:

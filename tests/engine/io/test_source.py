@@ -30,13 +30,17 @@ def test_the_planning_reader_keeps_its_clients_and_its_executor_copies_read_with
     start = reader.initialOffset()
     admin = reader._clients().admin()
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    planning = datetime.now(timezone.utc)
     ranges = reader.partitions(start, end)
+    planned = datetime.now(timezone.utc)
     assert reader._clients().admin() is admin
     assert end == {topic_name: {"0": 15, "1": 15}}
 
     executor_copy = pickle.loads(pickle.dumps(reader))
     read = [row for rng in ranges for batch in executor_copy.read(rng) for row in batch.to_pylist()]
     assert sorted(row["value"] for row in read) == sorted(b"v%d" % i for i in range(30))
+    (batch_time,) = {row["batch_time"] for row in read}  # one for the whole batch: when it was planned
+    assert planning <= batch_time <= planned
 
 
 def test_a_range_reads_as_its_records_were_written(kafka, topic_name):
