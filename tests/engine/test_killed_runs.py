@@ -112,8 +112,9 @@ def _chaos(kafka, topic_name, guarantee: str, kills: int, when_writing: bool = F
     feeder = _Feeder(kafka, source, rng)
     args = [*KSTOOL, "run", "wordcount", "--input", source, "--output", sink, "--app-id", app,
             "--processing-guarantee", guarantee]
-    if when_writing:  # single-record batches: a batch writes long enough to be killed inside (batched: ms)
-        args += ["-X", "batch.num.messages=1"]
+    # single-record batches: a batch writes long enough to be killed inside (batched: ms); the
+    # final run, which no kill interrupts, writes batched
+    killed_runs = [*args, "-X", "batch.num.messages=1"] if when_writing else args
     checkpoint = Path(os.environ["KSTOOL_HOME"]) / "apps" / app / "checkpoint"
     scratch = Path(os.environ["KSTOOL_HOME"]) / "tmp"
     earlier = set(scratch.glob("jvm-*"))
@@ -121,7 +122,7 @@ def _chaos(kafka, topic_name, guarantee: str, kills: int, when_writing: bool = F
     interrupted, killed = 0, set()
     try:
         for _ in range(kills):
-            interrupted += _kill_mid_batch([*args, "--trigger", "300ms", "--max-records-per-batch", str(CHUNK)],
+            interrupted += _kill_mid_batch([*killed_runs, "--trigger", "300ms", "--max-records-per-batch", str(CHUNK)],
                                            checkpoint, rng, watch)
             killed |= {folder for folder in scratch.glob("jvm-*") if any(folder.glob("blockmgr-*"))} - earlier
     finally:
