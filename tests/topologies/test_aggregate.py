@@ -197,14 +197,14 @@ def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_n
     for mode in ("on", "off"):
         out, dlq = f"{topic_name}-{mode}", f"{topic_name}-{mode}-dlq"
         result = cli("run", "aggregate", "--input", topic_name, "--output", out, "--agg", "sum",
-                     "--app-id", out, "--once", "--max-records-per-batch", "700", "--on-error", f"dlq:{dlq}",
+                     "--app-id", out, "--once", "--max-records-per-batch", "1000", "--on-error", f"dlq:{dlq}",
                      "--report", "json", env={"KSTOOL_COMBINE": mode})
         assert result.exit_code == 0, result.stderr
         report = json.loads(result.stdout)
         dead = sorted((m.key(), m.value()) for m in read_all(kafka, dlq))
         outputs[mode] = (latest_per_key(read_all(kafka, out)), report["bad_records"], dead, report["batches"])
     assert outputs["on"][0] and outputs["on"][:3] == outputs["off"][:3]
-    assert outputs["on"][1] == sum(1 for _, v in records if v == b"x") and outputs["on"][3] >= 4
+    assert outputs["on"][1] == sum(1 for _, v in records if v == b"x") and outputs["on"][3] >= 3
 
 
 # page views over two partitions: (user, page, seconds after T0); u3's views are on both

@@ -212,7 +212,7 @@ def test_packed_and_record_by_record_runs_write_the_same(kafka, spark, topic_nam
     for mode in ("on", "off"):
         app = f"{topic_name}-{mode}"
         result = cli("run", "join", "--left", topic_name + "-l", "--right", topic_name + "-r", "--output", app + "-out",
-                     "--app-id", app, "--once", *kind, "--max-records-per-batch", "700", "--report", "json",
+                     "--app-id", app, "--once", *kind, "--max-records-per-batch", "1000", "--report", "json",
                      env={"KSTOOL_COMBINE": mode})
         assert result.exit_code == 0, result.stderr
         report = json.loads(result.stdout)

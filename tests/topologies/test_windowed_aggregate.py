@@ -261,7 +261,7 @@ def test_combined_and_record_by_record_runs_write_the_same(kafka, spark, topic_n
     for mode in ("on", "off"):
         app = f"{topic_name}-{mode}"
         result = cli("run", "aggregate", "--input", topic_name, "--output", app + "-out", "--app-id", app, "--once",
-                     "--window", window, "--grace", "2s", "--emit", emit, "--max-records-per-batch", "700",
+                     "--window", window, "--grace", "2s", "--emit", emit, "--max-records-per-batch", "1000",
                      "--report", "json", env={"KSTOOL_COMBINE": mode})
         assert result.exit_code == 0, result.stderr
         report = json.loads(result.stdout)
