@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PREPARED := $(VENV)/.prepared
 
 .PHONY: run test test-fast test-differential lint install java kafka bench docs clean
 
@@ -17,12 +18,17 @@ install: $(STAMP)
 java: install
 	@$(BIN)/python -c 'from kstool.engine.spark.java import main; main()'
 
+# the class-data archive Spark's JVMs start from, in .venv (kstool engine prepare: ~25 s, once)
+$(PREPARED): $(STAMP)
+	$(BIN)/kstool engine prepare
+	touch $(PREPARED)
+
 # Apache Kafka's jars for the tests (tests/reference/pom.xml, from Maven Central into .cache/; once),
 # and the class-data archive their JVMs start from (a broker started and stopped: ~15 s, once)
 kafka: install
 	@$(BIN)/python -m tests.apache_kafka > /dev/null
 
-run: java
+run: java $(PREPARED)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 # four workers, each with its own Apache Kafka broker, Spark session and kstool home (and an
@@ -33,7 +39,7 @@ TEST_WORKERS ?= 4
 
 # no worker restart: xdist 3.8 hangs for good when it hands a crashed worker's files to a new one
 # (pytest-xdist#1378); a crash ends the run, its stacks printed (tests/crashes.py)
-test: java kafka
+test: java kafka $(PREPARED)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0
 
 # no broker, no Spark: parsers, serdes, layouts, processors against their oracles (Kafka Streams'
@@ -54,7 +60,7 @@ lint: install
 docs: install
 	$(BIN)/python -m kstool.commands.docs .
 
-bench: java kafka
+bench: java kafka $(PREPARED)
 	$(BIN)/python -m bench
 
 clean:

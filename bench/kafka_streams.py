@@ -10,7 +10,8 @@ its default record cache (10 MB) and with the cache at 0 (every update written, 
 them). Processing rate: input records over the seconds from the first input record read to the
 last output written (kstool's `processing_seconds`; Kafka Streams' close done, its caches flushed
 and offsets committed); wall: the whole command, JVM start included. Before anything else, the
-first run on a new machine (a new kstool home, no JVM archive yet) of count per key over 2M and
+first run on a new machine (a new kstool home with no JVM archive of its own: it maps the one
+`kstool engine prepare` recorded at install, which `make bench` runs) of count per key over 2M and
 the final windowed count over 1M, beside Quix Streams' wall. Results:
 bench/results/kafka-streams-<time>.json.
 """

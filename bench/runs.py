@@ -133,8 +133,9 @@ def quix(bootstrap: str, topic: str, expected: int, *mode: str) -> dict:
 
 
 def cold_start(env, bootstrap: str, master: str) -> dict:
-    """The first run on a machine: no JVM class-data archive yet. Later runs use the archive
-    recorded after this run, so wait for it."""
+    """The first run on a machine: no JVM class-data archive of its home (but the installation's,
+    from `kstool engine prepare`, when it was run). A home's archive recorded after this run
+    serves later runs: wait for it."""
     create_topic(bootstrap, "bench-warmup", 2)
     load(bootstrap, "bench-warmup", text_lines(1000), 2)
     result = run_once(env, "bench-warmup", "bench-warmup", master)

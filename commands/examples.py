@@ -26,6 +26,7 @@ EXAMPLES: dict[str, list[str]] = {
     "engine start": ["kstool engine start", "kstool engine start --master spark://spark-master:7077"],
     "engine status": ["kstool engine status", "kstool engine status -o json | jq '.runs[].name'"],
     "engine stop": ["kstool engine stop"],
+    "engine prepare": ["kstool engine prepare"],
     "groups describe": ["kstool groups describe wordcount",
                         "kstool groups describe wordcount -o json | jq '.partitions[] | select(.lag > 0)'",
                         "kstool groups describe my-streams-app --time-lag -o json | jq .max_time_lag_ms"],

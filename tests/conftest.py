@@ -311,7 +311,8 @@ def jvm_archive(suite_kafka) -> None:
     normally, before any other JVM of the session starts: a run that is killed leaves no
     recorder of it, so without this every start of the kill tests would load Spark's classes the slow way.
     The xdist workers of one run share the cache (suite_kafka): the first records the archive
-    while the others wait (a recording is a cold run and the archive's dump, paid once)."""
+    while the others wait (a recording is a cold run and the archive's dump, paid once). Under
+    `make test` the installation's archive (`kstool engine prepare`) is there already: nothing to record."""
     from kstool.base.home import cache_dir, private_dir
     from kstool.engine.spark.java import require_java
     from kstool.engine.spark.jvmcache import JvmCache

@@ -47,6 +47,7 @@ _EXPORTS = {
     "start_engine": "kstool.engine.daemon.client",
     "stop_engine": "kstool.engine.daemon.client",
     "engine_status": "kstool.engine.daemon.client",
+    "prepare_jvm_archive": "kstool.engine.spark.jvm_recorder",
     "EngineSettings": "kstool.engine.daemon.protocol",
     "DEFAULT_MAX_PARKED": "kstool.engine.daemon.protocol",
     "IDLE_ENV": "kstool.engine.daemon.protocol",
@@ -121,6 +122,9 @@ if TYPE_CHECKING:  # `name as name`: an explicit re-export, for mypy and ruff
     )
     from kstool.engine.runtime import (
         run_app as run_app,
+    )
+    from kstool.engine.spark.jvm_recorder import (
+        prepare_jvm_archive as prepare_jvm_archive,
     )
     from kstool.engine.spark.session import (
         SparkOptions as SparkOptions,

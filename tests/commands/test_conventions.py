@@ -115,7 +115,7 @@ def test_at_epoch_ms_is_a_time_everywhere(kafka, topic_name):
 
 
 def test_every_command_that_shows_data_takes_every_output_format_and_ends_help_with_examples():
-    silent = {"broker start", "broker stop", "engine start", "engine stop", "completion", "produce", "topics create",
+    silent = {"broker start", "broker stop", "engine start", "engine stop", "engine prepare", "completion", "produce", "topics create",
               "topics delete"}  # they write or act, not show; so does each `run NAME`
     for path, command in _commands(cli_tree):
         if path not in silent and not path.startswith("run "):

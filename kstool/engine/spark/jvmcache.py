@@ -6,7 +6,9 @@ in the run's own JVM slowed that run by seconds). A later run adopts the finishe
 maps it (-XX:SharedArchiveFile), which saves seconds of class loading.
 Archives live in $KSTOOL_HOME/cache, keyed by the Java and PySpark versions and the Python
 environment; the JVM ignores an archive that does not match (-Xshare:auto is the default).
-Set KSTOOL_JVM_CACHE=off to disable.
+`kstool engine prepare` records one at install time, in the Python environment itself
+(`prepared_archive`): a home without an archive of its own starts from that one, its first run
+too, and records none. Set KSTOOL_JVM_CACHE=off to disable both.
 """
 
 from __future__ import annotations
@@ -30,6 +32,15 @@ def _key(java_major: int, spark_home: Path | None) -> str:
     where = sys.prefix if spark_home is None else f"{sys.prefix}|{spark_home}"
     env = hashlib.sha256(where.encode()).hexdigest()[:10]
     return f"spark-{pyspark.__version__}-java{java_major}-{env}"
+
+
+def prepared_archive(java_major: int) -> Path:
+    """The archive `kstool engine prepare` records for this Python environment's pyspark, on the
+    installed pyspark's class path: a JVM of any kstool home maps it (a home's SPARK_HOME links
+    the same jar files, and the JVM checks the files, not the path it was given)."""
+    import pyspark
+
+    return Path(sys.prefix) / "share" / "kstool" / f"spark-{pyspark.__version__}-java{java_major}.jsa"
 
 
 def _adopt_finished(cache: Path, key: str, final: Path) -> bool:
@@ -60,6 +71,8 @@ class JvmCache:
         self.key = _key(java_major, spark_home)
         self.spark_home = spark_home
         self.final = self.cache / f"{self.key}.jsa"
+        # without kstool's SPARK_HOME (the user's own Spark, a cluster manager's) the class path is another
+        self.prepared = prepared_archive(java_major) if spark_home is not None else None
         self._pending: Path | None = None  # the archive this process's recorder is to write
 
     def java_option(self) -> str:
@@ -67,17 +80,25 @@ class JvmCache:
             return ""
         private_dir(self.cache)
         writing = _adopt_finished(self.cache, self.key, self.final)
-        if self.final.exists():
-            return f"-XX:SharedArchiveFile={self.final}"
+        archive = self._archive()
+        if archive is not None:
+            return f"-XX:SharedArchiveFile={archive}"
         if writing:
             return ""
         self._pending = self.cache / f"{self.key}.{os.getpid()}.jsa.tmp"
         return f"-XX:DumpLoadedClassList={_class_list(self._pending)}"
 
+    def _archive(self) -> Path | None:
+        """The home's own archive, else the environment's prepared one, else None."""
+        for archive in (self.final, self.prepared):
+            if archive is not None and archive.exists():
+                return archive
+        return None
+
     @property
     def has_archive(self) -> bool:
         """A JVM started now maps a finished archive (after java_option())."""
-        return self.enabled and self.final.exists()
+        return self.enabled and self._archive() is not None
 
     def started(self, jvm_pid: int | None) -> None:
         """Record which process writes the pending archive (the JVM listing its classes, then the

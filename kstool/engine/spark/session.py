@@ -122,7 +122,7 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
             say(f"starting Spark ({options.master}): its JVM, then Python workers"
                 + ("" if jvm_cache.has_archive else
                    "; a first start in this kstool home, with no class-data archive yet (it is recorded after "
-                   "this run: later starts take seconds less)"))
+                   "this run: later starts take seconds less; `kstool engine prepare` records one for every home)"))
         spark = _start(options, app_name, settings, home, jvm_cache, scratch, log_file)
     else:
         spark = _session_on_the_active_context(spark_conf(options))

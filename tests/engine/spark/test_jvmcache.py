@@ -1,12 +1,15 @@
 """kstool.engine.spark.jvmcache and its recorder: a run's JVM without an archive only lists the
 classes it loads; the recorder turns the list into an archive that a JVM of the run's class path
-maps; a run with the archive maps it."""
+maps; a run with the archive maps it; the archive `kstool engine prepare` records for the
+environment serves a home that has none of its own."""
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark import SparkConf
 from pyspark.java_gateway import launch_gateway
@@ -15,6 +18,7 @@ from kstool.engine.spark.java import require_java
 from kstool.engine.spark.jvm_recorder import listed_classes, record
 from kstool.engine.spark.jvmcache import JvmCache
 from kstool.engine.spark.spark_home import spark_home, spark_home_for
+from tests.conftest import cli
 
 
 @pytest.fixture
@@ -62,3 +66,50 @@ def test_the_recorder_writes_an_archive_that_a_jvm_of_the_runs_class_path_maps(f
     gateway.proc.stdin.close()
     gateway.proc.wait(60)
     assert "Mapped dynamic region" in log.read_text()
+
+
+@pytest.fixture
+def prepared(tmp_path: Path, monkeypatch) -> Path:
+    """Where this test's environment keeps the archive `kstool engine prepare` records."""
+    archive = tmp_path / "share" / "spark.jsa"
+    monkeypatch.setattr("kstool.engine.spark.jvmcache.prepared_archive", lambda java_major: archive)
+    monkeypatch.setattr("kstool.engine.spark.jvm_recorder.prepared_archive", lambda java_major: archive)
+    return archive
+
+
+def test_a_home_without_an_archive_starts_from_the_prepared_one_and_its_own_comes_first(own_home, prepared):
+    farm = spark_home_for("local")
+    assert JvmCache(require_java(), farm).java_option().startswith("-XX:DumpLoadedClassList=")
+    prepared.parent.mkdir()
+    prepared.write_bytes(b"an archive")
+    cache = JvmCache(require_java(), farm)
+    assert cache.java_option() == f"-XX:SharedArchiveFile={prepared}" and cache.has_archive
+    # the user's own SPARK_HOME is another class path: not the prepared archive's
+    assert JvmCache(require_java(), None).java_option().startswith("-XX:DumpLoadedClassList=")
+    cache.final.write_bytes(b"the home's own")
+    assert JvmCache(require_java(), farm).java_option() == f"-XX:SharedArchiveFile={cache.final}"
+
+
+def test_the_prepared_archive_is_mapped_by_a_jvm_of_any_homes_spark_home(fresh_home, prepared, tmp_path, monkeypatch):
+    from kstool.engine.spark import jvm_recorder
+
+    few = tmp_path / "classes.txt.gz"
+    few.write_bytes(gzip.compress(b"org.apache.spark.SparkConf\nscala.Option\nno.such.Clazz\n"))
+    monkeypatch.setattr(jvm_recorder, "STARTUP_CLASSES", few)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    prepare = cli("engine", "prepare")
+    assert prepare.exit_code == 0 and f"class-data archive {prepared} (" in prepare.stderr, prepare.stderr
+    assert prepared.stat().st_size > 0
+    # recorded on the installed pyspark's path; a home's SPARK_HOME is a folder of links to its files
+    farm = spark_home_for("local")
+    assert farm is not None and farm != Path(pyspark.__file__).parent
+    log = tmp_path / "classes.log"
+    conf = SparkConf().set("spark.driver.extraJavaOptions",  # -Xshare:on: a JVM that cannot map it exits
+                           f"-Xshare:on -XX:SharedArchiveFile={prepared} -Xlog:class+load=info:file={log}")
+    with spark_home(farm):
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL})
+    gateway.jvm.java.lang.Class.forName("org.apache.spark.SparkConf")
+    gateway.shutdown()
+    gateway.proc.stdin.close()
+    gateway.proc.wait(60)
+    assert "org.apache.spark.SparkConf source: shared objects file (top)" in log.read_text()
