@@ -45,7 +45,8 @@ class SparkOptions:
     long_lived: bool = False
 
 
-def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Path | None = None) -> dict[str, str]:
+def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Path | None = None,
+               executor_java_options: str = "") -> dict[str, str]:
     log_opt = "" if options.debug else f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     # a cluster's executors live as long as the run: C2 pays for a long one only (executors under a
     # 0.4-core quota used 33% less CPU over 1M records with C1: bench/notes/scale-out.md)
@@ -64,7 +65,7 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Pa
         "spark.hadoop.fs.permissions.umask-mode": "077",
         "spark.driver.extraJavaOptions": " ".join(
             filter(None, (log_opt, driver_java_options, jit))),
-        "spark.executor.extraJavaOptions": " ".join(filter(None, (log_opt, jit))),
+        "spark.executor.extraJavaOptions": " ".join(filter(None, (log_opt, executor_java_options, jit))),
     }
     if scratch is not None:  # the driver's (and a local run's executors'); a cluster's workers set their own
         conf["spark.local.dir"] = str(scratch)
@@ -117,7 +118,8 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     if owned:
         home = spark_home_for(options.master)
         jvm_cache, scratch = JvmCache(java_major, home), ScratchDir()
-        settings = spark_conf(options, f"{jvm_cache.java_option()} {scratch.java_option()}".strip(), scratch.path)
+        settings = spark_conf(options, f"{jvm_cache.java_option()} {scratch.java_option()}".strip(), scratch.path,
+                              jvm_cache.executor_java_option())
         if say is not None:
             say(f"starting Spark ({options.master}): its JVM, then Python workers"
                 + ("" if jvm_cache.has_archive else

@@ -113,3 +113,14 @@ def test_the_prepared_archive_is_mapped_by_a_jvm_of_any_homes_spark_home(fresh_h
     gateway.proc.stdin.close()
     gateway.proc.wait(60)
     assert "org.apache.spark.SparkConf source: shared objects file (top)" in log.read_text()
+
+
+def test_a_clusters_executors_map_the_prepared_archive_quietly_and_none_of_a_homes(own_home, prepared):
+    farm = spark_home_for("spark://h:7077")
+    assert JvmCache(require_java(), farm).executor_java_option() == ""
+    prepared.parent.mkdir()
+    prepared.write_bytes(b"an archive")
+    cache = JvmCache(require_java(), farm)
+    cache.final.write_bytes(b"the home's own: a worker does not see the home")
+    assert cache.executor_java_option().split() == [f"-XX:SharedArchiveFile={prepared}", "-Xlog:cds=off,cds+dynamic=off"]
+    assert JvmCache(require_java(), None).executor_java_option() == ""  # the user's own Spark
