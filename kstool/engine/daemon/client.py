@@ -46,8 +46,8 @@ from kstool.kafka.client import KafkaClients
 def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict[str, Any]:
     with connect(paths) as sock:
         sock.settimeout(timeout_s)
-        send(sock, {"op": op})
         try:
+            send(sock, {"op": op})
             _, value = receive(sock)
         except (EOFError, OSError) as exc:
             raise EngineError(f"the engine did not answer ({exc}); its log: {paths.log}") from None
@@ -56,8 +56,16 @@ def _ask(paths: EnginePaths, op: str, timeout_s: float) -> dict[str, Any]:
 
 def engine_status(paths: EnginePaths | None = None, timeout_s: float = 10.0) -> EngineStatus:
     """The engine's status document, or {"running": false}."""
+    paths = paths or EnginePaths.of_home()
     try:
-        return cast(EngineStatus, _ask(paths or EnginePaths.of_home(), "status", timeout_s))
+        try:
+            return cast(EngineStatus, _ask(paths, "status", timeout_s))
+        except EngineNotRunningError:
+            raise
+        except EngineError:
+            # an engine that stops serving drops the connections it has not answered: asked
+            # again, it is gone (its socket closed) or it answers
+            return cast(EngineStatus, _ask(paths, "status", timeout_s))
     except EngineNotRunningError:
         return EngineStatus(running=False)
 
