@@ -167,19 +167,23 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
     if not partitions:
         return {}
     isolation = "read_committed"
-    deadline = time.monotonic() + (clients.timeout if settle_s is None else settle_s)
+    # the settling bounds the wait for stable offsets only: a coordinator that moves (its node
+    # lost) is waited for until the command's timeout, as every other request to it is
+    coordinator_deadline = time.monotonic() + clients.timeout
+    settled = time.monotonic() + (clients.timeout if settle_s is None else settle_s)
 
     def ask(isolation: str, deadline: float) -> list[TopicPartition]:
         return _committed(clients, group, partitions, isolation, max(deadline - time.monotonic(), 0.1))
 
     while True:
         try:
-            answer = while_coordinator_moves(partial(ask, isolation, deadline), deadline)
+            answer = while_coordinator_moves(partial(ask, isolation, settled), coordinator_deadline)
             break
         except KafkaException as exc:
             code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
             if code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
-                isolation, deadline = "read_uncommitted", time.monotonic() + clients.timeout
+                isolation = "read_uncommitted"
+                coordinator_deadline = settled = time.monotonic() + clients.timeout
             else:
                 raise clients.translate(exc, group=("DESCRIBE", group)) from None
     return {(tp.topic, tp.partition): tp.offset for tp in answer
