@@ -66,6 +66,11 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Pa
         "spark.driver.extraJavaOptions": " ".join(
             filter(None, (log_opt, driver_java_options, jit))),
         "spark.executor.extraJavaOptions": " ".join(filter(None, (log_opt, executor_java_options, jit))),
+        # Spark passes executorEnv to every Python process it starts (task workers, the sources'
+        # planners and runners), local or not. numpy, which kstool imports there, starts OpenBLAS
+        # with a thread per core that spins before it sleeps: ~60 ms of CPU a process for matrix
+        # work kstool never does
+        "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
     }
     if scratch is not None:  # the driver's (and a local run's executors'); a cluster's workers set their own
         conf["spark.local.dir"] = str(scratch)

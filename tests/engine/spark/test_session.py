@@ -1,7 +1,7 @@
 """kstool.engine.spark.session's settings: a JVM started for one command (its driver, a cluster's
 executors) compiles with C1 only, one that lives long (the engine's, a continuous run's) keeps
 the JVM's default JIT, C2 included; a checkpoint on a local disk is written through Hadoop's
-FileSystem."""
+FileSystem; Spark's Python processes start numpy's OpenBLAS with one thread."""
 
 from __future__ import annotations
 
@@ -64,3 +64,10 @@ def test_a_local_checkpoint_is_written_through_hadoops_file_system_and_any_other
     assert checkpoint_conf(True) == {
         manager: "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"}
     assert manager not in checkpoint_conf(False)
+
+
+def test_sparks_python_processes_start_openblas_with_one_thread_unless_the_user_says_otherwise():
+    # numpy's OpenBLAS reads OPENBLAS_NUM_THREADS at import; Spark hands executorEnv to its Python processes
+    variable = "spark.executorEnv.OPENBLAS_NUM_THREADS"
+    assert spark_conf(SparkOptions(master="local[2]"))[variable] == "1"
+    assert spark_conf(SparkOptions(master="local[2]", conf={variable: "4"}))[variable] == "4"
