@@ -100,25 +100,22 @@ INTEGRATION_FIXTURES = {"kafka", "suite_kafka", "embedded_kafka", "spark", "fres
                         "kafka_cluster", "cluster"}
 
 
-# the longest modules (~10, ~8 and ~7 minutes on a busy 2-core machine): each starts at once on a
-# worker of its own, and the short ones fill in around them
-LONGEST_MODULES = ("tests/engine/test_cluster.py", "tests/engine/test_killed_runs.py",
-                   "tests/engine/test_broker_faults.py")
-
-
 def pytest_collection_modifyitems(items) -> None:
     """Tests that need the broker, Spark or a broker of their own are the integration tier;
-    `make test-fast` runs the rest (no JVM, no broker). The tests of `tests/engine/` (JVMs of
-    their own: kills, outages, clusters, engines) take half the suite's time: they run first,
-    the longest first, so that `make test`'s workers (xdist, a module each at a time) share the
-    end of the run."""
+    `make test-fast` runs the rest (no JVM, no broker). `make test`'s workers (xdist) take a
+    module at a time in this order: the longest first (tests/start_order.txt), then the other
+    integration modules, then the rest, so that the workers end together."""
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+    from tests.cpu_use import start_order_ranks  # a plugin (pytest_plugins): imported after pytest registers it
 
-    def start_order(item) -> tuple[bool, bool]:
+    ranks = start_order_ranks()
+    integration = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("integration")}
+
+    def start_order(item) -> tuple[int, bool]:
         module = item.nodeid.split("::")[0]
-        return module not in LONGEST_MODULES, not module.startswith("tests/engine/")
+        return ranks.get(module, len(ranks)), module not in integration
     items.sort(key=start_order)
 
 

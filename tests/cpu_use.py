@@ -2,7 +2,8 @@
 {"test", "worker", "cpu_s", "wall_s"} to FILE, its CPU being that of the worker's process tree
 (its brokers, JVMs, kstool subprocesses and what they reaped) from its setup to its teardown.
 On a busy 2-core machine the suite is bound by CPU, not by its waits: this says which tests to
-make cheaper. `python -m tests.cpu_use FILE` sums it per module."""
+make cheaper. `python -m tests.cpu_use FILE` sums it per module; `python -m tests.cpu_use FILE
+--start-order` writes tests/start_order.txt from it (conftest starts those modules first)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,22 @@ def pytest_runtest_protocol(item, nextitem):
         f.write(json.dumps(line) + "\n")
 
 
+START_ORDER = Path(__file__).with_name("start_order.txt")
+START_FIRST_S = 20  # modules shorter than this fill in at the end, in collection order
+START_ORDER_HEADER = """\
+# The modules `make test` starts first, the longest first, each with its wall seconds in a full
+# run (KSTOOL_TEST_CPU=FILE make test; python -m tests.cpu_use FILE --start-order): xdist gives a
+# worker a module at a time, so the run ends when its workers do; a long module started late ends
+# last alone. Modules not listed follow, those that need a broker or Spark first.
+"""
+
+
+def start_order_ranks() -> dict[str, int]:
+    """The modules to start first, by rank (the longest first)."""
+    listed = [line.split()[0] for line in START_ORDER.read_text().splitlines() if line and not line.startswith("#")]
+    return {module: rank for rank, module in enumerate(listed)}
+
+
 def main() -> None:
     per_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     for text in Path(sys.argv[1]).read_text().splitlines():
@@ -62,6 +79,10 @@ def main() -> None:
         module[0] += line["cpu_s"]
         module[1] += line["wall_s"]
         module[2] += 1
+    if "--start-order" in sys.argv:
+        longest = sorted((kv for kv in per_module.items() if kv[1][1] >= START_FIRST_S), key=lambda kv: -kv[1][1])
+        START_ORDER.write_text(START_ORDER_HEADER + "".join(f"{name} {wall:.0f}\n" for name, (_, wall, _) in longest))
+        return
     total = sum(m[0] for m in per_module.values())
     print(f"{'module':70} {'CPU-s':>8} {'wall-s':>8} {'tests':>6}")
     for name, (cpu, wall, count) in sorted(per_module.items(), key=lambda kv: -kv[1][0])[:40]:
