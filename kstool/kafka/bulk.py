@@ -21,7 +21,7 @@ import itertools
 import json
 import logging
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import asdict
 from typing import Any, Callable, cast
 
@@ -310,8 +310,11 @@ class BulkWriter:
 # An idempotent producer's first send waits for its producer id (0.5-1 s): a process that writes
 # batch after batch, run after run (an executor's Python worker, the warm engine) keeps its writers.
 # One writer per settings and topics; an app's topics include its own changelogs, and an app runs
-# once at a time (its lock), so two runs never share one.
-_SHARED: dict[str, BulkWriter] = {}
+# once at a time (its lock), so two runs never share one. The least recently used go beyond
+# MAX_SHARED_WRITERS (twice the engine's parked queries): an idle producer's librdkafka threads
+# still wake, and a process that ran many apps (a test worker: ~150) spent 3% of the suite's CPU on them.
+MAX_SHARED_WRITERS = 16
+_SHARED: OrderedDict[str, BulkWriter] = OrderedDict()
 
 
 def _shared_key(clients: KafkaClients, partition_counts: dict[str, int]) -> str:
@@ -325,12 +328,15 @@ def shared_writer(clients: KafkaClients, partition_counts: dict[str, int]) -> Bu
     key = _shared_key(clients, partition_counts)
     kept = _SHARED.get(key)
     if kept is not None:
+        _SHARED.move_to_end(key)
         kept.producer.poll(0)  # serves the error callbacks queued while it was idle
         if kept.stale:
             kept = None
     if kept is None:
         idempotent: dict[str, Any] = {"enable.idempotence": True}
         kept = _SHARED[key] = BulkWriter(clients, partition_counts, errors_only=True, **idempotent)
+        while len(_SHARED) > MAX_SHARED_WRITERS:  # each was flushed by its last batch
+            _SHARED.popitem(last=False)
     return kept
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from confluent_kafka import Producer
 from hypothesis import given, strategies as st
 
 from kstool.config import build_client_config
-from kstool.kafka.bulk import BulkWriter
+from kstool.kafka.bulk import MAX_SHARED_WRITERS, BulkWriter, shared_writer
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.exceptions import KafkaOperationError
 from kstool.kafka.partitioner import partition_for, partitions_for
@@ -107,3 +110,25 @@ def test_a_writer_that_reports_errors_only_still_counts_what_was_not_written(kaf
     with pytest.raises(KafkaOperationError, match=r"^2 record\(s\) written, 1 not delivered .*over the size limit"):
         writer.flush()
     assert [m.value() for m in read_all(kafka, topic_name)] == [b"1", b"3"]
+
+
+def _librdkafka_clients() -> int:
+    """This process's librdkafka clients: each has one main thread."""
+    return sum(Path(f"/proc/self/task/{t}/comm").read_text().strip() == "rdk:main" for t in os.listdir("/proc/self/task"))
+
+
+def test_a_process_that_writes_for_many_apps_keeps_a_bounded_number_of_producers(kafka, topic_name):
+    """The warm engine (or a test worker) writes for app after app: the writers of the apps it no
+    longer runs go, the least recently used first, and their producers' threads with them."""
+    clients = KafkaClients(build_client_config())
+    before = _librdkafka_clients()
+    first = shared_writer(clients, {f"{topic_name}-0": 1})
+    for i in range(1, MAX_SHARED_WRITERS + 10):
+        shared_writer(clients, {f"{topic_name}-{i}": 1})
+        assert shared_writer(clients, {f"{topic_name}-0": 1}) is first  # used again: kept
+    assert _librdkafka_clients() - before <= MAX_SHARED_WRITERS + 1  # + the clients' admin, if made
+    last = shared_writer(clients, {f"{topic_name}-{MAX_SHARED_WRITERS + 9}": 1})
+    for i in range(MAX_SHARED_WRITERS + 10, 2 * MAX_SHARED_WRITERS + 10):
+        shared_writer(clients, {f"{topic_name}-{i}": 1})
+    assert shared_writer(clients, {f"{topic_name}-0": 1}) is not first  # not used since: gone
+    assert shared_writer(clients, {f"{topic_name}-{MAX_SHARED_WRITERS + 9}": 1}) is not last
