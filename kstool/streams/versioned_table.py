@@ -110,28 +110,31 @@ class VersionedTable:
             return False
         clock.time = max(clock.time, timestamp)
         entry = state.get(self.store, key)
-        if value is None and entry is not None and entry.value is not None and entry.timestamp == timestamp \
-                and not older_versions(entry):
-            # a tombstone of the latest value's own time only deletes it (the latest value store's
-            # entry, RocksDBVersionedStore.maybePutToLatestValueStore) and keeps no tombstone where
-            # no older version's validTo holds it: an older put later becomes the latest again
-            state.delete(self.store, key, timestamp, log=False)
-            return True
         versions = [*older_versions(entry), (entry.timestamp, entry.value)] if entry is not None else []
-        versions = [v for v in versions if v[0] != timestamp] + [(timestamp, value)]
-        versions.sort(key=lambda v: v[0])
+        # a tombstone of the latest value's own time only deletes it (the latest value store's entry,
+        # RocksDBVersionedStore.maybePutToLatestValueStore) and records no tombstone of its own: the
+        # history ends where the version before ended, which for a tombstone is its own time (a
+        # value put after a tombstone leaves the tombstone's segment as it was, finishPut), so an
+        # older put from there on becomes the latest again (#84)
+        deletes_latest = value is None and bool(versions) and versions[-1][0] == timestamp \
+            and versions[-1][1] is not None and (len(versions) == 1 or versions[-2][1] is None)
+        if deletes_latest:
+            versions.pop()
+        else:
+            versions = [v for v in versions if v[0] != timestamp] + [(timestamp, value)]
+            versions.sort(key=lambda v: v[0])
         horizon = clock.time - self.history
         # a version nothing can ask for: one that ended by the horizon, a tombstone that began before it
         while len(versions) > 1 and versions[1][0] <= horizon:
             versions.pop(0)
-        if versions[0][1] is None and versions[0][0] < horizon:
+        if versions and versions[0][1] is None and versions[0][0] < horizon:
             versions.pop(0)
         if not versions:
             state.delete(self.store, key, timestamp, log=False)
-            return False
+            return deletes_latest
         (latest_time, latest), older = versions[-1], Older(versions[:-1])
         state.put(self.store, key, StoreValue(latest, latest_time, older), log=False)
-        return int(latest_time) == timestamp
+        return deletes_latest or int(latest_time) == timestamp
 
 
 def latest_versions(history: int, records: Iterable[tuple[bytes, bool, int]]) -> dict[bytes, int]:

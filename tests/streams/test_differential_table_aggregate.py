@@ -42,6 +42,10 @@ def _kstool(shape, agg, suppress_ms, suppress_records, history, inputs, batch: i
 # time deletes it and keeps nothing, so r1's older a@7 becomes its latest and counts again (#84)
 @example(inputs=[("r1", ("a", 1), 8), ("r1", None, 8), ("r1", ("a", 1), 7)], shape="split", agg="count",
          suppress_ms=None, suppress_records=None, history=1, batch=1)
+# versioned: the same, when the version before the deleted one is a tombstone (a@3's deletion leaves
+# the history ending at the tombstone's time 2, so a@2 becomes the latest)
+@example(inputs=[("r1", None, 2), ("r1", ("a", 0), 3), ("r1", None, 3), ("r1", ("a", 0), 2)], shape="split",
+         agg="count", suppress_ms=None, suppress_records=None, history=1, batch=1)
 @given(rows, shapes, st.sampled_from(["count", "sum"]), st.one_of(st.none(), st.integers(0, 10)),
        st.one_of(st.none(), st.integers(1, 3)), st.one_of(st.none(), st.integers(0, 30)), st.integers(1, 7))
 def test_table_aggregates_are_kafka_streams_aggregates(twin, inputs, shape, agg, suppress_ms, suppress_records, history,
