@@ -160,7 +160,15 @@ def test_a_streams_group_is_described_through_another_node_and_after_its_coordin
     again = cli("groups", "describe", app_id, "-o", "json")
     assert again.exit_code == 0, again.stderr
     after = json.loads(again.stdout)
-    assert (after["type"], after["partitions"]) == ("streams", before["partitions"])
+    assert after["type"] == "streams"
+    # the offsets are the group's durable state; a partition's member is not: the stopped app did
+    # not leave, and its session expires on its own, between the two descriptions or not (a full
+    # run saw the partitions differ after the kill, with no write in between; pytest cut the rest)
+    assert _offsets(after) == _offsets(before), (before["partitions"], after["partitions"])
+
+
+def _offsets(description: dict) -> list[tuple]:
+    return [(p["topic"], p["partition"], p["committed"], p["end_offset"], p["lag"]) for p in description["partitions"]]
 
 
 def _joined_member(cluster, group: str, topic: str) -> Consumer:
