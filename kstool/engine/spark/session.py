@@ -71,6 +71,8 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Pa
         # with a thread per core that spins before it sleeps: ~60 ms of CPU a process for matrix
         # work kstool never does
         "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+        # the task workers fork with their modules loaded (kstool.engine.spark.python_daemon)
+        "spark.python.daemon.module": "kstool.engine.spark.python_daemon",
     }
     if scratch is not None:  # the driver's (and a local run's executors'); a cluster's workers set their own
         conf["spark.local.dir"] = str(scratch)
