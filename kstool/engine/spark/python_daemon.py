@@ -1,5 +1,6 @@
 """The Python daemon of kstool's Spark JVMs (spark.python.daemon.module): PySpark's own, with the
-modules every task worker imports loaded once, before it forks the workers.
+modules every task worker imports loaded once, before it forks the workers, and kept out of the
+workers' garbage collections.
 
 PySpark's daemon forks a worker per concurrent task, and each worker imported pandas (for
 transformWithStateInPandas: ~0.5 CPU-s), pyarrow and kstool's Kafka I/O by itself, again in every
@@ -13,6 +14,7 @@ thread.
 
 from __future__ import annotations
 
+import gc
 import os
 
 os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")  # read when pyarrow loads
@@ -25,4 +27,7 @@ import kstool.engine.io.executor_sink  # noqa: E402,F401  # the tasks' sinks and
 import kstool.engine.io.range_reader  # noqa: E402,F401
 
 if __name__ == "__main__":
+    # a reused worker collects garbage after each task (pyspark/daemon.py): frozen, what it was
+    # forked with is not scanned again each time
+    gc.freeze()
     daemon.manager()
