@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PREPARED := $(VENV)/.prepared
 
-.PHONY: run test test-fast test-differential lint install java kafka bench docs clean
+.PHONY: run test test-fast test-differential lint install java kafka compiled bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# kstool's bytecode, which pip writes for an installed package but not for this editable one: every
+# Python that Spark or a test starts (hundreds: the sources' runners, transformWithState's pre-init,
+# kstool subprocesses) compiled kstool's modules again where PYTHONDONTWRITEBYTECODE is set
+# (~0.1 CPU-s each, measured); only what changed is compiled again
+compiled: install
+	@$(BIN)/python -m compileall -q kstool commands
 
 java: install
 	@$(BIN)/python -c 'from kstool.engine.spark.java import main; main()'
@@ -28,7 +35,7 @@ $(PREPARED): $(STAMP)
 kafka: install
 	@$(BIN)/python -m tests.apache_kafka > /dev/null
 
-run: java $(PREPARED)
+run: java compiled $(PREPARED)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 # four workers, each with its own Apache Kafka broker, Spark session and kstool home (and an
@@ -39,13 +46,13 @@ TEST_WORKERS ?= 4
 
 # no worker restart: xdist 3.8 hangs for good when it hands a crashed worker's files to a new one
 # (pytest-xdist#1378); a crash ends the run, its stacks printed (tests/crashes.py)
-test: java kafka $(PREPARED)
+test: java kafka compiled $(PREPARED)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0
 
 # no broker, no Spark: parsers, serdes, layouts, processors against their oracles (Kafka Streams'
 # TopologyTestDriver among them: one JVM per worker), planning; CPU-bound (the hypothesis
 # tests), so two workers: 58 s -> 35 s on a 2-core machine
-test-fast: java kafka
+test-fast: java kafka compiled
 	$(BIN)/python -m pytest -m "not integration" -q -n 2
 
 # kstool's processors against Kafka Streams (tests/twin.py) on many more random cases than `make test`
@@ -60,7 +67,7 @@ lint: install
 docs: install
 	$(BIN)/python -m kstool.commands.docs .
 
-bench: java kafka $(PREPARED)
+bench: java kafka compiled $(PREPARED)
 	$(BIN)/python -m bench
 
 clean:
