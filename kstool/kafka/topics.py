@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
@@ -193,15 +193,37 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
         raise UsageError("--replication-factor must be at least 1")
     new = NewTopic(options.name, num_partitions=options.partitions,
                    replication_factor=options.replication_factor, config=dict(options.configs))
-    future = clients.admin().create_topics([new], request_timeout=clients.timeout)[options.name]
     try:
-        future.result()
+        ask_to_create(clients.admin, new, clients.timeout)
     except KafkaException as exc:
         raise clients.refusal(exc, topic=("CREATE", options.name)) or KafkaOperationError(
             f"cannot create topic {options.name!r}: {_reason(exc)}") from None
     replication_factor = _wait_until_served(clients, options.name, options.partitions)
     return {"topic": options.name, "partitions": options.partitions,
             "replication_factor": replication_factor, "configs": dict(options.configs)}
+
+
+# asks after an answer lost with its broker handle (below)
+CREATE_ASKS = 3
+
+
+def ask_to_create(admin: Callable[[], Any], new: NewTopic, timeout: float) -> None:
+    """CreateTopics, asked again when librdkafka dropped the broker handle the request was on
+    (_DESTROY_BROKER: it drops the handle of a broker the cluster's metadata stops naming, as for
+    a moment while a cluster's nodes start; seen once on three nodes): the answer was lost, not
+    refused. The topic found existing by the next ask is then the one the lost answer created."""
+    answer_lost = False
+    for ask in range(1, CREATE_ASKS + 1):
+        try:
+            admin().create_topics([new], request_timeout=timeout)[new.topic].result()
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if answer_lost and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if code != KafkaError._DESTROY_BROKER or ask == CREATE_ASKS:
+                raise
+            answer_lost = True
 
 
 def _wait_until_served(clients: KafkaClients, name: str, partitions: int) -> int:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
+
+from kstool.kafka.topics import CREATE_ASKS, ask_to_create
 from tests.conftest import cli
 
 
@@ -34,3 +39,39 @@ def test_topics_describe_counts_records_and_configs(kafka, topic_name):
     assert [p["records"] for p in doc["partitions"]] == [0, 3]
     assert doc["total_records"] == 3
     assert doc["configs"].get("cleanup.policy") == "compact"
+
+
+class _Answers:
+    """An admin client whose CreateTopics answers are the given error codes in turn (None: created)."""
+
+    def __init__(self, *codes: int | None):
+        self.codes, self.asked = list(codes), 0
+
+    def create_topics(self, topics, request_timeout):
+        self.asked += 1
+        code = self.codes.pop(0)
+
+        class Answer:
+            def result(self):
+                if code is not None:
+                    raise KafkaException(KafkaError(code))
+        return {topics[0].topic: Answer()}
+
+
+def test_a_create_answer_lost_with_its_broker_handle_is_asked_again():
+    lost_then_created = _Answers(KafkaError._DESTROY_BROKER, None)
+    ask_to_create(lambda: lost_then_created, NewTopic("t", 1), 5)
+    assert lost_then_created.asked == 2
+    # the lost answer had created it: the next ask finds it
+    lost_then_exists = _Answers(KafkaError._DESTROY_BROKER, KafkaError.TOPIC_ALREADY_EXISTS)
+    ask_to_create(lambda: lost_then_exists, NewTopic("t", 1), 5)
+    assert lost_then_exists.asked == 2
+
+
+@pytest.mark.parametrize("answers", [(KafkaError.TOPIC_ALREADY_EXISTS,), (KafkaError.POLICY_VIOLATION,),
+                                     (KafkaError._DESTROY_BROKER,) * CREATE_ASKS])
+def test_a_refused_create_is_not_asked_again(answers):
+    admin = _Answers(*answers)
+    with pytest.raises(KafkaException) as raised:
+        ask_to_create(lambda: admin, NewTopic("t", 1), 5)
+    assert raised.value.args[0].code() == answers[-1] and admin.asked == len(answers)
