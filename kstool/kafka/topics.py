@@ -203,7 +203,7 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
             "replication_factor": replication_factor, "configs": dict(options.configs)}
 
 
-# asks after an answer lost with its broker handle (below)
+# how often CreateTopics is asked while its answers are lost with their broker handles (below)
 CREATE_ASKS = 3
 
 
