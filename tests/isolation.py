@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
@@ -27,6 +28,10 @@ FETCH, FETCH_VERSION = 1, 4  # v4: the first with isolation_level and record bat
 READ_UNCOMMITTED = 0  # everything in the log: the isolation is applied here
 MAX_BYTES = 8 * 1024 * 1024
 FETCH_WAIT_MS = 500
+# a partition a moment after its topic was created: the metadata names its leader before that
+# broker's replica manager leads it (NOT_LEADER_OR_FOLLOWER seen on one node), so ask again
+BECOMING_LEADER = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+LEADER_WAIT_S = 10
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,20 @@ def _fetch(conn: socket.socket, topic: str, partition: int, offset: int) -> tupl
     watermark is no end: the embedded broker answers empty when its wait runs out before it
     gathered many small batches (it may also report the watermark too low: the caller reads
     on until an empty answer at or past it)."""
+    deadline = time.monotonic() + LEADER_WAIT_S
+    while True:
+        error, answer = _fetch_once(conn, topic, partition, offset)
+        if error not in BECOMING_LEADER or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if error == 1:  # OFFSET_OUT_OF_RANGE: past the end
+        return [], offset
+    assert error == 0, f"fetch {topic}:{partition}@{offset}: error {error}"
+    return answer
+
+
+def _fetch_once(conn: socket.socket, topic: str, partition: int, offset: int) -> tuple[int, tuple[list, int]]:
+    """The partition's error code, and its batches from `offset` and high watermark when it has none."""
     name = topic.encode()
     body = struct.pack(">iiiib", -1, FETCH_WAIT_MS, 1, MAX_BYTES, READ_UNCOMMITTED)
     body += struct.pack(">ih", 1, len(name)) + name + struct.pack(">iiqi", 1, partition, offset, MAX_BYTES)
@@ -169,9 +188,8 @@ def _fetch(conn: socket.socket, topic: str, partition: int, offset: int) -> tupl
     assert partitions == 1, partitions
     _, error, high_watermark, _ = struct.unpack_from(">ihqq", response, at)
     at += 4 + 2 + 8 + 8
-    if error == 1:  # OFFSET_OUT_OF_RANGE: past the end
-        return [], offset
-    assert error == 0, f"fetch {topic}:{partition}@{offset}: error {error}"
+    if error != 0:
+        return error, ([], high_watermark)
     (aborted,) = struct.unpack_from(">i", response, at)
     at += 4 + max(aborted, 0) * 16
     (size,) = struct.unpack_from(">i", response, at)
@@ -181,7 +199,7 @@ def _fetch(conn: socket.socket, topic: str, partition: int, offset: int) -> tupl
     while (batch := records.next_batch()) is not None:
         if batch.next_offset > offset:  # a batch may start before the asked offset
             batches.append(batch)
-    return batches, high_watermark
+    return 0, (batches, high_watermark)
 
 
 def _receive(conn: socket.socket) -> bytes:
