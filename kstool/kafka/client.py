@@ -75,6 +75,11 @@ def require_partitions(topic: str, wanted: Iterable[int], available: list[int]) 
                          f"(partitions: 0..{len(available) - 1})")
 
 
+def error_code(exc: KafkaException) -> int | None:
+    """The code of the KafkaError a client's KafkaException carries, if it carries one."""
+    return exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+
+
 def readonly_group_id() -> str:
     # librdkafka insists on a group.id even for assign()-only consumers; this one never commits.
     return f"kstool-readonly-{os.getpid()}"
@@ -331,7 +336,7 @@ class KafkaClients:
                 try:
                     offset = future.result().offset
                 except KafkaException as exc:
-                    code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+                    code = error_code(exc)
                     if answered_only and code in _UNREACHABLE | LEADER_MOVING:
                         continue
                     if code in LEADER_MOVING and time.monotonic() + wait < deadline:

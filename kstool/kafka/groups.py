@@ -19,7 +19,7 @@ from kstool.base.documents import (
     StreamsSubtopology,
 )
 from kstool.base.errors import BusyError, KstoolError
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, error_code
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.share_groups import describe_share_group, share_group_offsets
 from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group
@@ -180,7 +180,7 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
             answer = while_coordinator_moves(partial(ask, isolation, settled), coordinator_deadline)
             break
         except KafkaException as exc:
-            code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
+            code = error_code(exc)
             if code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
                 isolation = "read_uncommitted"
                 coordinator_deadline = settled = time.monotonic() + clients.timeout
@@ -200,7 +200,7 @@ def while_coordinator_moves(ask: Callable[[], T], deadline: float, moved: Callab
         try:
             return ask()
         except KafkaException as exc:
-            code = exc.args[0].code() if isinstance(exc.args[0], KafkaError) else None
+            code = error_code(exc)
             if code not in _COORDINATOR_BUSY or time.monotonic() + pause >= deadline:
                 raise
             if code == KafkaError.NOT_COORDINATOR and moved is not None:

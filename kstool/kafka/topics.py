@@ -13,7 +13,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 from kstool.base.documents import PartitionHealthRow, TopicDescription, TopicPartitionRow, TopicRow
 from kstool.base.errors import KstoolError, UsageError
 from kstool.base.names import validate_topic
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import KafkaClients, error_code
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
 
 # what a topic is created with when no replication factor is given: the broker's
@@ -218,7 +218,7 @@ def ask_to_create(admin: Callable[[], Any], new: NewTopic, timeout: float) -> No
             admin().create_topics([new], request_timeout=timeout)[new.topic].result()
             return
         except KafkaException as exc:
-            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+            code = error_code(exc)
             if answer_lost and code == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
             if code != KafkaError._DESTROY_BROKER or ask == CREATE_ASKS:
