@@ -1,5 +1,5 @@
 """Where the suite's CPU goes, per test: with KSTOOL_TEST_CPU=FILE, each test appends a JSON line
-{"test", "worker", "cpu_s", "wall_s"} to FILE, its CPU being that of the worker's process tree
+{"test", "worker", "cpu_s", "wall_s", "ended"} to FILE, its CPU being that of the worker's process tree
 (its brokers, JVMs, kstool subprocesses and what they reaped) from its setup to its teardown.
 On a busy 2-core machine the suite is bound by CPU, not by its waits: this says which tests to
 make cheaper. `python -m tests.cpu_use FILE` sums it per module; `python -m tests.cpu_use FILE
@@ -50,7 +50,8 @@ def pytest_runtest_protocol(item, nextitem):
     began_cpu, began = tree_cpu_s(os.getpid()), time.monotonic()
     yield
     line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            "cpu_s": round(tree_cpu_s(os.getpid()) - began_cpu, 1), "wall_s": round(time.monotonic() - began, 1)}
+            "cpu_s": round(tree_cpu_s(os.getpid()) - began_cpu, 1), "wall_s": round(time.monotonic() - began, 1),
+            "ended": round(time.time(), 1)}
     with open(out, "a") as f:
         f.write(json.dumps(line) + "\n")
 
