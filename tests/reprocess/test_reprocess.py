@@ -1,5 +1,5 @@
 """kstool reprocess: from a time that is aligned to nothing, every key and window ends as one
-fresh run over the whole input ends (the oracle), for every topology kind; the plan changes
+fresh run over the whole input ends (the oracle), for each kind of store; the plan changes
 nothing; a lost history is refused with the ways on; a run that stops midway is finished by
 running the same command again.
 
