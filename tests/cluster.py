@@ -48,15 +48,14 @@ def unshare_problem() -> str | None:
     return None if probe.returncode == 0 else f"unshare -m is not permitted: {probe.stderr.strip()}"
 
 
-def _daemon_java_options() -> str:
-    """The master's and workers' JVM option: the installation's class-data archive, which their
-    class path shares with kstool's driver (with the suite's C1, a worker's start took 1.7 CPU-s
-    instead of 2.7, measured 3 times each; the tests start a dozen)."""
+def _daemon_java_options(spark_home: Path) -> str:
+    """The master's and workers' JVMs map the installation's class-data archive as its executors
+    do (their class path is the same pyspark's): with the suite's C1, a worker's start took 1.7
+    CPU-s instead of 2.7, measured 3 times each; the tests start a dozen."""
     from kstool.engine.spark.java import require_java
-    from kstool.engine.spark.jvmcache import prepared_archive
+    from kstool.engine.spark.jvmcache import JvmCache
 
-    archive = prepared_archive(require_java())
-    return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off" if archive.exists() else ""
+    return JvmCache(require_java(), spark_home).executor_java_option()
 
 
 class SparkCluster:
@@ -70,7 +69,7 @@ class SparkCluster:
         self.spark_home = Path(pyspark.__file__).parent
         self.work, self.hidden, self.cores = work, hidden, cores
         self.env = {**os.environ, "SPARK_HOME": str(self.spark_home), "PYSPARK_PYTHON": sys.executable,
-                    "SPARK_LOG_DIR": str(work), "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": _daemon_java_options()}
+                    "SPARK_LOG_DIR": str(work), "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": _daemon_java_options(self.spark_home)}
         self.port, self.ui_port, *self.worker_ui_ports = free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.master = self._spawn("master", [
