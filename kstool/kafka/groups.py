@@ -4,7 +4,6 @@ offsets, remove members."""
 from __future__ import annotations
 
 import time
-from functools import partial
 from typing import Any, Callable, NamedTuple, TypeVar, cast
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -32,7 +31,6 @@ class GroupBusyError(BusyError):
     """The group has members: what changes it needs it empty."""
 
 
-_NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 # a group's coordinator busy for a moment: Apache Kafka answers so while it loads a partition of
 # __consumer_offsets (just created, or moved), and an answer comes once it has
 _COORDINATOR_BUSY = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -166,28 +164,38 @@ def committed_offsets(clients: KafkaClients, group: str, topics: list[str] | Non
     partitions = [TopicPartition(t, p) for t in names for p in sorted(meta.topics[t].partitions)]
     if not partitions:
         return {}
-    isolation = "read_committed"
-    # the settling bounds the wait for stable offsets only: a coordinator that moves (its node
-    # lost) is waited for until the command's timeout, as every other request to it is
-    coordinator_deadline = time.monotonic() + clients.timeout
-    settled = time.monotonic() + (clients.timeout if settle_s is None else settle_s)
 
-    def ask(isolation: str, deadline: float) -> list[TopicPartition]:
-        return _committed(clients, group, partitions, isolation, max(deadline - time.monotonic(), 0.1))
+    def read(isolation: str, settle: float) -> dict[tuple[str, int], int]:
+        # the settling bounds the wait for stable offsets only: a coordinator that moves (its
+        # node lost) is waited for until the command's timeout, as every other request to it is
+        settled = time.monotonic() + settle
+        answer = while_coordinator_moves(lambda: _committed(
+            clients, group, partitions, isolation, max(settled - time.monotonic(), 0.1)), time.monotonic() + clients.timeout)
+        return {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None and tp.offset >= 0}
 
-    while True:
+    def settled_read(settle: float) -> dict[tuple[str, int], int] | None:
+        """The stable offsets, None when they did not settle within `settle` seconds."""
         try:
-            answer = while_coordinator_moves(partial(ask, isolation, settled), coordinator_deadline)
-            break
+            return read("read_committed", settle)
         except KafkaException as exc:
-            code = error_code(exc)
-            if code == KafkaError._TIMED_OUT and settle_s is not None and isolation == "read_committed":
-                isolation = "read_uncommitted"
-                coordinator_deadline = settled = time.monotonic() + clients.timeout
-            else:
-                raise clients.translate(exc, group=("DESCRIBE", group)) from None
-    return {(tp.topic, tp.partition): tp.offset for tp in answer
-            if tp.error is None and tp.offset != _NO_OFFSET and tp.offset >= 0}
+            if settle_s is None or error_code(exc) != KafkaError._TIMED_OUT:
+                raise
+            return None
+
+    try:
+        stable = settled_read(clients.timeout if settle_s is None else settle_s)
+        if stable is not None:
+            return stable
+        unstable = read("read_uncommitted", clients.timeout)
+        if unstable:
+            return unstable
+        # offsets pending but none committed: also what a coordinator that has just taken the
+        # group over from a lost node answers, until its high watermark passes the group's
+        # records (once the lost node leaves the ISR); the first transaction of a group
+        # still open (a killed app's) stays so until the timeout
+        return settled_read(clients.timeout) or {}
+    except KafkaException as exc:
+        raise clients.translate(exc, group=("DESCRIBE", group)) from None
 
 
 def while_coordinator_moves(ask: Callable[[], T], deadline: float, moved: Callable[[], None] | None = None) -> T:
@@ -229,6 +237,8 @@ def describe_group(clients: KafkaClients, group: str, time_lag: bool = False) ->
     if shared is not None:
         return _share_group_description(clients, group, shared)
     committed = committed_offsets(clients, group, settle_s=SETTLE_S)
+    if committed and state == "DEAD":  # described by a coordinator still loading the group
+        state, members, streams = describe_members(clients, group)
     note = None
     if not committed and not members:
         # some brokers describe any name as an EMPTY group: a group they do not list is unknown

@@ -7,8 +7,9 @@ import re
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from kstool.kafka import groups
 from tests.conftest import cli
 from tests.helpers import create_topic, produce_records
 
@@ -63,3 +64,30 @@ def test_groups_describe_time_lag_is_the_age_of_the_oldest_unprocessed_record(ka
     assert "max_time_lag_ms" not in plain and "time_lag_ms" not in plain["partitions"][0]
     table = cli("groups", "describe", group, "--time-lag").stdout  # for people: minutes and seconds
     assert "TIME LAG" in table and re.search(r"max time lag 59m\d\ds", table) and re.search(r" 59m\d\ds\n", table)
+
+
+def test_a_coordinator_catching_up_on_a_group_does_not_make_it_missing(kafka, topic_name, monkeypatch):
+    """A coordinator that has just taken a group over from a lost node (seen on three Apache
+    Kafka nodes, tests/kafka/test_cluster.py) answers, until its high watermark passes the
+    group's records: stable offsets that do not settle within groups.SETTLE_S, and nothing
+    committed to a read_uncommitted reader. The group is described once they settle."""
+    create_topic(kafka, topic_name, 1)
+    group = topic_name + "-g"
+    consumer = Consumer({**kafka.consumer_conf(), "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic_name, 0, 3)], asynchronous=False)
+    consumer.close()
+    read_from_the_broker = groups._committed
+    catching_up = iter(["unsettled", "nothing"])
+
+    def coordinator(clients, group, partitions, isolation, timeout):
+        answer = next(catching_up, "caught up")
+        if answer == "unsettled":
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        if answer == "nothing":
+            return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]  # OFFSET_INVALID
+        return read_from_the_broker(clients, group, partitions, isolation, timeout)
+
+    monkeypatch.setattr(groups, "_committed", coordinator)
+    result = cli("groups", "describe", group, "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert [(p["partition"], p["committed"]) for p in json.loads(result.stdout)["partitions"]] == [(0, 3)]
