@@ -13,7 +13,7 @@ from kstool.engine.spark.java import require_java
 from kstool.engine.spark.jvm_reaper import reap_at_exit
 from kstool.engine.spark.jvmcache import JvmCache
 from kstool.engine.spark.scratch import ScratchDir
-from kstool.engine.spark.spark_home import spark_home, spark_home_for
+from kstool.engine.spark.spark_home import python_for, spark_home, spark_home_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,7 +113,7 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     start is doing, for the person waiting on it."""
     java_major = require_java()
     # Python workers must run this interpreter, or they will not find confluent-kafka
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = python_for(options.master)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkContext
 

@@ -6,6 +6,11 @@ pre-init runner, the task workers. Python never caches bytecode for a zip, so ea
 compiled pyspark from source: `import pyspark` took 1.46 s from the zip against 0.27 s installed.
 The zip holds the installed pyspark's own code; a folder that links everything of the installed
 pyspark but its `python/` lets those processes import the installed, compiled copy.
+
+Spark also puts its spark-core jar on that path, which holds no Python: each process read the
+jar's directory (~6,000 entries) when it first walked its path, and again when pyspark's
+setup_spark_files invalidated the import caches. A local run's processes start through a
+launcher that leaves the jar out (python_for).
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Iterator
 
-from kstool.base.home import cache_dir, private_dir
+from kstool.base.home import cache_dir, private_dir, write_private_text
 
 # masters whose Spark finds its Python in the environment; YARN ships $SPARK_HOME/python/lib/pyspark.zip
 # to its containers and refuses to start without it
@@ -38,6 +45,36 @@ def spark_home_for(master: str) -> Path | None:
             with contextlib.suppress(FileExistsError):  # another kstool made it first
                 (home / entry.name).symlink_to(entry)
     return home
+
+
+# sh, not Python: what costs is Python walking its path when it starts (set -f: the entries are
+# not glob patterns)
+_LAUNCHER = """#!/bin/sh
+# kstool: this Python, without the jars Spark puts on PYTHONPATH (kstool.engine.spark.spark_home)
+set -f
+path=
+IFS=:
+for entry in $PYTHONPATH; do
+  case $entry in *.jar) ;; *) path=${path:+$path:}$entry ;; esac
+done
+PYTHONPATH=$path
+export PYTHONPATH
+exec %s "$@"
+"""
+
+
+def python_for(master: str) -> str:
+    """The Python executable for the processes Spark starts: this interpreter (they import
+    kstool and confluent-kafka), through the launcher for a local master (a cluster's workers may
+    not see kstool's cache); this interpreter itself where the launcher cannot run (a noexec cache)."""
+    if not master.startswith("local"):
+        return sys.executable
+    launcher = private_dir(cache_dir()) / f"python-{hashlib.sha256(sys.executable.encode()).hexdigest()[:10]}"
+    text = _LAUNCHER % shlex.quote(sys.executable)
+    if not launcher.is_file() or launcher.read_text(encoding="utf-8") != text:
+        write_private_text(launcher, text)
+        launcher.chmod(0o700)
+    return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ pyspark, not the zip of its sources that Spark puts first on their path."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from kstool.engine.spark.spark_home import spark_home, spark_home_for
+from kstool.engine.spark.spark_home import python_for, spark_home, spark_home_for
 
 INSTALLED = Path(pyspark.__file__).parent
 
@@ -61,3 +62,20 @@ def test_the_home_is_set_only_while_a_jvm_is_launched(home, monkeypatch):
     monkeypatch.setenv("SPARK_HOME", "/opt/spark")
     with spark_home(None):
         assert os.environ["SPARK_HOME"] == "/opt/spark"
+
+
+def test_a_local_runs_python_starts_without_the_jars_spark_puts_on_its_path(home):
+    """Spark puts its spark-core jar on its Python processes' path (PythonUtils.sparkPythonPath),
+    whose directory Python reads when it starts: a local run's Python leaves it out, and is this
+    interpreter with every other entry of the path in its order."""
+    jar = next((INSTALLED / "jars").glob("spark-core*.jar"))
+    kept = [str(home / "a b"), str(home / "*")]  # a space, and no glob
+    python = python_for("local[2]")
+    assert python != sys.executable
+    started = subprocess.run([python, "-c", "import json, sys; print(sys.executable); print(json.dumps(sys.path))"],
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(jar), *kept])},
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    assert started[0] == sys.executable
+    path = json.loads(started[1])
+    assert str(jar) not in path and [p for p in path if p in kept] == kept
+    assert python_for("spark://127.0.0.1:7077") == sys.executable  # a cluster's workers may not see the launcher
