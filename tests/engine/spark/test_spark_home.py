@@ -69,7 +69,7 @@ def test_a_local_runs_python_starts_without_the_jars_spark_puts_on_its_path(home
     whose directory Python reads when it starts: a local run's Python leaves it out, and is this
     interpreter with every other entry of the path in its order."""
     jar = next((INSTALLED / "jars").glob("spark-core*.jar"))
-    kept = [str(home / "a b"), str(home / "*")]  # a space, and no glob
+    kept = [str(home / "a b"), str(home / "*")]  # a space, and a glob character kept as it is
     python = python_for("local[2]")
     assert python != sys.executable
     started = subprocess.run([python, "-c", "import json, sys; print(sys.executable); print(json.dumps(sys.path))"],
