@@ -35,11 +35,11 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def write_private_text(path: Path, text: str) -> None:
-    """Write atomically (temp file + rename) with mode 0600 from the first byte."""
+def write_private_text(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write atomically (temp file + rename) with `mode` (0600, or 0700 for a script) from the first byte."""
     private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)

@@ -112,8 +112,6 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     (or is dropped): operators read kstool's lines; --debug shows everything. `say`: what a
     start is doing, for the person waiting on it."""
     java_major = require_java()
-    # Python workers must run this interpreter, or they will not find confluent-kafka
-    os.environ["PYSPARK_PYTHON"] = python_for(options.master)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkContext
 
@@ -123,6 +121,9 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
         _quiet_pyspark_loggers()
     owned = SparkContext._active_spark_context is None
     if owned:
+        # Python workers must run this interpreter, or they will not find confluent-kafka (the
+        # context reads it when it starts)
+        os.environ["PYSPARK_PYTHON"] = python_for(options.master)
         home = spark_home_for(options.master)
         jvm_cache, scratch = JvmCache(java_major, home), ScratchDir()
         settings = spark_conf(options, f"{jvm_cache.java_option()} {scratch.java_option()}".strip(), scratch.path,

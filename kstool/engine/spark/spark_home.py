@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from kstool.base.home import cache_dir, private_dir
+from kstool.base.home import cache_dir, private_dir, write_private_text
 
 # masters whose Spark finds its Python in the environment; YARN ships $SPARK_HOME/python/lib/pyspark.zip
 # to its containers and refuses to start without it
@@ -72,11 +72,7 @@ def python_for(master: str) -> str:
     launcher = private_dir(cache_dir()) / f"python-{hashlib.sha256(sys.executable.encode()).hexdigest()[:10]}"
     text = _LAUNCHER % shlex.quote(sys.executable)
     if not launcher.is_file() or launcher.read_text(encoding="utf-8") != text:
-        # executable from its first byte, and in place at once: another kstool may be starting it
-        written = launcher.with_name(f".{launcher.name}.{os.getpid()}.tmp")
-        with os.fdopen(os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700), "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(written, launcher)
+        write_private_text(launcher, text, mode=0o700)  # another kstool may be starting it
     return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
 
 
