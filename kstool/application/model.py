@@ -5,7 +5,6 @@ any Hadoop URI)."""
 
 from __future__ import annotations
 
-import difflib
 import fcntl
 import os
 import shutil
@@ -20,7 +19,7 @@ from kstool.application.exceptions import AppBusyError, IncompatibleRunError
 from kstool.base.documents import RunningPids
 from kstool.base.errors import KstoolError, NotFoundError
 from kstool.base.home import kstool_home, private_dir, read_json, write_private_json
-from kstool.base.names import validate_name
+from kstool.base.names import did_you_mean, validate_name
 from kstool.stores import STORE_KINDS, VERSIONED_STORE, StoreKind
 from kstool.stores.state_layouts import STATE_LAYOUT_ENTRIES
 
@@ -163,8 +162,7 @@ def existing_app(paths: AppPaths, error: type[KstoolError] = NotFoundError, hint
     manifest = load_manifest(paths)
     if manifest is not None:
         return manifest
-    close = difflib.get_close_matches(paths.app_id, app_ids(paths.state_dir), n=1)
-    suggestion = f"; did you mean {close[0]!r}?" if close else ""
+    suggestion = did_you_mean(paths.app_id, app_ids(paths.state_dir))
     raise error(f"no kstool app {paths.app_id!r} in {paths.state_dir}{suggestion}{hint}")
 
 

@@ -3,13 +3,13 @@ the Kafka Streams layouts; never fails on undecodable bytes (they are shown as h
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, cast
 
 from kstool.application.model import app_ids, iter_apps
 from kstool.base.errors import NotFoundError, UsageError
+from kstool.base.names import did_you_mean
 from kstool.base.serdes import as_text
 from kstool.changelog import fk_subscription, suppress_buffer
 from kstool.changelog.layouts import (
@@ -59,9 +59,8 @@ def list_changelogs(clients: KafkaClients, state_dir: Path, app_id: str | None =
             owned[topic] = (app, store)
     apps = owners | set(groups) | set(app_ids(state_dir))
     if app_id and not owned and app_id not in apps:  # a typo, not an app without stores
-        close = difflib.get_close_matches(app_id, sorted(a for a in apps if a is not None), n=1)
         raise NotFoundError(f"no application {app_id!r}: no changelog topic, consumer group or kstool app has "
-                            "that id" + (f"; did you mean {close[0]!r}?" if close else ""))
+                            "that id" + did_you_mean(app_id, sorted(a for a in apps if a is not None)))
     # one ListOffsets and one DescribeConfigs round trip for all of them, not one per topic
     marks = clients.watermarks([(t, p) for t in owned for p in sorted(meta[t].partitions)])
     configs = topics_configs(clients, list(owned))

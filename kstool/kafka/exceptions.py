@@ -1,6 +1,5 @@
-import difflib
-
 from kstool.base.errors import KstoolError, NotFoundError
+from kstool.base.names import did_you_mean
 
 
 class KafkaOperationError(KstoolError):
@@ -24,8 +23,7 @@ class TopicNotFoundError(NotFoundError):
 class GroupNotFoundError(NotFoundError):
     def __init__(self, group: str, known: list[str] | None = None):
         """known: the groups there are, to name the nearest (a typo at 3 a.m.)."""
-        close = difflib.get_close_matches(group, known or [], n=1)
-        super().__init__(f"consumer group {group!r} does not exist" + (f"; did you mean {close[0]!r}?" if close else ""))
+        super().__init__(f"consumer group {group!r} does not exist" + did_you_mean(group, known or []))
         self.group = group
 
 

@@ -3,7 +3,6 @@ local state. Nothing is changed here; `apply` carries a plan out."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from kstool.application.model import AppPaths, app_ids, load_manifest, refuse_if_running
 from kstool.base.documents import GroupMember
 from kstool.base.errors import NotFoundError
-from kstool.base.names import detect_internal_topics
+from kstool.base.names import detect_internal_topics, did_you_mean
 from kstool.kafka.client import KafkaClients
 from kstool.kafka.groups import (
     committed_offsets,
@@ -220,10 +219,8 @@ def _refuse_unknown_app(clients: KafkaClients, options: ResetOptions) -> None:
     state) and no input offsets are to be set: a typo at 3 a.m. should not read "nothing to do",
     exit 0. Names the nearest group or kstool app."""
     known = [g["group"] for g in list_groups(clients)] + app_ids(options.state_dir)
-    close = difflib.get_close_matches(options.app_id, known, n=1)
     raise NotFoundError(f"no application {options.app_id!r}: no consumer group, internal topic or local state "
-                        f"(in {options.state_dir}) has that id; nothing was changed"
-                        + (f"; did you mean {close[0]!r}?" if close else ""))
+                        f"(in {options.state_dir}) has that id; nothing was changed" + did_you_mean(options.app_id, known))
 
 
 def _input_changes(clients, spec: ResetSpec, inputs, existing, committed, warnings) -> list[OffsetChange]:
