@@ -361,10 +361,11 @@ def spark(suite_kafka, jvm_archive, tmp_path_factory):
     session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_cluster(suite_kafka, tmp_path_factory):
-    """One Spark standalone cluster: a master and two workers of one core each, neither of
-    which sees the kstool home (nor its cache) nor the other's files."""
+    """A Spark standalone cluster: a master and two workers of one core each, neither of
+    which sees the kstool home (nor its cache) nor the other's files. A module's own: one module
+    uses it, and its JVMs would idle through the rest of its worker's session."""
     from kstool.base.home import cache_dir, private_dir
     from tests.cluster import SparkCluster, unshare_problem
 
