@@ -50,9 +50,10 @@ def detect_internal_topics(app_id: str, topics: list[str], excluded: set[str]) -
 
 
 def did_you_mean(name: str, known: list[str]) -> str:
-    """"; did you mean 'x'?" naming the known name nearest to `name` (a typo at 3 a.m.), or "".
-    difflib is imported here: at module level it cost every kstool process, Spark's Python
-    processes among them, ~17 ms of its start (python -X importtime)."""
+    """The hint that ends a "not found" error: `; did you mean 'x'?` naming the known name
+    nearest to `name` (a typo at 3 a.m.), or nothing. difflib is imported here: at module level
+    it cost every kstool process, Spark's Python processes among them, ~17 ms of its start
+    (python -X importtime)."""
     import difflib
 
     close = difflib.get_close_matches(name, known, n=1)
