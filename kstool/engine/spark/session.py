@@ -3,8 +3,8 @@ never at the import time of modules the Kafka-only commands load."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, cast
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from kstool.engine.spark.java import require_java
 from kstool.engine.spark.jvm_reaper import reap_at_exit
 from kstool.engine.spark.jvmcache import JvmCache
+from kstool.engine.spark.python_forks import forking_pythons
 from kstool.engine.spark.scratch import ScratchDir
 from kstool.engine.spark.spark_home import python_for, spark_home, spark_home_for
 
@@ -112,7 +113,6 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     (or is dropped): operators read kstool's lines; --debug shows everything. `say`: what a
     start is doing, for the person waiting on it."""
     java_major = require_java()
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkContext
 
     # Spark writes checkpoints and logs under kstool's home: private to the user, like the rest
@@ -122,8 +122,9 @@ def build_session(options: SparkOptions, app_name: str = "kstool", log_file: Pat
     owned = SparkContext._active_spark_context is None
     if owned:
         # Python workers must run this interpreter, or they will not find confluent-kafka (the
-        # context reads it when it starts)
+        # context reads it when it starts); the driver's (the data sources' lookup) too
         os.environ["PYSPARK_PYTHON"] = python_for(options.master)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", os.environ["PYSPARK_PYTHON"])
         home = spark_home_for(options.master)
         jvm_cache, scratch = JvmCache(java_major, home), ScratchDir()
         settings = spark_conf(options, f"{jvm_cache.java_option()} {scratch.java_option()}".strip(), scratch.path,
@@ -150,15 +151,16 @@ def _start(options: SparkOptions, app_name: str, settings: dict[str, str], home:
     conf = SparkConf().setMaster(options.master).setAppName(app_name)
     for key, value in settings.items():
         conf.set(key, value)
+    forks = forking_pythons(log_file) if options.master.startswith("local") else contextlib.nullcontext()
     if options.debug:
-        with spark_home(home):
+        with spark_home(home), forks:
             context = SparkContext(conf=conf)
     else:
         # Own session: a SIGTERM/SIGINT to kstool's process group must reach kstool (which
         # stops after the current batch), not kill the JVM mid-batch. The JVM still exits
         # when kstool does: it watches its stdin pipe. It holds its scratch folder's lock too.
         _jvm_log = log_file
-        with open(log_file or os.devnull, "ab") as sink, spark_home(home):
+        with open(log_file or os.devnull, "ab") as sink, spark_home(home), forks:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink, "start_new_session": True,
                                                          "pass_fds": (scratch.lock_fd,)})
         jvm_pid = getattr(gateway, "proc", None) and gateway.proc.pid

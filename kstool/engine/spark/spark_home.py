@@ -47,6 +47,8 @@ def spark_home_for(master: str) -> Path | None:
     return home
 
 
+_RELAY = Path(__file__).with_name("python_forks_relay.py")
+
 # sh, not Python: what costs is Python walking its path when it starts (set -f: the entries are
 # not glob patterns)
 _LAUNCHER = """#!/bin/sh
@@ -59,7 +61,11 @@ for entry in $PYTHONPATH; do
 done
 PYTHONPATH=$path
 export PYTHONPATH
-exec %s "$@"
+# a module's process forked by kstool's fork server, when one runs (kstool.engine.spark.python_forks)
+if [ -n "$KSTOOL_PYTHON_FORKS" ] && [ "$1" = -m ]; then
+  exec %(python)s -S -I %(relay)s "$@"
+fi
+exec %(python)s "$@"
 """
 
 
@@ -70,7 +76,7 @@ def python_for(master: str) -> str:
     if not master.startswith("local"):
         return sys.executable
     launcher = private_dir(cache_dir()) / f"python-{hashlib.sha256(sys.executable.encode()).hexdigest()[:10]}"
-    text = _LAUNCHER % shlex.quote(sys.executable)
+    text = _LAUNCHER % {"python": shlex.quote(sys.executable), "relay": shlex.quote(str(_RELAY))}
     if not launcher.is_file() or launcher.read_text(encoding="utf-8") != text:
         write_private_text(launcher, text, mode=0o700)  # another kstool may be starting it
     return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
