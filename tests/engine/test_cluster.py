@@ -55,10 +55,10 @@ def _counts(kafka, topic: str) -> dict[str, int]:
 
 
 # the first batch waits until both workers' executors have registered (at most 30 s),
-# instead of starting on the first one; the executors log at Spark's default level (kstool
-# quiets them) to show where tasks ran
+# instead of starting on the first one; the executors log at Spark's default level (its own
+# settings, a resource of its jar, after kstool's quiet ones) to show where tasks ran
 BOTH_WORKERS = ("--conf", "spark.cores.max=2", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1",
-                "--conf", "spark.executor.extraJavaOptions=-Dkstool.test=cluster")
+                "--conf", "spark.executor.extraJavaOptions=-Dlog4j2.configurationFile=org/apache/spark/log4j2-defaults.properties")
 
 
 def _counted(kafka, topic: str, lines: list[str], seconds: float = 300) -> bool:

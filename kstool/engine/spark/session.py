@@ -64,9 +64,11 @@ def spark_conf(options: SparkOptions, driver_java_options: str = "", scratch: Pa
         "spark.sql.session.timeZone": "UTC",
         # Hadoop applies its own umask (022) to the checkpoint files it writes
         "spark.hadoop.fs.permissions.umask-mode": "077",
-        "spark.driver.extraJavaOptions": " ".join(
-            filter(None, (log_opt, driver_java_options, jit))),
-        "spark.executor.extraJavaOptions": " ".join(filter(None, (log_opt, executor_java_options, jit))),
+        # kstool's JVM options as Spark's defaults, which Spark puts before the extraJavaOptions: a
+        # `--conf spark.driver.extraJavaOptions=...` of the user's adds to them instead of
+        # dropping the scratch folder, the class-data archive and the log settings with them
+        "spark.driver.defaultJavaOptions": " ".join(filter(None, (log_opt, driver_java_options, jit))),
+        "spark.executor.defaultJavaOptions": " ".join(filter(None, (log_opt, executor_java_options, jit))),
         # Spark passes executorEnv to every Python process it starts (task workers, the sources'
         # planners and runners), local or not. numpy, which kstool imports there, starts OpenBLAS
         # with a thread per core that spins before it sleeps: ~60 ms of CPU a process for matrix

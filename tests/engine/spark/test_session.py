@@ -1,25 +1,31 @@
 """kstool.engine.spark.session's settings: a JVM started for one command (its driver, a cluster's
 executors) compiles with C1 only, one that lives long (the engine's, a continuous run's) keeps
-the JVM's default JIT, C2 included; a checkpoint on a local disk is written through Hadoop's
-FileSystem; Spark's Python processes start numpy's OpenBLAS with one thread."""
+the JVM's default JIT, C2 included; a user's Java options add to kstool's; a checkpoint on a
+local disk is written through Hadoop's FileSystem; Spark's Python processes start numpy's
+OpenBLAS with one thread."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import click
 
 from kstool.commands.context import Globals
 from kstool.commands.run import EngineArgs, build_run_options, engine_options
-from kstool.engine.spark.session import SparkOptions, checkpoint_conf, spark_conf
+from kstool.engine.spark.session import LOG4J_CONFIG, SparkOptions, checkpoint_conf, spark_conf
+from tests.conftest import cli_subprocess
+from tests.helpers import create_topic, produce_values
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"  # HotSpot's flag, as `java -XX:+PrintFlagsFinal` names it
 
 
 def _driver_java_options(options: SparkOptions) -> list[str]:
-    return spark_conf(options, "-XX:SharedArchiveFile=/x.jsa")["spark.driver.extraJavaOptions"].split()
+    return spark_conf(options, "-XX:SharedArchiveFile=/x.jsa")["spark.driver.defaultJavaOptions"].split()
 
 
 def _executor_java_options(options: SparkOptions) -> list[str]:
-    return spark_conf(options)["spark.executor.extraJavaOptions"].split()
+    return spark_conf(options)["spark.executor.defaultJavaOptions"].split()
 
 
 def _engine_args(*argv: str) -> EngineArgs:
@@ -71,3 +77,20 @@ def test_sparks_python_processes_start_openblas_with_one_thread_unless_the_user_
     variable = "spark.executorEnv.OPENBLAS_NUM_THREADS"
     assert spark_conf(SparkOptions(master="local[2]"))[variable] == "1"
     assert spark_conf(SparkOptions(master="local[2]", conf={variable: "4"}))[variable] == "4"
+
+
+def test_java_options_of_the_users_add_to_kstools(kafka, topic_name):
+    """A `--conf spark.driver.extraJavaOptions=...` of the user's keeps kstool's own JVM options
+    (Spark's defaultJavaOptions, put before it): its scratch folder and log settings are there
+    beside the user's property (-XshowSettings prints the JVM's properties into its log)."""
+    create_topic(kafka, topic_name, 1)
+    produce_values(kafka, topic_name, [b"a b"])
+    ran = cli_subprocess("run", "wordcount", "--input", topic_name, "--output", topic_name + "-out", "--app-id",
+                         topic_name, "--once", "--conf",
+                         "spark.driver.extraJavaOptions=-Dkstool.probe=given -XshowSettings:properties")
+    assert ran.exit_code == 0, ran.stderr
+    home = Path(os.environ["KSTOOL_HOME"])
+    properties = (home / "apps" / topic_name / "spark.log").read_text()
+    assert "kstool.probe = given" in properties
+    assert f"java.io.tmpdir = {home / 'tmp' / 'jvm-'}" in properties  # kstool's scratch folder (kstool.engine.spark.scratch)
+    assert f"log4j2.configurationFile = file:{LOG4J_CONFIG}" in properties
