@@ -114,7 +114,10 @@ class _Server:
         return None
 
     def _accept(self, listener: socket.socket) -> None:
-        relay, _ = listener.accept()
+        try:
+            relay, _ = listener.accept()
+        except OSError:  # out of file descriptors, for one: that relay starts its Python fresh
+            return
         uid = struct.unpack("3i", relay.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
         if uid != os.getuid():  # the address is abstract: any local user could reach it
             relay.close()
@@ -137,11 +140,17 @@ class _Server:
             relay.close()
             return None
         executable, cwd, umask, argv, env = _decode_request(data)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # out of memory or processes: the relay starts its Python fresh, if it can
+            pid = -1
         if pid == 0:
             return self._become(relay, fds, cwd, umask, argv, env)
         for fd in fds:
             os.close(fd)
+        if pid < 0:
+            relay.close()
+            return None
         try:
             relay.send(b"served %d" % pid)
         except OSError:  # the relay is gone: so must its process be
@@ -155,7 +164,10 @@ class _Server:
     def _refusal(self, data: bytes, fds: list[int]) -> str:
         if len(fds) != 3:
             return "no standard streams"
-        executable, _, _, argv, env = _decode_request(data)
+        try:
+            executable, _, _, argv, env = _decode_request(data)
+        except (ValueError, IndexError):
+            return "not a request"
         if executable != sys.executable:
             return f"another Python ({executable})"
         if len(argv) < 2 or argv[0] != "-m":
@@ -171,12 +183,14 @@ class _Server:
                 env: dict[str, str]) -> str:
         """In the forked process: the server's sockets closed, the relay's streams as its own,
         its folder, umask and environment; dies with the server."""
-        for child, (_, other) in self.children.items():
-            os.close(child)
-            other.close()
+        # the listener, relays and pidfds; a socket through its object, which would otherwise
+        # close its number again when collected, by then perhaps a descriptor of the process's own
+        for key in list(self.selector.get_map().values()):
+            if isinstance(key.fileobj, socket.socket):
+                key.fileobj.close()
+            else:
+                os.close(key.fd)
         relay.close()
-        self.listener.close()
-        os.close(self.parent)
         self.selector.close()
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         for target, fd in enumerate(fds):

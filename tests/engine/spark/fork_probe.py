@@ -9,7 +9,7 @@ import time
 
 said = {"argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0], "pid": os.getpid(), "umask": os.umask(0o22),
         "probe": os.environ.get("PROBE"), "hash": hash("kstool"), "stdin": sys.stdin.read() if "read" in sys.argv else None,
-        "main": __name__}
+        "main": __name__, "fds": sorted(os.listdir("/proc/self/fd"))}
 if "wait-term" in sys.argv:
     signal.signal(signal.SIGTERM, lambda *_: (print("terminated", flush=True), sys.exit(7)))
 print(json.dumps(said), flush=True)

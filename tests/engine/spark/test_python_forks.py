@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -77,13 +78,17 @@ def _fresh(env: dict[str, str]) -> dict[str, str]:
 
 
 def test_a_forked_process_is_what_a_fresh_python_is_to_the_jvm(server):
+    waiting = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # a relay that has not asked yet
+    waiting.connect(b"\0kstool-python-forks-" + server.env[ADDRESS_ENV].encode())
     forked, fresh = (_ran(server.start("3", "read", env=env)) for env in (server.env, _fresh(server.env)))
+    waiting.close()
     assert forked.forked and not fresh.forked
     assert forked.process.returncode == fresh.process.returncode == 3
     del forked.said["pid"], fresh.said["pid"]
     assert forked.said == fresh.said
     assert forked.said == {"argv": ["3", "read"], "cwd": str(REPO), "path0": str(REPO), "umask": 0o027, "probe": "given",
-                           "hash": fresh.said["hash"], "stdin": "hello", "main": "__main__"}
+                           "hash": fresh.said["hash"], "stdin": "hello", "main": "__main__",
+                           "fds": ["0", "1", "2", "3"]}  # none of the server's: 3 lists them
 
 
 def test_signals_reach_the_forked_process_and_its_end_is_the_relays(server):
