@@ -39,7 +39,7 @@ def _served(argv: list[str]) -> tuple[socket.socket, int] | None:
         server.connect(b"\0kstool-python-forks-" + os.environb[b"KSTOOL_PYTHON_FORKS"])
         socket.send_fds(server, [_request(argv)], [0, 1, 2])
         reply = server.recv(4096).split()
-    except OSError:
+    except (OSError, KeyError):  # no server (or no address: the launcher gives one)
         return None
     return (server, int(reply[1])) if reply[:1] == [b"served"] else None
 
