@@ -89,7 +89,10 @@ def write_archive(names: list[str], archive: Path, spark_home: Path | None, limi
     from kstool.engine.spark.session import C1_ONLY
     from kstool.engine.spark.spark_home import spark_home as with_spark_home
 
-    conf = SparkConf().set("spark.driver.extraJavaOptions", f"-XX:ArchiveClassesAtExit={archive} {C1_ONLY}")
+    # not loadDefaults: where a JVM already runs in this process (a test's session), those would
+    # be its settings, its class-data archive among them, which a JVM that dumps one cannot map
+    conf = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions",
+                                             f"-XX:ArchiveClassesAtExit={archive} {C1_ONLY}")
     deadline = time.monotonic() + limit_s
     with with_spark_home(spark_home):
         gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL})

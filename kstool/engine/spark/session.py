@@ -150,7 +150,7 @@ def _start(options: SparkOptions, app_name: str, settings: dict[str, str], home:
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    conf = SparkConf().setMaster(options.master).setAppName(app_name)
+    conf = SparkConf(loadDefaults=False).setMaster(options.master).setAppName(app_name)  # a stopped JVM's are not ours
     for key, value in settings.items():
         conf.set(key, value)
     forks = forking_pythons(log_file) if options.master.startswith("local") else contextlib.nullcontext()
