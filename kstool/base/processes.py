@@ -1,8 +1,11 @@
-"""Other processes, as /proc shows them: alive or not, and when they started."""
+"""Other processes, as /proc shows them: alive or not, and when they started; and a variable of
+the environment the processes started meanwhile inherit."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 
 def pid_alive(pid: int) -> bool:
@@ -43,3 +46,19 @@ def _stat_fields(pid: int) -> list[str] | None:
             return stat.read().rpartition(b")")[2].decode("ascii", "replace").split()
     except OSError:
         return None
+
+
+@contextlib.contextmanager
+def inherited_variable(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` in this process's environment while it starts a process (a JVM:
+    pyspark hands it os.environ), then as it was: kstool's own later work, and the processes it
+    starts later, see no change."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous

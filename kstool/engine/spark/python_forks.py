@@ -31,6 +31,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from kstool.base.processes import inherited_variable
+
 ADDRESS_ENV = "KSTOOL_PYTHON_FORKS"
 # What Spark gives the Python processes it starts (PythonWorkerFactory, Spark 4.3), read by CPython
 # when it starts: the server starts with them, so that a forked process is what a fresh one would
@@ -72,24 +74,24 @@ def forking_pythons(log: Path | None) -> Iterator[None]:
     with open(log or os.devnull, "ab") as sink:
         subprocess.Popen([sys.executable, "-m", __name__, token, str(os.getpid())], env={**os.environ, **SPARK_PYTHON_ENV},
                          stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True)
-    previous = os.environ.get(ADDRESS_ENV)
-    os.environ[ADDRESS_ENV] = token
-    try:
+    with inherited_variable(ADDRESS_ENV, token):
         yield
-    finally:
-        if previous is None:
-            del os.environ[ADDRESS_ENV]
-        else:
-            os.environ[ADDRESS_ENV] = previous
 
 
-def _decode_request(data: bytes) -> tuple[str, str, int, list[str], dict[str, str]]:
-    """What python_forks_relay sends: Python, folder, umask, argument count, arguments, environment."""
+_Request = tuple[str, str, int, list[str], dict[str, str]]
+
+
+def _decode_request(data: bytes) -> _Request | None:
+    """What python_forks_relay sends: Python, folder, umask, argument count, arguments,
+    environment; None for anything else."""
     fields = data.split(_FIELDS)
-    argc = int(fields[3])
-    argv = [a.decode() for a in fields[4:4 + argc]]
-    env = dict(entry.decode("utf-8", "surrogateescape").partition("=")[::2] for entry in fields[4 + argc:])
-    return fields[0].decode(), fields[1].decode(), int(fields[2], 8), argv, env
+    try:
+        argc = int(fields[3])
+        argv = [a.decode() for a in fields[4:4 + argc]]
+        env = dict(entry.decode("utf-8", "surrogateescape").partition("=")[::2] for entry in fields[4 + argc:])
+        return fields[0].decode(), fields[1].decode(), int(fields[2], 8), argv, env
+    except (ValueError, IndexError):
+        return None
 
 
 class _Server:
@@ -131,15 +133,16 @@ class _Server:
         except OSError:
             relay.close()
             return None
-        refusal = self._refusal(data, fds)
-        if refusal:
+        request = _decode_request(data)
+        refusal = self._refusal(request, fds)
+        if request is None or refusal:
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):
                 relay.send(b"refused " + refusal.encode())
             relay.close()
             return None
-        executable, cwd, umask, argv, env = _decode_request(data)
+        _, cwd, umask, argv, env = request
         try:
             pid = os.fork()
         except OSError:  # out of memory or processes: the relay starts its Python fresh, if it can
@@ -161,13 +164,12 @@ class _Server:
         self.selector.register(relay, selectors.EVENT_READ, self._relay_gone)
         return None
 
-    def _refusal(self, data: bytes, fds: list[int]) -> str:
+    def _refusal(self, request: _Request | None, fds: list[int]) -> str:
         if len(fds) != 3:
             return "no standard streams"
-        try:
-            executable, _, _, argv, env = _decode_request(data)
-        except (ValueError, IndexError):
+        if request is None:
             return "not a request"
+        executable, _, _, argv, env = request
         if executable != sys.executable:
             return f"another Python ({executable})"
         if len(argv) < 2 or argv[0] != "-m":

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from kstool.base.home import cache_dir, private_dir, write_private_text
+from kstool.base.processes import inherited_variable
 
 # masters whose Spark finds its Python in the environment; YARN ships $SPARK_HOME/python/lib/pyspark.zip
 # to its containers and refuses to start without it
@@ -85,16 +86,9 @@ def python_for(master: str) -> str:
 @contextlib.contextmanager
 def spark_home(home: Path | None) -> Iterator[None]:
     """SPARK_HOME set to `home` while a JVM is launched (pyspark reads it from the environment),
-    then as it was: kstool's own later work, and the processes it starts, see no change."""
+    then as it was."""
     if home is None:
         yield
         return
-    previous = os.environ.get("SPARK_HOME")
-    os.environ["SPARK_HOME"] = str(home)
-    try:
+    with inherited_variable("SPARK_HOME", str(home)):
         yield
-    finally:
-        if previous is None:
-            del os.environ["SPARK_HOME"]
-        else:
-            os.environ["SPARK_HOME"] = previous

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,17 +127,20 @@ def test_the_server_and_what_it_forked_end_with_the_process_that_started_it(serv
     assert _ran(sleeping).process.returncode == -signal.SIGKILL
 
 
+def _command_lines() -> Iterator[tuple[int, list[bytes]]]:
+    """Every process's pid and command line, as /proc shows them now."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                yield int(entry.name), (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile
+                continue
+
+
 def _serving(address: str) -> list[int]:
     """The server of this address, and the processes it forked (which keep its command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"kstool.engine.spark.python_forks" in command and address.encode() in command and pid_alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, command in _command_lines()
+            if b"kstool.engine.spark.python_forks" in command and address.encode() in command and pid_alive(pid)]
 
 
 def test_a_local_runs_python_processes_are_forked(kafka, spark, topic_name):
@@ -147,13 +151,8 @@ def test_a_local_runs_python_processes_are_forked(kafka, spark, topic_name):
 
     def sample() -> None:
         while not running.wait(0.05):
-            for entry in Path("/proc").iterdir():
-                try:
-                    command = (entry / "cmdline").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if any(part.endswith(b"python_forks_relay.py") for part in command):
-                    relayed.add(command[command.index(b"-m") + 1].decode())
+            relayed.update(command[command.index(b"-m") + 1].decode() for _, command in _command_lines()
+                           if any(part.endswith(b"python_forks_relay.py") for part in command))
 
     create_topic(kafka, topic_name, 1)
     produce_values(kafka, topic_name, [b"a b", b"b c"])
