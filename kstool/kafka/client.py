@@ -47,6 +47,9 @@ _TLS_ALERT = re.compile(r"alert ([a-z ]+): SSL alert number \d+")
 _CERTIFICATE_ALERTS = {"bad certificate", "unsupported certificate", "certificate revoked", "certificate expired",
                        "certificate unknown", "unknown ca", "certificate required", "access denied"}
 
+# the longest a ListOffsets ask waits before the metadata is read again for a new leader
+LAST_OFFSETS_ASK_S = 2.0
+
 # how long the first call's check that something listens at the bootstrap addresses may take
 PROBE_TIMEOUT_S = 0.5
 
@@ -324,33 +327,48 @@ class KafkaClients:
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec,
                       answered_only: bool = False) -> dict[tuple[str, int], int]:
-        """A partition whose leader is moving (a node lost: UNKNOWN_LEADER_EPOCH from a new leader
-        whose metadata lags the client's) is asked again until the client timeout; librdkafka's
-        ListOffsets hands such an error over where its fetcher would ask again itself."""
-        deadline, wait, out = time.monotonic() + self.timeout, 0.1, {}
-        while tps:
-            futures = self.admin().list_offsets(
-                {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout)
-            again = []
+        """Each partition's offset from its leader, in asks of growing length until the client
+        timeout. librdkafka's admin client sends ListOffsets to the leader its metadata names
+        and does not look again: a node lost stays the leader it asks until the ask times out
+        (answered with offset -1001), and a new leader may not know its epoch yet
+        (UNKNOWN_LEADER_EPOCH). A partition left unanswered is asked again after the metadata
+        is read afresh, which names its new leader once the controller fenced the lost node
+        (broker.session.timeout.ms): with one ask of the whole timeout a run's batch waited
+        10 s for it and got -1001; asks of at most 2 s find the new leader within 2 s of its
+        election. `answered_only`: what no leader answered by the timeout is left out
+        instead of failing."""
+        deadline, ask, out = time.monotonic() + self.timeout, FIRST_METADATA_ASK_S, {}
+        while True:
+            futures = self.admin().list_offsets({TopicPartition(t, p): spec for t, p in tps},
+                                                request_timeout=min(ask, max(deadline - time.monotonic(), 0.01)))
+            unanswered: dict[tuple[str, int], KafkaException | None] = {}
             for tp, future in futures.items():
                 try:
                     offset = future.result().offset
                 except KafkaException as exc:
-                    code = error_code(exc)
-                    if answered_only and code in _UNREACHABLE | LEADER_MOVING:
-                        continue
-                    if code in LEADER_MOVING and time.monotonic() + wait < deadline:
-                        again.append((tp.topic, tp.partition))
-                        continue
-                    raise self.translate(exc) from None
-                if offset >= 0 or not answered_only:  # a leader gone but still named answers -1001
+                    if error_code(exc) not in _UNREACHABLE | LEADER_MOVING:
+                        raise self.translate(exc) from None
+                    unanswered[(tp.topic, tp.partition)] = exc
+                    continue
+                if offset >= 0:
                     out[(tp.topic, tp.partition)] = offset
-            if again:
-                _log.debug("asking again for the offsets of %s: their leader is moving", again)
-                time.sleep(wait)
-                wait = min(wait * 2, 2.0)
-            tps = again
-        return out
+                else:  # the ask timed out at a leader that is gone
+                    unanswered[(tp.topic, tp.partition)] = None
+            if not unanswered or (answered_only and time.monotonic() >= deadline):
+                return out
+            if time.monotonic() >= deadline:
+                raise self._unanswered(unanswered)
+            _log.debug("asking again for the offsets of %s: their leader is lost or moving", sorted(unanswered))
+            self.metadata(timeout_s=max(deadline - time.monotonic(), 0.01))
+            tps, ask = list(unanswered), min(ask * 2, LAST_OFFSETS_ASK_S)
+
+    def _unanswered(self, unanswered: dict[tuple[str, int], KafkaException | None]) -> Exception:
+        errors = [exc for exc in unanswered.values() if exc is not None]
+        if errors:
+            return self.translate(errors[0])
+        named = ", ".join(f"{t}:{p}" for t, p in sorted(unanswered)[:5]) + (" ..." if len(unanswered) > 5 else "")
+        return BrokerUnreachableError(f"no leader answered for the offsets of {named} within {self.timeout:g}s "
+                                      "(a node lost: its partitions move once the controller fences it)")
 
     def refusal(self, exc: KafkaException, **refused: tuple[str, str | None]) -> AuthorizationError | None:
         """The AuthorizationError a KafkaException is, or None. `refused` names, per kind of

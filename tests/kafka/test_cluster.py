@@ -137,6 +137,25 @@ def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
     assert {e["key"] for e in json.loads(table.stdout)} - {None} == keys
 
 
+def test_offsets_whose_leader_was_just_killed_come_from_its_new_leader_as_get_offset_shell_gives_them(
+        cluster, topic_name):
+    """A partition's leader killed, `topics describe` at once: librdkafka asks ListOffsets of
+    the leader its metadata names, and the lost node stays named there until the controller
+    fences it; asked once for the whole timeout it answered nothing for that partition (no
+    offsets shown, and a run's batch waited 10 s). Read again for the new leader, every
+    partition's end is Kafka's GetOffsetShell's."""
+    assert cli("topics", "create", topic_name, "-p", "3").exit_code == 0
+    produce_batched(cluster.kafka, topic_name, [(f"k{i}".encode(), b"v") for i in range(300)])
+    cluster.kill_node(cluster.leader(topic_name, 0))
+    described = _json(cli("topics", "describe", topic_name, "-o", "json"))
+    shell = kafka_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", cluster.bootstrap,
+                       "--topic", topic_name)
+    assert shell.returncode == 0, shell.stderr[-500:]
+    ends = {int(partition): int(end) for _, partition, end in (line.rsplit(":", 2) for line in shell.stdout.split())}
+    assert {p["partition"]: p["high_offset"] for p in described["partitions"]} == ends
+    assert sum(ends.values()) == 300
+
+
 def test_a_streams_group_is_described_through_another_node_and_after_its_coordinator_was_killed(
         cluster, topic_name, tmp_path):
     """StreamsGroupDescribe (KIP-1071) is kstool's own request (librdkafka has none): Kafka
