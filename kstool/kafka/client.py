@@ -49,6 +49,8 @@ _CERTIFICATE_ALERTS = {"bad certificate", "unsupported certificate", "certificat
 
 # the longest a ListOffsets ask waits before the metadata is read again for a new leader
 LAST_OFFSETS_ASK_S = 2.0
+# how the failure of offsets asked of a lost leader until the timeout begins (an outage to a run)
+NO_LEADER_ANSWERED = "no leader answered"
 
 # how long the first call's check that something listens at the bootstrap addresses may take
 PROBE_TIMEOUT_S = 0.5
@@ -367,7 +369,7 @@ class KafkaClients:
         if errors:
             return self.translate(errors[0])
         named = ", ".join(f"{t}:{p}" for t, p in sorted(unanswered)[:5]) + (" ..." if len(unanswered) > 5 else "")
-        return BrokerUnreachableError(f"no leader answered for the offsets of {named} within {self.timeout:g}s "
+        return BrokerUnreachableError(f"{NO_LEADER_ANSWERED} for the offsets of {named} within {self.timeout:g}s "
                                       "(a node lost: its partitions move once the controller fences it)")
 
     def refusal(self, exc: KafkaException, **refused: tuple[str, str | None]) -> AuthorizationError | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kstool.base.errors import BrokerUnreachableError
-from kstool.kafka.client import KafkaClients
+from kstool.kafka.client import NO_LEADER_ANSWERED, KafkaClients
 
 BACKOFF_S = (1, 2, 4, 8, 15)
 # what librdkafka and kstool's own sink and source say when a broker went away mid-batch, or a
@@ -21,7 +21,7 @@ LOST_BROKER_SIGNS = ("Broker transport failure", "All broker connections are dow
                      "Disconnected", "flush timed out", "message(s) timed out",
                      "Leader not available", "Not leader", "Not coordinator", "Coordinator load in progress",
                      "Coordinator not available", "Timed out waiting for operation to finish", "Leader epoch",
-                     "Leader high watermark is not caught up")
+                     "Leader high watermark is not caught up", NO_LEADER_ANSWERED)
 # kstool's BrokerUnreachableError, as the query's failure quotes it
 _UNREACHABLE = re.compile(r"cannot reach Kafka at [^\n]*")
 
