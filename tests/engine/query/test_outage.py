@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kstool.config import build_client_config
+from kstool.engine.query.outage import Outage
+from kstool.kafka.client import KafkaClients
 from tests.conftest import Kafka, cli_subprocess, home_sharing_jvm_archive
 from tests.faults import ContinuousRun, batches, in_flight
 from tests.helpers import as_long, create_topic, end_offsets, latest_per_key, produce_values, read_all
@@ -155,6 +158,19 @@ def test_exactly_once_v2_gives_up_after_the_broker_timeout_naming_the_last_commi
     latest = {k.decode(): as_long(v) for k, v in updates}
     assert {w: latest.get(w) for w in word_counts(again)} == {w: 2 for w in word_counts(again)}
     assert latest.items() <= dict(total).items()
+
+
+def test_a_query_failed_on_offsets_no_leader_answered_is_waited_out_and_a_bug_is_not(kafka):
+    """With Kafka's 9 s broker session, a leader lost while a batch was planned was not moved
+    within the client's 10 s: the source's error ended the query, and the run stopped with it
+    instead of waiting for the new leader. Here the brokers answer again, so only the failure's
+    message can tell the two apart."""
+    clients = KafkaClients(build_client_config(kafka.bootstrap))
+    no_leader = clients._unanswered({("orders", 0): None})
+    failed = Exception(f"[STREAM_FAILED] Query [id = 1] terminated with exception: {no_leader}\n\tat ...")
+    reason = Outage(60).caused(clients, failed)
+    assert reason is not None and "no leader answered for the offsets of orders:0" in reason
+    assert Outage(60).caused(clients, Exception("[STREAM_FAILED] ZeroDivisionError: division by zero")) is None
 
 
 @pytest.fixture
