@@ -7,8 +7,9 @@ import os
 import re
 import socket
 import time
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Iterable, cast
+from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient, ClusterMetadata, OffsetSpec
@@ -21,6 +22,8 @@ from kstool.kafka.exceptions import AuthenticationError, AuthorizationError, Kaf
 from kstool.kafka.read_errors import LEADER_MOVING
 
 _log = logging.getLogger("kstool.kafka")
+
+K = TypeVar("K")
 
 _UNREACHABLE = {
     KafkaError._TRANSPORT,
@@ -83,6 +86,14 @@ def require_partitions(topic: str, wanted: Iterable[int], available: list[int]) 
 def error_code(exc: KafkaException) -> int | None:
     """The code of the KafkaError a client's KafkaException carries, if it carries one."""
     return exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+
+
+def unanswered(error: BaseException | KafkaError | None) -> bool:
+    """Whether a request's error (a KafkaException, or a KafkaError a result carries) is that
+    no broker answered it: refused, or timed out. Asked of other nodes, it may be answered."""
+    if isinstance(error, KafkaException):
+        return error_code(error) in _UNREACHABLE
+    return isinstance(error, KafkaError) and error.code() in _UNREACHABLE
 
 
 def readonly_group_id() -> str:
@@ -290,20 +301,51 @@ class KafkaClients:
         does not say lets the command go on."""
         if not topics:
             return
-        futures = self.admin().describe_topics(TopicCollection(topics), include_authorized_operations=True,
-                                               request_timeout=self.timeout)
+        futures = self.asked_of_a_live_controller(lambda timeout: self.admin().describe_topics(
+            TopicCollection(topics), include_authorized_operations=True, request_timeout=timeout))
         for topic in topics:
             try:
                 allowed = futures[topic].result().authorized_operations
             except KafkaException as exc:
-                err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                if err is not None and err.code() in _UNREACHABLE and self.metadata().brokers:
-                    # librdkafka asks the broker the metadata names as controller, which may
-                    # be a node just lost: the operation itself is refused if not allowed
-                    _log.debug("not checked whether %s on %s is allowed: %s", operation, topic, err.str())
+                if unanswered(exc) and self.metadata().brokers:
+                    # every ask went to a node just lost, named controller until it is fenced:
+                    # the operation itself is refused if not allowed
+                    _log.debug("not checked whether %s on %s is allowed: %s", operation, topic, exc)
                     return
                 raise self.translate(exc, topic=(operation, topic)) from None
             self.require_operation(allowed, "topic", topic, operation)
+
+    def asks(self, longest: float = float("inf")) -> Iterator[float]:
+        """Request timeouts for asking again while a node is lost: of growing length (up to
+        `longest`) until the client timeout, the metadata read afresh before each ask but the
+        first. The caller stops when answered, or uses its last ask's answer once they end.
+        librdkafka sends a request to the brokers its metadata names and does not look again,
+        and a node killed a moment ago stays named until the controller fences it
+        (broker.session.timeout.ms): asked once for the whole timeout, the request waits for it
+        to the end; the metadata read again names others (a new leader, a live controller) or
+        no longer names it."""
+        deadline, length = time.monotonic() + self.timeout, FIRST_METADATA_ASK_S
+        while True:
+            yield min(length, max(deadline - time.monotonic(), 0.01))
+            if time.monotonic() >= deadline:
+                return
+            self.metadata(timeout_s=max(deadline - time.monotonic(), 0.01))
+            length = min(length * 2, longest)
+
+    def asked_of_a_live_controller(self, ask: Callable[[float], dict[K, Future[Any]]]) -> dict[K, Future[Any]]:
+        """A request librdkafka sends to the broker the metadata names as controller
+        (DescribeConfigs, DescribeTopics, DeleteTopics), `ask`ed with each of asks()' timeouts
+        until no answer is missing; returns the last ask's futures, all done. A KRaft broker
+        names a random live broker as controller (KRaftMetadataCache.getRandomAliveBroker), a
+        node just killed among them: `topics describe` then failed with "Failed while waiting
+        for controller"."""
+        futures: dict[K, Future[Any]] = {}
+        for timeout in self.asks():
+            futures = ask(timeout)
+            wait(list(futures.values()))
+            if not any(unanswered(f.exception()) for f in futures.values()):
+                break
+        return futures
 
     def require_operation(self, allowed: list[AclOperation] | None, kind: str, name: str, operation: str) -> None:
         """An AuthorizationError unless `allowed` (a description's authorized operations, None
@@ -329,42 +371,39 @@ class KafkaClients:
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec: OffsetSpec,
                       answered_only: bool = False) -> dict[tuple[str, int], int]:
-        """Each partition's offset from its leader, in asks of growing length until the client
-        timeout. librdkafka's admin client sends ListOffsets to the leader its metadata names
-        and does not look again: a node lost stays the leader it asks until the ask times out
-        (answered with offset -1001), and a new leader may not know its epoch yet
-        (UNKNOWN_LEADER_EPOCH). A partition left unanswered is asked again after the metadata
-        is read afresh, which names its new leader once the controller fenced the lost node
-        (broker.session.timeout.ms): with one ask of the whole timeout a run's batch waited
-        10 s for it and got -1001; asks of at most 2 s find the new leader within 2 s of its
-        election. `answered_only`: what no leader answered by the timeout is left out
-        instead of failing."""
-        deadline, ask, out = time.monotonic() + self.timeout, FIRST_METADATA_ASK_S, {}
-        while True:
-            futures = self.admin().list_offsets({TopicPartition(t, p): spec for t, p in tps},
-                                                request_timeout=min(ask, max(deadline - time.monotonic(), 0.01)))
-            unanswered: dict[tuple[str, int], KafkaException | None] = {}
+        """Each partition's offset from its leader, asked again (asks()) while a leader is lost
+        or moving. librdkafka's admin client asks the leader its metadata names: a node lost
+        stays that leader until the ask times out (answered with offset -1001), and a new leader
+        may not know its epoch yet (UNKNOWN_LEADER_EPOCH). With one ask of the whole timeout a
+        run's batch waited 10 s for a lost leader and got -1001; asks of at most 2 s find the new
+        leader within 2 s of its election. `answered_only`: what no leader answered by the
+        timeout is left out instead of failing."""
+        out: dict[tuple[str, int], int] = {}
+        unanswered_tps: dict[tuple[str, int], KafkaException | None] = {}
+        for timeout in self.asks(longest=LAST_OFFSETS_ASK_S):
+            futures = self.admin().list_offsets({TopicPartition(t, p): spec for t, p in tps}, request_timeout=timeout)
+            unanswered_tps = {}
             for tp, future in futures.items():
                 try:
                     offset = future.result().offset
                 except KafkaException as exc:
                     if error_code(exc) not in _UNREACHABLE | LEADER_MOVING:
                         raise self.translate(exc) from None
-                    unanswered[(tp.topic, tp.partition)] = exc
+                    unanswered_tps[(tp.topic, tp.partition)] = exc
                     continue
                 if offset >= 0:
                     out[(tp.topic, tp.partition)] = offset
                 else:  # the ask timed out at a leader that is gone
-                    unanswered[(tp.topic, tp.partition)] = None
-            if not unanswered or (answered_only and time.monotonic() >= deadline):
+                    unanswered_tps[(tp.topic, tp.partition)] = None
+            if not unanswered_tps:
                 return out
-            if time.monotonic() >= deadline:
-                raise self._unanswered(unanswered)
-            _log.debug("asking again for the offsets of %s: their leader is lost or moving", sorted(unanswered))
-            self.metadata(timeout_s=max(deadline - time.monotonic(), 0.01))
-            tps, ask = list(unanswered), min(ask * 2, LAST_OFFSETS_ASK_S)
+            _log.debug("asking again for the offsets of %s: their leader is lost or moving", sorted(unanswered_tps))
+            tps = list(unanswered_tps)
+        if answered_only:
+            return out
+        raise self._no_leader_answered(unanswered_tps)
 
-    def _unanswered(self, unanswered: dict[tuple[str, int], KafkaException | None]) -> Exception:
+    def _no_leader_answered(self, unanswered: dict[tuple[str, int], KafkaException | None]) -> Exception:
         errors = [exc for exc in unanswered.values() if exc is not None]
         if errors:
             return self.translate(errors[0])

@@ -18,7 +18,7 @@ from kstool.base.documents import (
     StreamsSubtopology,
 )
 from kstool.base.errors import BusyError, KstoolError
-from kstool.kafka.client import KafkaClients, error_code
+from kstool.kafka.client import KafkaClients, error_code, unanswered
 from kstool.kafka.exceptions import GroupNotFoundError, KafkaOperationError
 from kstool.kafka.share_groups import describe_share_group, share_group_offsets
 from kstool.kafka.streams_groups import StreamsGroupsUnsupported, describe_streams_group
@@ -61,10 +61,15 @@ def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T], g
 
 
 def list_groups(clients: KafkaClients) -> list[GroupRow]:
-    try:
-        result = clients.admin().list_consumer_groups(request_timeout=clients.timeout).result()
-    except KafkaException as exc:
-        raise clients.translate(exc) from None
+    """Every group, as each broker's coordinators list theirs: ListGroups goes to every node the
+    metadata names, asked again (KafkaClients.asks) while one just lost is named."""
+    for timeout in clients.asks():
+        try:
+            result = clients.admin().list_consumer_groups(request_timeout=timeout).result()
+        except KafkaException as exc:
+            raise clients.translate(exc) from None
+        if not any(unanswered(err) for err in result.errors):
+            break
     if result.errors:  # an unreachable broker answers with errors and no groups, not an empty list
         raise clients.translate(KafkaException(result.errors[0]))
     rows: list[GroupRow] = [{"group": g.group_id, "type": _type(g.type), "state": _state(g.state),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
@@ -13,7 +13,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 from kstool.base.documents import PartitionHealthRow, TopicDescription, TopicPartitionRow, TopicRow
 from kstool.base.errors import KstoolError, UsageError
 from kstool.base.names import validate_topic
-from kstool.kafka.client import KafkaClients, error_code
+from kstool.kafka.client import KafkaClients, error_code, unanswered
 from kstool.kafka.exceptions import KafkaOperationError, TopicNotFoundError
 
 # what a topic is created with when no replication factor is given: the broker's
@@ -170,7 +170,8 @@ def topics_configs(clients: KafkaClients, topics: list[str], missing_ok: bool = 
     if not topics:
         return {}
     resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
-    futures = clients.admin().describe_configs(list(resources.values()), request_timeout=clients.timeout)
+    futures = clients.asked_of_a_live_controller(
+        lambda timeout: clients.admin().describe_configs(list(resources.values()), request_timeout=timeout))
     out = {}
     for topic, resource in resources.items():
         try:
@@ -194,7 +195,7 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
     new = NewTopic(options.name, num_partitions=options.partitions,
                    replication_factor=options.replication_factor, config=dict(options.configs))
     try:
-        ask_to_create(clients.admin, new, clients.timeout)
+        ask_to_create(clients.admin, new, clients.asks())
     except KafkaException as exc:
         raise clients.refusal(exc, topic=("CREATE", options.name)) or KafkaOperationError(
             f"cannot create topic {options.name!r}: {_reason(exc)}") from None
@@ -203,27 +204,27 @@ def create_topic(clients: KafkaClients, options: CreateTopicOptions) -> dict[str
             "replication_factor": replication_factor, "configs": dict(options.configs)}
 
 
-# how often CreateTopics is asked while its answers are lost with their broker handles (below)
-CREATE_ASKS = 3
-
-
-def ask_to_create(admin: Callable[[], Any], new: NewTopic, timeout: float) -> None:
-    """CreateTopics, asked again when librdkafka dropped the broker handle the request was on
-    (_DESTROY_BROKER: it drops the handle of a broker the cluster's metadata stops naming, as for
-    a moment while a cluster's nodes start; seen once on three nodes): the answer was lost, not
-    refused. The topic found existing by the next ask is then the one the lost answer created."""
-    answer_lost = False
-    for ask in range(1, CREATE_ASKS + 1):
+def ask_to_create(admin: Callable[[], Any], new: NewTopic, asks: Iterable[float]) -> None:
+    """CreateTopics, asked with each request timeout of `asks` (KafkaClients.asks) while its
+    answer is lost: librdkafka dropped the broker handle the request was on (_DESTROY_BROKER: it
+    drops the handle of a broker the cluster's metadata stops naming, as for a moment while a
+    cluster's nodes start; seen once on three nodes), or no broker answered in time (a node just
+    killed named controller: KafkaClients.asked_of_a_live_controller). The topic found existing
+    by the next ask is then the one the lost answer created."""
+    lost: KafkaException | None = None
+    for timeout in asks:
         try:
             admin().create_topics([new], request_timeout=timeout)[new.topic].result()
             return
         except KafkaException as exc:
             code = error_code(exc)
-            if answer_lost and code == KafkaError.TOPIC_ALREADY_EXISTS:
+            if lost is not None and code == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
-            if code != KafkaError._DESTROY_BROKER or ask == CREATE_ASKS:
+            if code != KafkaError._DESTROY_BROKER and not unanswered(exc):
                 raise
-            answer_lost = True
+            lost = exc
+    if lost is not None:
+        raise lost
 
 
 def _wait_until_served(clients: KafkaClients, name: str, partitions: int) -> int:
@@ -278,14 +279,18 @@ def delete_topics(clients: KafkaClients, names: list[str]) -> list[str]:
     """Delete every named topic; checks they all exist first so nothing half-happens on a typo."""
     clients.require_topics(names)
     clients.require_allowed(names, "DELETE")
-    futures = clients.admin().delete_topics(names, request_timeout=clients.timeout)
+    futures = clients.asked_of_a_live_controller(
+        lambda timeout: clients.admin().delete_topics(names, request_timeout=timeout))
     deleted, failed = [], []
     for name, future in futures.items():
         try:
             future.result()
             deleted.append(name)
         except KafkaException as exc:
-            failed.append(f"{name} ({_reason(exc)})")
+            if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                deleted.append(name)  # there a moment ago: an earlier ask, whose answer was lost, deleted it
+            else:
+                failed.append(f"{name} ({_reason(exc)})")
     if failed:
         raise KafkaOperationError(f"deleted {deleted or 'nothing'}; failed: {', '.join(failed)}")
     return deleted

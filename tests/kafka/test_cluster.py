@@ -5,6 +5,7 @@ finding coordinators and leaders on other nodes and again after their node was k
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -12,6 +13,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kstool.config import ClientConfig
+from kstool.kafka.client import KafkaClients
+from kstool.kafka.topics import CreateTopicOptions, create_topic, topic_configs
 from kstool.kafka.wire.protocol import RecordWriter, leave_group
 from kstool.kafka.wire.transaction import commit_transaction
 from tests.apache_kafka import kafka_tool
@@ -101,7 +104,7 @@ def _json(result):
 
 
 def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
-    """The node coordinating the groups, killed: groups describe, produce (acks=all, idempotent),
+    """The node coordinating the groups, killed: groups list and describe, produce (acks=all, idempotent),
     consume, topics, a reset of a group's offsets, changelog dump and state --changelog-topic go
     on through the two left, and agree with what was written."""
     assert cli("topics", "create", topic_name, "-p", "3").exit_code == 0
@@ -112,7 +115,9 @@ def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
     consumer.close()
     cluster.kill_node(cluster.group_coordinator())
     # at once, while the group has no coordinator: the lost node leads its partition of
-    # __consumer_offsets until the controller fences it (broker.session.timeout.ms, 3 s)
+    # __consumer_offsets until the controller fences it (broker.session.timeout.ms, 3 s), and
+    # ListGroups, asked of every node the metadata names, goes to it too
+    assert group in {row["group"] for row in _json(cli("groups", "list", "-o", "json"))}
     groups = _json(cli("groups", "describe", group, "-o", "json"))
     assert {p["partition"]: p["committed"] for p in groups["partitions"]} == {0: 10, 1: 10, 2: 10}
     produced = cli("produce", topic_name, input="".join(f"late{i}\n" for i in range(50)))
@@ -154,6 +159,25 @@ def test_offsets_whose_leader_was_just_killed_come_from_its_new_leader_as_get_of
     ends = {int(partition): int(end) for _, partition, end in (line.rsplit(":", 2) for line in shell.stdout.split())}
     assert {p["partition"]: p["high_offset"] for p in described["partitions"]} == ends
     assert sum(ends.values()) == 300
+
+
+def test_a_topic_is_created_and_its_configs_read_while_the_metadata_names_a_killed_node_controller(
+        cluster, topic_name):
+    """A KRaft broker names a random live broker as controller in its metadata, and a node killed
+    a moment ago is live to it until the controller fences it. librdkafka sends CreateTopics and
+    DescribeConfigs to the controller it was named: asked once for the whole timeout, `topics
+    describe` right after a node was killed failed with "Failed while waiting for controller"
+    (seen on CI)."""
+    assert cli("topics", "create", topic_name, "--config", "retention.ms=4321000").exit_code == 0
+    lost = cluster.leader(topic_name, 0)
+    cluster.kill_node(lost)
+    config = ClientConfig(bootstrap_servers=cluster.bootstrap, bootstrap_source="test", timeout_s=5)
+    # fresh clients until two name the killed node (one in three picks, within its 3 s session)
+    reading, creating = itertools.islice((c for c in (KafkaClients(config) for _ in range(600))
+                                          if c.metadata().controller_id == lost), 2)
+    assert topic_configs(reading, topic_name)["retention.ms"] == "4321000"
+    create_topic(creating, CreateTopicOptions(topic_name + "-new", 2))
+    assert sorted(_replicas(cluster, topic_name + "-new")) == [0, 1]
 
 
 def test_a_streams_group_is_described_through_another_node_and_after_its_coordinator_was_killed(

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
-from kstool.kafka.topics import CREATE_ASKS, ask_to_create
+from kstool.kafka.topics import ask_to_create
 from tests.conftest import cli
 
 
@@ -58,20 +58,25 @@ class _Answers:
         return {topics[0].topic: Answer()}
 
 
-def test_a_create_answer_lost_with_its_broker_handle_is_asked_again():
-    lost_then_created = _Answers(KafkaError._DESTROY_BROKER, None)
-    ask_to_create(lambda: lost_then_created, NewTopic("t", 1), 5)
+ASKS = [0.5, 1, 2]
+
+
+@pytest.mark.parametrize("lost", [KafkaError._DESTROY_BROKER, KafkaError._TIMED_OUT])
+def test_a_create_whose_answer_was_lost_is_asked_again(lost):
+    """_DESTROY_BROKER: the broker handle dropped; _TIMED_OUT: no controller answered."""
+    lost_then_created = _Answers(lost, None)
+    ask_to_create(lambda: lost_then_created, NewTopic("t", 1), ASKS)
     assert lost_then_created.asked == 2
     # the lost answer had created it: the next ask finds it
-    lost_then_exists = _Answers(KafkaError._DESTROY_BROKER, KafkaError.TOPIC_ALREADY_EXISTS)
-    ask_to_create(lambda: lost_then_exists, NewTopic("t", 1), 5)
+    lost_then_exists = _Answers(lost, KafkaError.TOPIC_ALREADY_EXISTS)
+    ask_to_create(lambda: lost_then_exists, NewTopic("t", 1), ASKS)
     assert lost_then_exists.asked == 2
 
 
 @pytest.mark.parametrize("answers", [(KafkaError.TOPIC_ALREADY_EXISTS,), (KafkaError.POLICY_VIOLATION,),
-                                     (KafkaError._DESTROY_BROKER,) * CREATE_ASKS])
-def test_a_refused_create_is_not_asked_again(answers):
+                                     (KafkaError._DESTROY_BROKER,) * len(ASKS), (KafkaError._TIMED_OUT,) * len(ASKS)])
+def test_a_refused_create_is_not_asked_again_nor_one_lost_past_the_timeout(answers):
     admin = _Answers(*answers)
     with pytest.raises(KafkaException) as raised:
-        ask_to_create(lambda: admin, NewTopic("t", 1), 5)
+        ask_to_create(lambda: admin, NewTopic("t", 1), ASKS)
     assert raised.value.args[0].code() == answers[-1] and admin.asked == len(answers)

@@ -166,7 +166,7 @@ def test_a_query_failed_on_offsets_no_leader_answered_is_waited_out_and_a_bug_is
     instead of waiting for the new leader. Here the brokers answer again, so only the failure's
     message can tell the two apart."""
     clients = KafkaClients(build_client_config(kafka.bootstrap))
-    no_leader = clients._unanswered({("orders", 0): None})
+    no_leader = clients._no_leader_answered({("orders", 0): None})
     failed = Exception(f"[STREAM_FAILED] Query [id = 1] terminated with exception: {no_leader}\n\tat ...")
     reason = Outage(60).caused(clients, failed)
     assert reason is not None and "no leader answered for the offsets of orders:0" in reason
