@@ -62,13 +62,17 @@ def _asked_of_the_coordinator(clients: KafkaClients, request: Callable[[], T], g
 
 def list_groups(clients: KafkaClients) -> list[GroupRow]:
     """Every group, as each broker's coordinators list theirs: ListGroups goes to every node the
-    metadata names, asked again (KafkaClients.asks) while one just lost is named."""
+    metadata names, asked again (KafkaClients.asks) while one just lost is named or a coordinator
+    is busy. As Kafka's own ListGroups, a coordinator that moved a moment ago may not list its
+    groups yet: a node that has not yet taken up a partition of __consumer_offsets it leads
+    lists nothing for it, without an error (GroupCoordinatorService.listGroups reads only the
+    coordinators its runtime has)."""
     for timeout in clients.asks():
         try:
             result = clients.admin().list_consumer_groups(request_timeout=timeout).result()
         except KafkaException as exc:
             raise clients.translate(exc) from None
-        if not any(unanswered(err) for err in result.errors):
+        if not any(unanswered(err) or err.code() in _COORDINATOR_BUSY for err in result.errors):
             break
     if result.errors:  # an unreachable broker answers with errors and no groups, not an empty list
         raise clients.translate(KafkaException(result.errors[0]))

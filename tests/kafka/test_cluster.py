@@ -104,28 +104,34 @@ def _json(result):
 
 
 def test_the_one_liners_work_with_a_node_lost(cluster, topic_name):
-    """The node coordinating the groups, killed: groups list and describe, produce (acks=all, idempotent),
-    consume, topics, a reset of a group's offsets, changelog dump and state --changelog-topic go
-    on through the two left, and agree with what was written."""
+    """The node coordinating the groups, killed: groups list, delete and describe, produce
+    (acks=all, idempotent), consume, topics, a reset of a group's offsets, changelog dump and
+    state --changelog-topic go on through the two left, and agree with what was written."""
     assert cli("topics", "create", topic_name, "-p", "3").exit_code == 0
     produce_batched(cluster.kafka, topic_name, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(300)])
     group = topic_name + "-group"
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
-    consumer.commit(offsets=[TopicPartition(topic_name, p, 10) for p in range(3)], asynchronous=False)
-    consumer.close()
+    for committing in (group, group + "-gone"):
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": committing})
+        consumer.commit(offsets=[TopicPartition(topic_name, p, 10) for p in range(3)], asynchronous=False)
+        consumer.close()
     cluster.kill_node(cluster.group_coordinator())
     # at once, while the group has no coordinator: the lost node leads its partition of
     # __consumer_offsets until the controller fences it (broker.session.timeout.ms, 3 s), and
-    # ListGroups, asked of every node the metadata names, goes to it too
-    assert group in {row["group"] for row in _json(cli("groups", "list", "-o", "json"))}
+    # ListGroups, asked of every node the metadata names, goes to it too (as Kafka's, the
+    # listing may miss the groups of a coordinator not yet taken up by its new node)
+    assert isinstance(_json(cli("groups", "list", "-o", "json")), list)
     groups = _json(cli("groups", "describe", group, "-o", "json"))
     assert {p["partition"]: p["committed"] for p in groups["partitions"]} == {0: 10, 1: 10, 2: 10}
+    assert {group, group + "-gone"} <= {row["group"] for row in _json(cli("groups", "list", "-o", "json"))}
+    deleted = cli("groups", "delete", group + "-gone", "--yes")
+    assert deleted.exit_code == 0, deleted.stderr
     produced = cli("produce", topic_name, input="".join(f"late{i}\n" for i in range(50)))
     assert produced.exit_code == 0, produced.stderr
     consumed = cli("consume", topic_name, "-e", "-o", "jsonl")
     assert consumed.exit_code == 0, consumed.stderr
     assert len(consumed.stdout.splitlines()) == 350
     assert cli("topics", "list").exit_code == 0
+    assert group + "-gone" not in {row["group"] for row in _json(cli("groups", "list", "-o", "json"))}
     described = _json(cli("topics", "describe", topic_name, "-o", "json"))
     assert described["total_records"] == 350
     reset = cli("reset", "--app-id", group, "--input-topics", topic_name, "--to-earliest", "--yes")
@@ -171,7 +177,7 @@ def test_a_topic_is_created_and_its_configs_read_while_the_metadata_names_a_kill
     assert cli("topics", "create", topic_name, "--config", "retention.ms=4321000").exit_code == 0
     lost = cluster.leader(topic_name, 0)
     cluster.kill_node(lost)
-    config = ClientConfig(bootstrap_servers=cluster.bootstrap, bootstrap_source="test", timeout_s=5)
+    config = ClientConfig(bootstrap_servers=cluster.bootstrap, bootstrap_source="test")
     # fresh clients until two name the killed node (one in three picks, within its 3 s session)
     reading, creating = itertools.islice((c for c in (KafkaClients(config) for _ in range(600))
                                           if c.metadata().controller_id == lost), 2)
